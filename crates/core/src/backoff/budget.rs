@@ -1,0 +1,204 @@
+//! A retry budget: the AWS SDKs' retry quota, as a token bucket.
+//!
+//! Backoff spaces retries out; it does not stop them. When an upstream is
+//! down, every caller retrying 3 times quadruples its load. The budget makes
+//! retries *earned*: each costs tokens, each success pays one back, and when
+//! the bucket is empty failures surface at once instead of piling on.
+
+use std::fmt;
+
+/// The costs and size of a [`RetryBudget`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BudgetConfig {
+    capacity: u32,
+    retry_cost: u32,
+    timeout_retry_cost: u32,
+    success_refund: u32,
+}
+
+impl Default for BudgetConfig {
+    /// AWS SDK standard mode: 500 tokens, 5 per retry, 10 per retry after a
+    /// timeout, 1 back per success.
+    fn default() -> Self {
+        Self {
+            capacity: 500,
+            retry_cost: 5,
+            timeout_retry_cost: 10,
+            success_refund: 1,
+        }
+    }
+}
+
+/// Why a [`BudgetConfig`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetError {
+    /// A retry must cost at least one token, or the budget limits nothing.
+    FreeRetries,
+    /// A single retry costs more than the whole bucket holds.
+    CostAboveCapacity { cost: u32, capacity: u32 },
+}
+
+impl fmt::Display for BudgetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::FreeRetries => f.write_str("a retry must cost at least one token"),
+            Self::CostAboveCapacity { cost, capacity } => {
+                write!(
+                    f,
+                    "a retry costs {cost} tokens but the budget holds only {capacity}"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for BudgetError {}
+
+impl BudgetConfig {
+    /// A validated configuration.
+    pub fn new(
+        capacity: u32,
+        retry_cost: u32,
+        timeout_retry_cost: u32,
+        success_refund: u32,
+    ) -> Result<Self, BudgetError> {
+        if retry_cost == 0 || timeout_retry_cost == 0 {
+            return Err(BudgetError::FreeRetries);
+        }
+        let cost = retry_cost.max(timeout_retry_cost);
+        if cost > capacity {
+            return Err(BudgetError::CostAboveCapacity { cost, capacity });
+        }
+        Ok(Self {
+            capacity,
+            retry_cost,
+            timeout_retry_cost,
+            success_refund,
+        })
+    }
+}
+
+/// What kind of failure a retry follows; timeouts cost more because they
+/// mean the upstream is slow as well as failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryCause {
+    /// Any retryable error other than a timeout.
+    Error,
+    /// A timeout (before the request was sent, or a 408).
+    Timeout,
+}
+
+/// A token bucket of retries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryBudget {
+    config: BudgetConfig,
+    tokens: u32,
+}
+
+impl Default for RetryBudget {
+    fn default() -> Self {
+        Self::new(BudgetConfig::default())
+    }
+}
+
+impl RetryBudget {
+    /// A full bucket.
+    pub fn new(config: BudgetConfig) -> Self {
+        Self {
+            tokens: config.capacity,
+            config,
+        }
+    }
+
+    /// Tokens left.
+    pub fn tokens(&self) -> u32 {
+        self.tokens
+    }
+
+    /// Takes the cost of one retry; `false` (and nothing taken) when the
+    /// bucket cannot pay, meaning: do not retry, surface the error.
+    pub fn try_withdraw(&mut self, cause: RetryCause) -> bool {
+        let cost = match cause {
+            RetryCause::Error => self.config.retry_cost,
+            RetryCause::Timeout => self.config.timeout_retry_cost,
+        };
+        match self.tokens.checked_sub(cost) {
+            Some(left) => {
+                self.tokens = left;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Pays back after a success, up to the capacity.
+    pub fn on_success(&mut self) {
+        self.tokens = self
+            .tokens
+            .saturating_add(self.config.success_refund)
+            .min(self.config.capacity);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn aws_defaults_allow_100_error_retries_or_50_timeout_retries() {
+        let mut budget = RetryBudget::default();
+        let mut granted = 0;
+        while budget.try_withdraw(RetryCause::Error) {
+            granted += 1;
+        }
+        assert_eq!(granted, 100);
+        assert_eq!(budget.tokens(), 0);
+
+        let mut budget = RetryBudget::default();
+        let mut granted = 0;
+        while budget.try_withdraw(RetryCause::Timeout) {
+            granted += 1;
+        }
+        assert_eq!(granted, 50);
+    }
+
+    #[test]
+    fn successes_refill_up_to_capacity() {
+        let config = BudgetConfig::new(10, 5, 10, 1).unwrap();
+        let mut budget = RetryBudget::new(config);
+        assert!(budget.try_withdraw(RetryCause::Error));
+        assert!(budget.try_withdraw(RetryCause::Error));
+        assert!(!budget.try_withdraw(RetryCause::Error));
+        for _ in 0..4 {
+            budget.on_success();
+        }
+        assert!(
+            !budget.try_withdraw(RetryCause::Error),
+            "4 tokens cannot pay 5"
+        );
+        budget.on_success();
+        assert!(budget.try_withdraw(RetryCause::Error));
+        for _ in 0..100 {
+            budget.on_success();
+        }
+        assert_eq!(budget.tokens(), 10);
+    }
+
+    #[test]
+    fn config_is_validated() {
+        assert_eq!(
+            BudgetConfig::new(10, 0, 1, 1),
+            Err(BudgetError::FreeRetries)
+        );
+        assert_eq!(
+            BudgetConfig::new(5, 5, 10, 1),
+            Err(BudgetError::CostAboveCapacity {
+                cost: 10,
+                capacity: 5
+            })
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! What the server asked for: `retry-after-ms` and `Retry-After`.
+//!
+//! OpenAI-style servers send `retry-after-ms` (milliseconds, may be
+//! fractional); HTTP's `Retry-After` (RFC 9110 §10.2.3) is either
+//! delta-seconds or an HTTP-date. A hint is clamped to a cap so a buggy or
+//! hostile `Retry-After: 86400` cannot park a user for a day; a past date means
+//! "now".
+
+/// The server's requested delay, in milliseconds, already clamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryAfter {
+    /// Delay in milliseconds, at most the cap given to [`RetryAfter::from_headers`].
+    pub delay_ms: u64,
+    /// True when the server asked for more than the cap.
+    pub clamped: bool,
+}
+
+impl RetryAfter {
+    /// Reads the hint from the header values (either may be absent);
+    /// `retry-after-ms` wins when both parse. `None` when neither parses.
+    pub fn from_headers(
+        retry_after_ms: Option<&str>,
+        retry_after: Option<&str>,
+        now_ms: u64,
+        cap_ms: u64,
+    ) -> Option<Self> {
+        let asked = retry_after_ms
+            .and_then(parse_retry_after_ms)
+            .or_else(|| retry_after.and_then(|value| parse_retry_after(value, now_ms)))?;
+        Some(Self {
+            delay_ms: asked.min(cap_ms),
+            clamped: asked > cap_ms,
+        })
+    }
+}
+
+/// Parses `retry-after-ms`: a non-negative decimal number of milliseconds.
+pub fn parse_retry_after_ms(value: &str) -> Option<u64> {
+    let value = value.trim();
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let ms: f64 = value.parse().ok()?;
+    ms.is_finite()
+        .then(|| ms.ceil().min(u64::MAX as f64) as u64)
+}
+
+/// Parses `Retry-After`: delta-seconds, or an HTTP-date read against `now_ms`
+/// (milliseconds since the Unix epoch). A date in the past yields 0.
+pub fn parse_retry_after(value: &str, now_ms: u64) -> Option<u64> {
+    let value = value.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // Saturate absurdly long numbers instead of failing: they mean "long".
+        let seconds: u64 = value.parse().unwrap_or(u64::MAX);
+        return Some(seconds.saturating_mul(1000));
+    }
+    let at_ms = parse_http_date(value)?;
+    Some(at_ms.saturating_sub(now_ms))
+}
+
+/// Parses the three date formats RFC 9110 §5.6.7 requires recipients to
+/// accept, to milliseconds since the Unix epoch:
+/// `Sun, 06 Nov 1994 08:49:37 GMT` (IMF-fixdate), `Sunday, 06-Nov-94 08:49:37 GMT`
+/// (RFC 850) and `Sun Nov  6 08:49:37 1994` (asctime).
+pub fn parse_http_date(value: &str) -> Option<u64> {
+    let words: Vec<&str> = value.split_ascii_whitespace().collect();
+    let (day, month, year, time) = match words.as_slice() {
+        [weekday, day, month, year, time, "GMT"] if weekday.ends_with(',') => {
+            (day.parse().ok()?, *month, year.parse().ok()?, *time)
+        }
+        [weekday, date, time, "GMT"] if weekday.ends_with(',') => {
+            let mut parts = date.split('-');
+            let (day, month, yy) = (parts.next()?, parts.next()?, parts.next()?);
+            let yy: i64 = yy.parse().ok()?;
+            // RFC 9110: a two-digit year more than 50 years ahead is in the past century.
+            let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
+            (day.parse().ok()?, month, year, *time)
+        }
+        [_weekday, month, day, time, year] => {
+            (day.parse().ok()?, *month, year.parse().ok()?, *time)
+        }
+        _ => return None,
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
+    let mut hms = time.split(':').map(|part| part.parse::<u32>().ok());
+    let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || year < 1970
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month, day);
+    let seconds = days * 86_400 + i64::from(h * 3600 + m * 60 + s);
+    u64::try_from(seconds).ok()?.checked_mul(1000)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_from_march = i64::from((month + 9) % 12);
+    let day_of_year = (153 * month_from_march + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    const NOV_6_1994_08_49_37: u64 = 784_111_777_000;
+
+    #[test]
+    fn all_three_http_date_formats() {
+        assert_eq!(
+            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(NOV_6_1994_08_49_37)
+        );
+        assert_eq!(
+            parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"),
+            Some(NOV_6_1994_08_49_37)
+        );
+        assert_eq!(
+            parse_http_date("Sun Nov  6 08:49:37 1994"),
+            Some(NOV_6_1994_08_49_37)
+        );
+        assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
+            Some(1_835_438_400_000)
+        );
+    }
+
+    #[test]
+    fn malformed_dates_are_none() {
+        for bad in [
+            "",
+            "soon",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+        ] {
+            assert_eq!(parse_http_date(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn delta_seconds_and_dates_relative_to_now() {
+        assert_eq!(parse_retry_after("2", 0), Some(2_000));
+        assert_eq!(parse_retry_after(" 0 ", 0), Some(0));
+        assert_eq!(
+            parse_retry_after("99999999999999999999999", 0),
+            Some(u64::MAX)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 - 1_500),
+            Some(1_500)
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 + 9_000),
+            Some(0)
+        );
+        assert_eq!(parse_retry_after("-1", 0), None);
+        assert_eq!(parse_retry_after("1.5", 0), None);
+    }
+
+    #[test]
+    fn retry_after_ms_accepts_fractions_and_rejects_junk() {
+        assert_eq!(parse_retry_after_ms("250"), Some(250));
+        assert_eq!(parse_retry_after_ms("0.2"), Some(1));
+        assert_eq!(parse_retry_after_ms("-5"), None);
+        assert_eq!(parse_retry_after_ms("1e3"), None);
+        assert_eq!(parse_retry_after_ms(""), None);
+    }
+
+    #[test]
+    fn ms_header_wins_and_everything_is_clamped() {
+        assert_eq!(
+            RetryAfter::from_headers(Some("300"), Some("5"), 0, 60_000),
+            Some(RetryAfter {
+                delay_ms: 300,
+                clamped: false
+            })
+        );
+        assert_eq!(
+            RetryAfter::from_headers(Some("junk"), Some("5"), 0, 60_000),
+            Some(RetryAfter {
+                delay_ms: 5_000,
+                clamped: false
+            })
+        );
+        assert_eq!(
+            RetryAfter::from_headers(None, Some("86400"), 0, 60_000),
+            Some(RetryAfter {
+                delay_ms: 60_000,
+                clamped: true
+            })
+        );
+        assert_eq!(RetryAfter::from_headers(None, None, 0, 60_000), None);
+    }
+}

@@ -1,0 +1,161 @@
+//! The fingerprint of a request: what "the same request" means.
+//!
+//! A key reused with another payload must be refused (422), never silently
+//! replayed; a key reused with the *same* payload, spelled differently, must be
+//! recognised. So the fingerprint hashes the method, the path and the body's
+//! RFC 8785 canonical form (see [`crate::canonical`]); a body that is not JSON
+//! is hashed as its bytes.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::{CanonicalError, canonicalize};
+use crate::hex;
+
+/// How the body of a request is to be read for fingerprinting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// A JSON body: fingerprinted by its canonical form, so key order, number
+    /// spelling and escapes do not matter.
+    Json(&'a [u8]),
+    /// Any other body: fingerprinted byte for byte.
+    Bytes(&'a [u8]),
+}
+
+/// SHA-256 over a request's method, path and canonical body, shown as 64
+/// lower-case hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Fingerprint(String);
+
+/// Domain separation: these bytes start every fingerprinted message, so a
+/// fingerprint can never collide with another hash this crate computes.
+const DOMAIN: &[u8] = b"onejob/fingerprint/v1";
+
+impl Fingerprint {
+    /// Fingerprints a request. Fails only when a JSON body is not valid JSON
+    /// (or is one RFC 8785 refuses: duplicate names, lone surrogates, too deep).
+    pub fn of_request(method: &str, path: &str, body: Body<'_>) -> Result<Self, CanonicalError> {
+        let (kind, canonical): (&[u8], std::borrow::Cow<'_, [u8]>) = match body {
+            Body::Json(bytes) => (b"json", canonicalize(bytes)?.into_bytes().into()),
+            Body::Bytes(bytes) => (b"bytes", bytes.into()),
+        };
+        Ok(Self::from_parts(&[
+            DOMAIN,
+            method.to_ascii_uppercase().as_bytes(),
+            path.as_bytes(),
+            kind,
+            &canonical,
+        ]))
+    }
+
+    /// Hashes each part with its length in front, so no two different lists of
+    /// parts can produce the same byte stream.
+    fn from_parts(parts: &[&[u8]]) -> Self {
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part);
+        }
+        Self(hex::encode(&hasher.finalize()))
+    }
+
+    /// Accepts a fingerprint that was stored or sent as text; `None` unless it
+    /// is 64 lower-case hex digits.
+    pub fn parse(text: &str) -> Option<Self> {
+        (text.len() == 64
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| Self(text.to_owned()))
+    }
+
+    /// The fingerprint as 64 lower-case hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn json(body: &str) -> Fingerprint {
+        Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(body.as_bytes()))
+            .unwrap()
+    }
+
+    #[test]
+    fn spelling_does_not_matter_meaning_does() {
+        assert_eq!(
+            json(r#"{"a":1,"b":[true,"x"]}"#),
+            json(r#" { "b" : [ true , "\u0078" ] , "a" : 1.0 } "#)
+        );
+        assert_eq!(json(r#"{"t":100}"#), json(r#"{"t":1e2}"#));
+        assert_ne!(json(r#"{"a":1}"#), json(r#"{"a":2}"#));
+        assert_ne!(json(r#"{"a":1}"#), json(r#"{"a":"1"}"#));
+    }
+
+    #[test]
+    fn method_path_and_body_kind_are_part_of_the_identity() {
+        let body = br#"{"a":1}"#;
+        let base = Fingerprint::of_request("POST", "/v1/x", Body::Json(body)).unwrap();
+        assert_ne!(
+            base,
+            Fingerprint::of_request("PUT", "/v1/x", Body::Json(body)).unwrap()
+        );
+        assert_ne!(
+            base,
+            Fingerprint::of_request("POST", "/v1/y", Body::Json(body)).unwrap()
+        );
+        assert_ne!(
+            base,
+            Fingerprint::of_request("POST", "/v1/x", Body::Bytes(body)).unwrap()
+        );
+        assert_eq!(
+            base,
+            Fingerprint::of_request("post", "/v1/x", Body::Json(body)).unwrap()
+        );
+    }
+
+    #[test]
+    fn framing_is_unambiguous() {
+        let a = Fingerprint::of_request("POST", "/v1/ab", Body::Bytes(b"c")).unwrap();
+        let b = Fingerprint::of_request("POST", "/v1/a", Body::Bytes(b"bc")).unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn bytes_bodies_are_hashed_verbatim() {
+        let a = Fingerprint::of_request("POST", "/v1/x", Body::Bytes(b"{\"a\":1}")).unwrap();
+        let b = Fingerprint::of_request("POST", "/v1/x", Body::Bytes(b"{ \"a\":1}")).unwrap();
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn invalid_json_is_a_typed_error() {
+        let err =
+            Fingerprint::of_request("POST", "/", Body::Json(b"{\"a\":1,\"a\":2}")).unwrap_err();
+        assert_eq!(err, CanonicalError::DuplicateName { name: "a".into() });
+    }
+
+    #[test]
+    fn parse_round_trips_and_rejects_junk() {
+        let fp = json("{}");
+        assert_eq!(Fingerprint::parse(fp.as_str()), Some(fp.clone()));
+        assert_eq!(fp.as_str().len(), 64);
+        assert_eq!(Fingerprint::parse("ABC"), None);
+        assert_eq!(Fingerprint::parse(&fp.as_str().to_uppercase()), None);
+    }
+}

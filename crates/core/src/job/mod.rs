@@ -1,0 +1,661 @@
+//! The job: the durable record of one intent, and its attempts.
+//!
+//! ```text
+//!             claim                   success / permanent error
+//!  pending ─────────► in_flight ─────────────────────────────► completed   (terminal, replayed)
+//!                       │  │ transient error, attempts left
+//!                       │  └──────────► failed ── claim ──► in_flight
+//!                       │ timeout, lost connection, crash (lease expires)
+//!                       └──────────► unknown ── lease over & policy allows ── claim ──► in_flight
+//!  failed / unknown, attempts exhausted ──► dead (terminal, dead-lettered, replayed as the last error)
+//! ```
+//!
+//! Every transition is a compare-and-swap: it checks the job's `version` (or
+//! the [`AttemptTicket`] that carries it), bumps it, and either applies whole
+//! or returns a [`JobError`] leaving the job untouched. A result is written
+//! only by the attempt that still holds the job, so a late or reverse-order
+//! attempt loses instead of overwriting the winner.
+//!
+//! Time is the `now_ms` argument (milliseconds since the Unix epoch); the job
+//! never reads a clock.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::classify::ErrorClass;
+use crate::fingerprint::Fingerprint;
+
+/// Where a job stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    /// Recorded, not yet claimed by any attempt.
+    Pending,
+    /// An attempt holds the job until its lease ends.
+    InFlight,
+    /// The last attempt failed transiently; the next claim may retry.
+    Failed,
+    /// The last attempt's outcome is unknown (timeout or dropped connection
+    /// after the request left); no claim until the lease ends.
+    Unknown,
+    /// Finished with a final answer (a success or a permanent error). Terminal.
+    Completed,
+    /// Gave up after the attempt cap; replayed as the last error. Terminal.
+    Dead,
+}
+
+impl JobState {
+    /// Whether the job has a final outcome that duplicates get replayed.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Dead)
+    }
+
+    /// The state's name on the wire (`in_flight`, `completed`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::InFlight => "in_flight",
+            Self::Failed => "failed",
+            Self::Unknown => "unknown",
+            Self::Completed => "completed",
+            Self::Dead => "dead",
+        }
+    }
+}
+
+/// What to do once an unknown attempt's lease has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownPolicy {
+    /// Allow a new attempt (risking a second paid call if the first one did
+    /// finish upstream after all). The default.
+    #[default]
+    RetryAfterLease,
+    /// Never start another attempt; an operator must resolve the job.
+    Block,
+}
+
+/// The limits a job runs under, fixed when it is created so a job keeps the
+/// rules it started with across deployments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobPolicy {
+    max_attempts: u32,
+    attempt_lease_ms: u64,
+    unknown_lease_ms: u64,
+    retention_ms: u64,
+    unknown_policy: UnknownPolicy,
+}
+
+/// Why a [`JobPolicy`] was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyError {
+    /// At least one attempt must be allowed.
+    NoAttempts,
+    /// A lease of 0 ms would let a second attempt start at once.
+    ZeroLease,
+    /// Retention must outlast the leases, or a job could vanish mid-attempt.
+    RetentionTooShort,
+}
+
+impl fmt::Display for PolicyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::NoAttempts => "max_attempts must be at least 1",
+            Self::ZeroLease => "leases must be at least 1 ms",
+            Self::RetentionTooShort => {
+                "retention must be longer than the attempt and unknown leases together"
+            }
+        })
+    }
+}
+
+impl std::error::Error for PolicyError {}
+
+impl Default for JobPolicy {
+    /// 4 attempts, 60 s attempt lease, 60 s unknown lease, 24 h retention,
+    /// retry after the lease.
+    fn default() -> Self {
+        Self {
+            max_attempts: 4,
+            attempt_lease_ms: 60_000,
+            unknown_lease_ms: 60_000,
+            retention_ms: 24 * 60 * 60 * 1000,
+            unknown_policy: UnknownPolicy::RetryAfterLease,
+        }
+    }
+}
+
+impl JobPolicy {
+    /// A validated policy.
+    pub fn new(
+        max_attempts: u32,
+        attempt_lease_ms: u64,
+        unknown_lease_ms: u64,
+        retention_ms: u64,
+        unknown_policy: UnknownPolicy,
+    ) -> Result<Self, PolicyError> {
+        if max_attempts == 0 {
+            return Err(PolicyError::NoAttempts);
+        }
+        if attempt_lease_ms == 0 || unknown_lease_ms == 0 {
+            return Err(PolicyError::ZeroLease);
+        }
+        if retention_ms <= attempt_lease_ms.saturating_add(unknown_lease_ms) {
+            return Err(PolicyError::RetentionTooShort);
+        }
+        Ok(Self {
+            max_attempts,
+            attempt_lease_ms,
+            unknown_lease_ms,
+            retention_ms,
+            unknown_policy,
+        })
+    }
+
+    /// Attempts allowed per job, across every layer.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// How long a claimed attempt holds the job before it is presumed lost.
+    pub fn attempt_lease_ms(&self) -> u64 {
+        self.attempt_lease_ms
+    }
+
+    /// How long an unknown attempt blocks new attempts.
+    pub fn unknown_lease_ms(&self) -> u64 {
+        self.unknown_lease_ms
+    }
+
+    /// How long the job is kept after creation.
+    pub fn retention_ms(&self) -> u64 {
+        self.retention_ms
+    }
+
+    /// What happens when an unknown lease ends.
+    pub fn unknown_policy(&self) -> UnknownPolicy {
+        self.unknown_policy
+    }
+}
+
+/// Token usage reported by an LLM provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Usage {
+    /// Tokens in the prompt.
+    pub prompt_tokens: u64,
+    /// Tokens in the completion.
+    pub completion_tokens: u64,
+    /// Their sum, as the provider reported it.
+    pub total_tokens: u64,
+}
+
+/// How one attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AttemptOutcome {
+    /// Still holding the job.
+    Running,
+    /// Won the job with a success.
+    Succeeded,
+    /// Won the job with a permanent error (400, `content_filter`, …).
+    Rejected,
+    /// Failed transiently; another attempt may follow.
+    Failed,
+    /// Timed out or lost its connection after the request left.
+    Unknown,
+    /// Its lease ran out with no report (the runtime lost it).
+    Abandoned,
+    /// Reported after it had lost the job; its result was not used.
+    Discarded,
+}
+
+/// The audit record of one attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1 for the first attempt.
+    pub number: u32,
+    /// The job's version right after this attempt claimed it.
+    pub claimed_version: u64,
+    /// Who was called (`demo`, `openai`, a base URL's host).
+    pub provider: String,
+    /// The model asked for, when known.
+    pub model: Option<String>,
+    /// When the attempt claimed the job.
+    pub started_ms: u64,
+    /// When it reported (or was found abandoned).
+    pub ended_ms: Option<u64>,
+    /// How it ended.
+    pub outcome: AttemptOutcome,
+    /// The upstream HTTP status, when one arrived.
+    pub status: Option<u16>,
+    /// `ended_ms - started_ms`.
+    pub latency_ms: Option<u64>,
+    /// Tokens the provider reported.
+    pub usage: Option<Usage>,
+    /// What kind of outcome it was.
+    pub error_class: Option<ErrorClass>,
+}
+
+/// What an attempt reports when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AttemptReport {
+    /// The upstream HTTP status, when one arrived.
+    pub status: Option<u16>,
+    /// Tokens the provider reported.
+    pub usage: Option<Usage>,
+    /// What kind of outcome it was ([`crate::classify::classify`] names it).
+    pub error_class: Option<ErrorClass>,
+}
+
+/// Proof that an attempt holds the job: needed to report its outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptTicket {
+    /// The attempt's number.
+    pub attempt: u32,
+    /// The job's version right after the claim.
+    pub version: u64,
+}
+
+/// Why a transition was refused. The job is unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobError {
+    /// Someone else changed the job since it was read.
+    VersionConflict { expected: u64, actual: u64 },
+    /// Another attempt holds the job.
+    InFlight {
+        attempt: u32,
+        lease_remaining_ms: u64,
+    },
+    /// The last attempt's outcome is unknown; wait for its lease.
+    UnknownLease { retry_after_ms: u64 },
+    /// The last attempt's outcome is unknown and the policy is `block`.
+    Blocked,
+    /// The job is completed or dead; replay it instead.
+    Finished { state: JobState },
+    /// The ticket's attempt no longer holds the job (a late or reverse-order
+    /// report): its result must be discarded.
+    StaleAttempt { attempt: u32 },
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::VersionConflict { expected, actual } => {
+                write!(
+                    f,
+                    "job changed concurrently (expected version {expected}, found {actual})"
+                )
+            }
+            Self::InFlight {
+                attempt,
+                lease_remaining_ms,
+            } => {
+                write!(
+                    f,
+                    "attempt {attempt} holds the job for up to {lease_remaining_ms} ms more"
+                )
+            }
+            Self::UnknownLease { retry_after_ms } => write!(
+                f,
+                "the last attempt's outcome is unknown; no new attempt for {retry_after_ms} ms"
+            ),
+            Self::Blocked => {
+                f.write_str("the last attempt's outcome is unknown and the policy blocks retries")
+            }
+            Self::Finished { state } => write!(
+                f,
+                "job is {} and is replayed, not run again",
+                state.as_str()
+            ),
+            Self::StaleAttempt { attempt } => {
+                write!(f, "attempt {attempt} no longer holds the job")
+            }
+        }
+    }
+}
+
+impl std::error::Error for JobError {}
+
+/// The durable record of one intent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    fingerprint: Fingerprint,
+    state: JobState,
+    version: u64,
+    created_ms: u64,
+    updated_ms: u64,
+    /// In flight: the holding attempt's lease. Unknown: no claim before this.
+    lease_until_ms: Option<u64>,
+    /// The attempt whose result is the job's result.
+    completed_by: Option<u32>,
+    policy: JobPolicy,
+    attempts: Vec<Attempt>,
+}
+
+impl Job {
+    /// A new pending job at version 0.
+    pub fn new(fingerprint: Fingerprint, now_ms: u64, policy: JobPolicy) -> Self {
+        Self {
+            fingerprint,
+            state: JobState::Pending,
+            version: 0,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            lease_until_ms: None,
+            completed_by: None,
+            policy,
+            attempts: Vec::new(),
+        }
+    }
+
+    /// The request fingerprint the job was created for.
+    pub fn fingerprint(&self) -> &Fingerprint {
+        &self.fingerprint
+    }
+
+    /// The current state (as last written; see [`Job::expire`] for time).
+    pub fn state(&self) -> JobState {
+        self.state
+    }
+
+    /// Bumped by every transition.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// When the job was created.
+    pub fn created_ms(&self) -> u64 {
+        self.created_ms
+    }
+
+    /// When the job last changed.
+    pub fn updated_ms(&self) -> u64 {
+        self.updated_ms
+    }
+
+    /// When the job may be deleted.
+    pub fn expires_ms(&self) -> u64 {
+        self.created_ms.saturating_add(self.policy.retention_ms)
+    }
+
+    /// The current lease's end, if in flight or unknown.
+    pub fn lease_until_ms(&self) -> Option<u64> {
+        self.lease_until_ms
+    }
+
+    /// The attempt whose result is the job's result, once completed.
+    pub fn completed_by(&self) -> Option<u32> {
+        self.completed_by
+    }
+
+    /// The limits this job runs under.
+    pub fn policy(&self) -> &JobPolicy {
+        &self.policy
+    }
+
+    /// Every attempt, oldest first.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+
+    /// The attempt whose response duplicates are given: the winner of a
+    /// completed job, the last attempt of a dead one.
+    pub fn replayed_attempt(&self) -> Option<&Attempt> {
+        match self.state {
+            JobState::Completed => self
+                .completed_by
+                .and_then(|n| self.attempts.iter().find(|a| a.number == n)),
+            JobState::Dead => self.attempts.last(),
+            _ => None,
+        }
+    }
+
+    /// Whether retention has passed.
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        now_ms >= self.expires_ms()
+    }
+
+    /// Applies the transitions that time alone causes, and says whether any
+    /// did: an in-flight attempt whose lease ran out is presumed lost and the
+    /// job becomes unknown; an unknown job whose lease ended with no attempts
+    /// left is dead.
+    pub fn expire(&mut self, now_ms: u64) -> bool {
+        let lease_over = self.lease_until_ms.is_some_and(|until| now_ms >= until);
+        match self.state {
+            JobState::InFlight if lease_over => {
+                self.end_current_attempt(
+                    now_ms,
+                    AttemptOutcome::Abandoned,
+                    AttemptReport::default(),
+                );
+                self.state = JobState::Unknown;
+                self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
+                self.bump(now_ms);
+                true
+            }
+            JobState::Unknown
+                if lease_over
+                    && self.attempts_left() == 0
+                    && self.policy.unknown_policy == UnknownPolicy::RetryAfterLease =>
+            {
+                self.state = JobState::Dead;
+                self.lease_until_ms = None;
+                self.bump(now_ms);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Attempts the job may still start.
+    pub fn attempts_left(&self) -> u32 {
+        self.policy
+            .max_attempts
+            .saturating_sub(self.attempts.len() as u32)
+    }
+
+    /// Claims the job for a new attempt if it is claimable at `now_ms` and
+    /// still at `expected_version`. Time-driven transitions ([`Job::expire`])
+    /// are applied first, as part of the same swap.
+    pub fn claim(
+        &mut self,
+        expected_version: u64,
+        now_ms: u64,
+        provider: &str,
+        model: Option<&str>,
+    ) -> Result<AttemptTicket, JobError> {
+        self.check_version(expected_version)?;
+        // Work on a copy so a refused claim leaves the job exactly as it was.
+        let mut next = self.clone();
+        next.expire(now_ms);
+        match next.state {
+            JobState::Pending | JobState::Failed => {}
+            JobState::InFlight => {
+                return Err(JobError::InFlight {
+                    attempt: next.attempts.len() as u32,
+                    lease_remaining_ms: next.lease_remaining_ms(now_ms),
+                });
+            }
+            JobState::Unknown => match next.policy.unknown_policy {
+                UnknownPolicy::Block => return Err(JobError::Blocked),
+                UnknownPolicy::RetryAfterLease if next.lease_remaining_ms(now_ms) > 0 => {
+                    return Err(JobError::UnknownLease {
+                        retry_after_ms: next.lease_remaining_ms(now_ms),
+                    });
+                }
+                // Lease over with attempts left (expire() makes it dead otherwise).
+                UnknownPolicy::RetryAfterLease => {}
+            },
+            state @ (JobState::Completed | JobState::Dead) => {
+                return Err(JobError::Finished { state });
+            }
+        }
+        // fail() and expire() make a job with no attempts left dead; this is
+        // the invariant's last line of defence.
+        if next.attempts_left() == 0 {
+            return Err(JobError::Finished {
+                state: JobState::Dead,
+            });
+        }
+        let ticket = next.begin_attempt(now_ms, provider, model);
+        *self = next;
+        Ok(ticket)
+    }
+
+    fn begin_attempt(&mut self, now_ms: u64, provider: &str, model: Option<&str>) -> AttemptTicket {
+        self.state = JobState::InFlight;
+        self.lease_until_ms = Some(now_ms.saturating_add(self.policy.attempt_lease_ms));
+        self.bump(now_ms);
+        let ticket = AttemptTicket {
+            attempt: self.attempts.len() as u32 + 1,
+            version: self.version,
+        };
+        self.attempts.push(Attempt {
+            number: ticket.attempt,
+            claimed_version: ticket.version,
+            provider: provider.to_owned(),
+            model: model.map(str::to_owned),
+            started_ms: now_ms,
+            ended_ms: None,
+            outcome: AttemptOutcome::Running,
+            status: None,
+            latency_ms: None,
+            usage: None,
+            error_class: None,
+        });
+        ticket
+    }
+
+    /// The holding attempt's final answer: a success, or a permanent error
+    /// that is replayed as it is. The job is completed by this attempt.
+    pub fn complete(
+        &mut self,
+        ticket: AttemptTicket,
+        now_ms: u64,
+        report: AttemptReport,
+    ) -> Result<(), JobError> {
+        self.check_ticket(ticket)?;
+        let succeeded = report.status.is_some_and(|s| (200..300).contains(&s))
+            && matches!(report.error_class, None | Some(ErrorClass::None));
+        let outcome = if succeeded {
+            AttemptOutcome::Succeeded
+        } else {
+            AttemptOutcome::Rejected
+        };
+        self.end_current_attempt(now_ms, outcome, report);
+        self.state = JobState::Completed;
+        self.completed_by = Some(ticket.attempt);
+        self.lease_until_ms = None;
+        self.bump(now_ms);
+        Ok(())
+    }
+
+    /// The holding attempt failed transiently. Returns the new state:
+    /// `Failed` (another claim may retry) or `Dead` (no attempts left).
+    pub fn fail(
+        &mut self,
+        ticket: AttemptTicket,
+        now_ms: u64,
+        report: AttemptReport,
+    ) -> Result<JobState, JobError> {
+        self.check_ticket(ticket)?;
+        self.end_current_attempt(now_ms, AttemptOutcome::Failed, report);
+        self.state = if self.attempts_left() == 0 {
+            JobState::Dead
+        } else {
+            JobState::Failed
+        };
+        self.lease_until_ms = None;
+        self.bump(now_ms);
+        Ok(self.state)
+    }
+
+    /// The holding attempt timed out or lost its connection after the request
+    /// left: the provider may still finish. No claim until the unknown lease ends.
+    pub fn mark_unknown(
+        &mut self,
+        ticket: AttemptTicket,
+        now_ms: u64,
+        report: AttemptReport,
+    ) -> Result<(), JobError> {
+        self.check_ticket(ticket)?;
+        self.end_current_attempt(now_ms, AttemptOutcome::Unknown, report);
+        self.state = JobState::Unknown;
+        self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
+        self.bump(now_ms);
+        Ok(())
+    }
+
+    /// Records, for the audit only, that a losing attempt reported after all.
+    /// Neither the state, the result nor the version changes. Returns whether
+    /// the attempt exists and was not already ended by a report.
+    pub fn note_discarded(&mut self, attempt: u32, now_ms: u64, report: AttemptReport) -> bool {
+        let Some(record) = self.attempts.iter_mut().find(|a| a.number == attempt) else {
+            return false;
+        };
+        if !matches!(
+            record.outcome,
+            AttemptOutcome::Running | AttemptOutcome::Abandoned
+        ) {
+            return false;
+        }
+        record.outcome = AttemptOutcome::Discarded;
+        record.ended_ms = Some(now_ms);
+        record.latency_ms = Some(now_ms.saturating_sub(record.started_ms));
+        record.status = report.status;
+        record.usage = report.usage;
+        record.error_class = report.error_class;
+        true
+    }
+
+    /// Milliseconds until the current lease ends (0 when none or over).
+    pub fn lease_remaining_ms(&self, now_ms: u64) -> u64 {
+        self.lease_until_ms
+            .map_or(0, |until| until.saturating_sub(now_ms))
+    }
+
+    fn check_version(&self, expected: u64) -> Result<(), JobError> {
+        if expected == self.version {
+            Ok(())
+        } else {
+            Err(JobError::VersionConflict {
+                expected,
+                actual: self.version,
+            })
+        }
+    }
+
+    fn check_ticket(&self, ticket: AttemptTicket) -> Result<(), JobError> {
+        let holds = self.state == JobState::InFlight
+            && self.completed_by.is_none()
+            && self.version == ticket.version
+            && self.attempts.len() as u32 == ticket.attempt;
+        if holds {
+            Ok(())
+        } else {
+            Err(JobError::StaleAttempt {
+                attempt: ticket.attempt,
+            })
+        }
+    }
+
+    fn end_current_attempt(&mut self, now_ms: u64, outcome: AttemptOutcome, report: AttemptReport) {
+        if let Some(attempt) = self.attempts.last_mut() {
+            attempt.outcome = outcome;
+            attempt.ended_ms = Some(now_ms);
+            attempt.latency_ms = Some(now_ms.saturating_sub(attempt.started_ms));
+            attempt.status = report.status;
+            attempt.usage = report.usage;
+            attempt.error_class = report.error_class;
+        }
+    }
+
+    fn bump(&mut self, now_ms: u64) {
+        self.version += 1;
+        self.updated_ms = self.updated_ms.max(now_ms);
+    }
+}
+
+#[cfg(test)]
+mod tests;

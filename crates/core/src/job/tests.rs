@@ -1,0 +1,374 @@
+//! The state machine's rules, including the breakpoint cases of the seed
+//! design: concurrent claims, reverse-order finishes, unknown outcomes,
+//! attempt caps.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::fingerprint::{Body, Fingerprint};
+
+const T0: u64 = 1_700_000_000_000;
+
+fn policy(max_attempts: u32) -> JobPolicy {
+    JobPolicy::new(
+        max_attempts,
+        1_000,
+        5_000,
+        86_400_000,
+        UnknownPolicy::RetryAfterLease,
+    )
+    .unwrap()
+}
+
+fn job(max_attempts: u32) -> Job {
+    let fp = Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap();
+    Job::new(fp, T0, policy(max_attempts))
+}
+
+fn ok() -> AttemptReport {
+    AttemptReport {
+        status: Some(200),
+        usage: Some(Usage {
+            prompt_tokens: 3,
+            completion_tokens: 4,
+            total_tokens: 7,
+        }),
+        error_class: Some(ErrorClass::None),
+    }
+}
+
+fn unavailable() -> AttemptReport {
+    AttemptReport {
+        status: Some(503),
+        usage: None,
+        error_class: Some(ErrorClass::Unavailable),
+    }
+}
+
+fn timeout() -> AttemptReport {
+    AttemptReport {
+        status: None,
+        usage: None,
+        error_class: Some(ErrorClass::TimeoutAfterSend),
+    }
+}
+
+#[test]
+fn happy_path_claim_then_complete() {
+    let mut j = job(4);
+    assert_eq!(j.state(), JobState::Pending);
+    let t = j.claim(0, T0 + 1, "demo", Some("demo")).unwrap();
+    assert_eq!(
+        t,
+        AttemptTicket {
+            attempt: 1,
+            version: 1
+        }
+    );
+    assert_eq!(j.state(), JobState::InFlight);
+    assert_eq!(j.lease_until_ms(), Some(T0 + 1 + 1_000));
+    j.complete(t, T0 + 51, ok()).unwrap();
+    assert_eq!(j.state(), JobState::Completed);
+    assert_eq!(j.version(), 2);
+    assert_eq!(j.completed_by(), Some(1));
+    let a = &j.attempts()[0];
+    assert_eq!(
+        (a.outcome, a.status, a.latency_ms),
+        (AttemptOutcome::Succeeded, Some(200), Some(50))
+    );
+    assert_eq!(a.usage.unwrap().total_tokens, 7);
+    assert_eq!(j.replayed_attempt().unwrap().number, 1);
+    assert_eq!(
+        j.claim(2, T0 + 60, "demo", None),
+        Err(JobError::Finished {
+            state: JobState::Completed
+        })
+    );
+}
+
+#[test]
+fn two_claims_on_one_pending_job_exactly_one_wins() {
+    let mut j = job(4);
+    let read_by_a = j.version();
+    let read_by_b = j.version();
+    let a = j.claim(read_by_a, T0, "demo", None);
+    let b = j.claim(read_by_b, T0, "demo", None);
+    assert!(a.is_ok());
+    assert_eq!(
+        b,
+        Err(JobError::VersionConflict {
+            expected: 0,
+            actual: 1
+        })
+    );
+    // Even with a fresh read, the job is held.
+    assert_eq!(
+        j.claim(j.version(), T0 + 10, "demo", None),
+        Err(JobError::InFlight {
+            attempt: 1,
+            lease_remaining_ms: 990
+        })
+    );
+    assert_eq!(j.attempts().len(), 1);
+}
+
+#[test]
+fn reverse_order_finish_the_second_to_return_loses() {
+    let mut j = job(4);
+    let first = j.claim(0, T0, "demo", None).unwrap();
+    // The first attempt's lease runs out: presumed lost, outcome unknown.
+    assert!(j.expire(T0 + 1_000));
+    assert_eq!(j.state(), JobState::Unknown);
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Abandoned);
+    // After the unknown lease a second attempt claims and finishes first.
+    let second = j.claim(j.version(), T0 + 6_000, "demo", None).unwrap();
+    j.complete(second, T0 + 6_100, ok()).unwrap();
+    let snapshot = j.clone();
+    // The first attempt finally returns: it loses, and nothing changes.
+    assert_eq!(
+        j.complete(first, T0 + 6_200, ok()),
+        Err(JobError::StaleAttempt { attempt: 1 })
+    );
+    assert_eq!(
+        j.fail(first, T0 + 6_200, unavailable()),
+        Err(JobError::StaleAttempt { attempt: 1 })
+    );
+    assert_eq!(j, snapshot);
+    assert!(j.note_discarded(1, T0 + 6_200, ok()));
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Discarded);
+    assert_eq!(
+        (j.state(), j.completed_by(), j.version()),
+        (JobState::Completed, Some(2), snapshot.version())
+    );
+}
+
+#[test]
+fn a_ticket_from_an_older_claim_cannot_write_even_while_in_flight() {
+    let mut j = job(4);
+    let first = j.claim(0, T0, "demo", None).unwrap();
+    j.fail(first, T0 + 10, unavailable()).unwrap();
+    let second = j.claim(j.version(), T0 + 20, "demo", None).unwrap();
+    assert_eq!(
+        j.complete(first, T0 + 30, ok()),
+        Err(JobError::StaleAttempt { attempt: 1 })
+    );
+    j.complete(second, T0 + 40, ok()).unwrap();
+    assert_eq!(j.completed_by(), Some(2));
+}
+
+#[test]
+fn timeout_is_unknown_and_blocks_claims_until_the_lease_ends() {
+    let mut j = job(4);
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    j.mark_unknown(t, T0 + 900, timeout()).unwrap();
+    assert_eq!(j.state(), JobState::Unknown);
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Unknown);
+    let v = j.version();
+    assert_eq!(
+        j.claim(v, T0 + 900, "demo", None),
+        Err(JobError::UnknownLease {
+            retry_after_ms: 5_000
+        })
+    );
+    assert_eq!(
+        j.claim(v, T0 + 5_899, "demo", None),
+        Err(JobError::UnknownLease { retry_after_ms: 1 })
+    );
+    let again = j.claim(v, T0 + 5_900, "demo", None).unwrap();
+    assert_eq!(again.attempt, 2);
+    assert_eq!(j.attempts().len(), 2);
+}
+
+#[test]
+fn block_policy_never_retries_an_unknown_job() {
+    let fp = Fingerprint::of_request("POST", "/", Body::Bytes(b"")).unwrap();
+    let mut j = Job::new(
+        fp,
+        T0,
+        JobPolicy::new(4, 1_000, 5_000, 86_400_000, UnknownPolicy::Block).unwrap(),
+    );
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    j.mark_unknown(t, T0 + 1, timeout()).unwrap();
+    assert_eq!(
+        j.claim(j.version(), T0 + 1_000_000, "demo", None),
+        Err(JobError::Blocked)
+    );
+    assert!(!j.expire(T0 + 1_000_000));
+    assert_eq!(j.state(), JobState::Unknown);
+}
+
+#[test]
+fn attempt_cap_reached_makes_the_job_dead() {
+    let mut j = job(3);
+    for n in 1..=3 {
+        let t = j.claim(j.version(), T0 + n, "demo", None).unwrap();
+        let state = j.fail(t, T0 + n, unavailable()).unwrap();
+        assert_eq!(
+            state,
+            if n < 3 {
+                JobState::Failed
+            } else {
+                JobState::Dead
+            }
+        );
+    }
+    assert_eq!(
+        j.claim(j.version(), T0 + 10, "demo", None),
+        Err(JobError::Finished {
+            state: JobState::Dead
+        })
+    );
+    assert_eq!(j.attempts().len(), 3);
+    assert_eq!(j.replayed_attempt().unwrap().status, Some(503));
+}
+
+#[test]
+fn unknown_with_no_attempts_left_dies_when_its_lease_ends() {
+    let mut j = job(1);
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    j.mark_unknown(t, T0 + 10, timeout()).unwrap();
+    assert!(!j.expire(T0 + 5_009));
+    assert!(j.expire(T0 + 5_010));
+    assert_eq!(j.state(), JobState::Dead);
+    assert!(!j.expire(T0 + 9_999_999), "dead is terminal");
+}
+
+#[test]
+fn permanent_errors_complete_the_job_and_are_replayed() {
+    let mut j = job(4);
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    let rejected = AttemptReport {
+        status: Some(400),
+        usage: None,
+        error_class: Some(ErrorClass::ClientError),
+    };
+    j.complete(t, T0 + 5, rejected).unwrap();
+    assert_eq!(j.state(), JobState::Completed);
+    assert_eq!(
+        j.replayed_attempt().unwrap().outcome,
+        AttemptOutcome::Rejected
+    );
+    let mut k = job(4);
+    let t = k.claim(0, T0, "demo", None).unwrap();
+    let filtered = AttemptReport {
+        status: Some(200),
+        usage: None,
+        error_class: Some(ErrorClass::ContentFilter),
+    };
+    k.complete(t, T0 + 5, filtered).unwrap();
+    assert_eq!(
+        k.replayed_attempt().unwrap().outcome,
+        AttemptOutcome::Rejected
+    );
+}
+
+#[test]
+fn a_crashed_attempt_is_found_by_the_next_claim() {
+    let mut j = job(4);
+    j.claim(0, T0, "demo", None).unwrap();
+    let v = j.version();
+    // The runtime lost the attempt; the next request after its lease sees unknown.
+    assert_eq!(
+        j.claim(v, T0 + 1_500, "demo", None),
+        Err(JobError::UnknownLease {
+            retry_after_ms: 5_000
+        })
+    );
+    assert_eq!(j.version(), v, "a refused claim changes nothing");
+    assert!(j.expire(T0 + 1_500));
+    let t = j.claim(j.version(), T0 + 6_500, "demo", None).unwrap();
+    assert_eq!(t.attempt, 2);
+}
+
+#[test]
+fn policy_is_validated() {
+    assert_eq!(
+        JobPolicy::new(0, 1, 1, 10, UnknownPolicy::Block),
+        Err(PolicyError::NoAttempts)
+    );
+    assert_eq!(
+        JobPolicy::new(1, 0, 1, 10, UnknownPolicy::Block),
+        Err(PolicyError::ZeroLease)
+    );
+    assert_eq!(
+        JobPolicy::new(1, 5, 5, 10, UnknownPolicy::Block),
+        Err(PolicyError::RetentionTooShort)
+    );
+    assert!(j_expires_after_retention());
+}
+
+fn j_expires_after_retention() -> bool {
+    let j = job(1);
+    !j.is_expired(T0 + 86_399_999) && j.is_expired(T0 + 86_400_000)
+}
+
+#[test]
+fn the_record_round_trips_through_json() {
+    let mut j = job(4);
+    let t = j.claim(0, T0, "demo", Some("demo")).unwrap();
+    j.complete(t, T0 + 7, ok()).unwrap();
+    let text = serde_json::to_string(&j).unwrap();
+    assert!(text.contains("\"state\":\"completed\""));
+    assert_eq!(serde_json::from_str::<Job>(&text).unwrap(), j);
+}
+
+/// One step a racing participant can take.
+#[derive(Debug, Clone)]
+enum Step {
+    Claim { stale_read: bool },
+    Complete(usize),
+    Fail(usize),
+    Unknown(usize),
+    Advance(u64),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        any::<bool>().prop_map(|stale_read| Step::Claim { stale_read }),
+        (0usize..6).prop_map(Step::Complete),
+        (0usize..6).prop_map(Step::Fail),
+        (0usize..6).prop_map(Step::Unknown),
+        (0u64..8_000).prop_map(Step::Advance),
+    ]
+}
+
+proptest! {
+    /// Whatever order claims, reports and time come in: the version only
+    /// grows, attempts never exceed the cap, at most one attempt ever wins,
+    /// and a refused transition leaves the job unchanged.
+    #[test]
+    fn invariants_hold_under_any_interleaving(steps in proptest::collection::vec(step(), 1..60), cap in 1u32..5) {
+        let mut j = job(cap);
+        let mut now = T0;
+        let mut tickets: Vec<AttemptTicket> = Vec::new();
+        let mut stale_version = 0;
+        for step in steps {
+            let before = j.clone();
+            let result = match step {
+                Step::Claim { stale_read } => {
+                    let v = if stale_read { stale_version } else { j.version() };
+                    stale_version = j.version();
+                    j.claim(v, now, "demo", None).map(|t| tickets.push(t))
+                }
+                Step::Complete(i) => tickets.get(i).copied().map_or(Ok(()), |t| j.complete(t, now, ok())),
+                Step::Fail(i) => tickets.get(i).copied().map_or(Ok(()), |t| j.fail(t, now, unavailable()).map(|_| ())),
+                Step::Unknown(i) => tickets.get(i).copied().map_or(Ok(()), |t| j.mark_unknown(t, now, timeout())),
+                Step::Advance(ms) => { now += ms; Ok(()) }
+            };
+            if result.is_err() {
+                prop_assert_eq!(&j, &before);
+            }
+            prop_assert!(j.version() >= before.version());
+            prop_assert!(j.attempts().len() as u32 <= cap);
+            let winners = j.attempts().iter().filter(|a| matches!(a.outcome, AttemptOutcome::Succeeded | AttemptOutcome::Rejected)).count();
+            prop_assert!(winners <= 1);
+            prop_assert_eq!(winners == 1, j.state() == JobState::Completed);
+            if before.state().is_terminal() {
+                prop_assert_eq!(before.state(), j.state());
+            }
+        }
+    }
+}

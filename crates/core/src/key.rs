@@ -1,0 +1,246 @@
+//! Idempotency keys and the storage ids derived from them.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::hex;
+use crate::random::RandomSource;
+
+/// Shortest key accepted: 16 characters leave room for ≥ 64 bits of entropy.
+pub const MIN_KEY_LEN: usize = 16;
+/// Longest key accepted, as Stripe and the IETF draft allow.
+pub const MAX_KEY_LEN: usize = 255;
+
+/// A validated `Idempotency-Key`: 16–255 visible ASCII characters
+/// (`!` through `~`), so it is safe in headers, logs and URLs' path segments
+/// once percent-encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct IdempotencyKey(String);
+
+/// Why a string is not an [`IdempotencyKey`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyError {
+    /// Fewer than [`MIN_KEY_LEN`] characters.
+    TooShort { len: usize },
+    /// More than [`MAX_KEY_LEN`] characters.
+    TooLong { len: usize },
+    /// A byte that is not visible ASCII (a space, a control character, non-ASCII).
+    InvalidCharacter { index: usize },
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooShort { len } => write!(
+                f,
+                "idempotency key has {len} characters; at least {MIN_KEY_LEN} are required"
+            ),
+            Self::TooLong { len } => write!(
+                f,
+                "idempotency key has {len} characters; at most {MAX_KEY_LEN} are allowed"
+            ),
+            Self::InvalidCharacter { index } => write!(
+                f,
+                "idempotency key has a character that is not visible ASCII at position {index} (spaces and control characters are not allowed)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl IdempotencyKey {
+    /// Validates a key as sent in the `Idempotency-Key` header.
+    pub fn parse(text: &str) -> Result<Self, KeyError> {
+        // Check characters first: a long key of control bytes is better
+        // reported as what it is than as merely long.
+        if let Some(index) = text.bytes().position(|b| !(0x21..=0x7E).contains(&b)) {
+            return Err(KeyError::InvalidCharacter { index });
+        }
+        match text.len() {
+            len if len < MIN_KEY_LEN => Err(KeyError::TooShort { len }),
+            len if len > MAX_KEY_LEN => Err(KeyError::TooLong { len }),
+            _ => Ok(Self(text.to_owned())),
+        }
+    }
+
+    /// A fresh random UUIDv4 key (122 random bits) from a caller-supplied
+    /// source, which must be cryptographically secure for real keys: keys that
+    /// can be guessed let one caller replay another's result within a tenant.
+    pub fn new_v4(rng: &mut dyn RandomSource) -> Self {
+        let mut bytes = [0u8; 16];
+        rng.fill_bytes(&mut bytes);
+        Self(uuid_v4_from_bytes(bytes))
+    }
+
+    /// The key as sent.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Formats 16 random bytes as a UUIDv4 (RFC 9562 §5.4): version nibble 4,
+/// variant bits 10.
+pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
+    bytes[6] = (bytes[6] & 0x0F) | 0x40;
+    bytes[8] = (bytes[8] & 0x3F) | 0x80;
+    let hex = hex::encode(&bytes);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+impl TryFrom<String> for IdempotencyKey {
+    type Error = KeyError;
+    fn try_from(text: String) -> Result<Self, KeyError> {
+        Self::parse(&text)
+    }
+}
+
+impl From<IdempotencyKey> for String {
+    fn from(key: IdempotencyKey) -> String {
+        key.0
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where a job lives: SHA-256 of (scope, key) as 64 hex digits. The edge names
+/// its Durable Object and KV entries by it, so the same key string in two
+/// tenants lands in two different places.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StorageId(String);
+
+impl StorageId {
+    /// Derives the storage id of `key` within `scope` (the tenant). Each part
+    /// is length-prefixed, so `("a", "bc")` and `("ab", "c")` differ.
+    pub fn derive(scope: &str, key: &IdempotencyKey) -> Self {
+        let mut hasher = Sha256::new();
+        for part in [
+            b"onejob/storage/v1".as_slice(),
+            scope.as_bytes(),
+            key.as_str().as_bytes(),
+        ] {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part);
+        }
+        Self(hex::encode(&hasher.finalize()))
+    }
+
+    /// The id as 64 lower-case hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StorageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::random::SplitMix64;
+
+    #[test]
+    fn accepts_the_full_visible_ascii_range_and_bounds() {
+        assert!(IdempotencyKey::parse(&"a".repeat(16)).is_ok());
+        assert!(IdempotencyKey::parse(&"~".repeat(255)).is_ok());
+        assert!(IdempotencyKey::parse("!#$%&'()*+,-./:;<=>?@[]^_`{|}").is_ok());
+    }
+
+    #[test]
+    fn rejects_short_long_and_invisible() {
+        assert_eq!(
+            IdempotencyKey::parse(&"a".repeat(15)),
+            Err(KeyError::TooShort { len: 15 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse(""),
+            Err(KeyError::TooShort { len: 0 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse(&"a".repeat(256)),
+            Err(KeyError::TooLong { len: 256 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse("abcdefgh ijklmnop"),
+            Err(KeyError::InvalidCharacter { index: 8 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse("abcdefghijklmnop\n"),
+            Err(KeyError::InvalidCharacter { index: 16 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse("abcdefghijklmnopé"),
+            Err(KeyError::InvalidCharacter { index: 16 })
+        );
+        assert_eq!(
+            IdempotencyKey::parse("\u{7f}bcdefghijklmnop"),
+            Err(KeyError::InvalidCharacter { index: 0 })
+        );
+    }
+
+    #[test]
+    fn v4_keys_have_version_and_variant_bits_and_validate() {
+        let mut rng = SplitMix64::new(42);
+        let a = IdempotencyKey::new_v4(&mut rng);
+        let b = IdempotencyKey::new_v4(&mut rng);
+        assert_ne!(a, b);
+        let text = a.as_str();
+        assert_eq!(text.len(), 36);
+        assert_eq!(&text[14..15], "4");
+        assert!(matches!(&text[19..20], "8" | "9" | "a" | "b"));
+        assert!(IdempotencyKey::parse(text).is_ok());
+        assert_eq!(
+            uuid_v4_from_bytes([0xFF; 16]),
+            "ffffffff-ffff-4fff-bfff-ffffffffffff"
+        );
+        assert_eq!(
+            uuid_v4_from_bytes([0; 16]),
+            "00000000-0000-4000-8000-000000000000"
+        );
+    }
+
+    #[test]
+    fn storage_ids_are_scoped_and_unambiguous() {
+        let key = |s: &str| IdempotencyKey::parse(s).unwrap();
+        let k = key("0123456789abcdef");
+        assert_ne!(
+            StorageId::derive("tenant-a", &k),
+            StorageId::derive("tenant-b", &k)
+        );
+        // ("a", "bc…") vs ("ab", "c…"): same concatenation, different ids.
+        assert_ne!(
+            StorageId::derive("a", &key("bcdefghijklmnopqr")),
+            StorageId::derive("ab", &key("cdefghijklmnopqr"))
+        );
+        assert_eq!(StorageId::derive("t", &k), StorageId::derive("t", &k));
+        assert_eq!(StorageId::derive("t", &k).as_str().len(), 64);
+    }
+
+    #[test]
+    fn serde_validates() {
+        assert!(serde_json::from_str::<IdempotencyKey>("\"short\"").is_err());
+        let k: IdempotencyKey = serde_json::from_str("\"0123456789abcdef\"").unwrap();
+        assert_eq!(serde_json::to_string(&k).unwrap(), "\"0123456789abcdef\"");
+    }
+}

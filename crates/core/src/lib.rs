@@ -1,0 +1,26 @@
+//! # onejob-core
+//!
+//! The pure logic of onejob, shared by the browser SDK (`onejob-client`) and
+//! the Cloudflare Worker (`onejob-edge`). It compiles natively and to
+//! `wasm32-unknown-unknown` and does no I/O: no clock (`now_ms` is an
+//! argument), no randomness (a [`random::RandomSource`] is), no sleeping
+//! (delays are returned).
+//!
+//! - [`canonical`] and [`fingerprint`]: what "the same request" means.
+//! - [`key`]: idempotency keys and the tenant-scoped storage ids.
+//! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
+//! - [`classify`]: which outcomes are retried, never retried, or unknown.
+//! - [`job`]: the job/attempt state machine with compare-and-swap.
+//! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backoff;
+pub mod canonical;
+pub mod classify;
+pub mod fingerprint;
+mod hex;
+pub mod job;
+pub mod key;
+pub mod protocol;
+pub mod random;

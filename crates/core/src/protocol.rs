@@ -1,0 +1,332 @@
+//! The wire contract shared by the edge and the client: header names, the
+//! RFC 9457 problem types of every error the edge returns, and the job view
+//! served by `GET /onejob/v1/jobs/{key}`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::job::{Attempt, Job, JobState};
+use crate::key::IdempotencyKey;
+
+/// Header names. HTTP header names are case-insensitive; these are the
+/// spellings onejob sends.
+pub mod header {
+    /// The client's key for one intent.
+    pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
+    /// `true` on a response that was replayed from storage, not freshly made.
+    pub const IDEMPOTENT_REPLAYED: &str = "Idempotent-Replayed";
+    /// The job's state after this request (`completed`, `dead`, …).
+    pub const JOB_STATE: &str = "OneJob-Job-State";
+    /// The number of the attempt whose result this is.
+    pub const ATTEMPT: &str = "OneJob-Attempt";
+    /// Seconds to wait before retrying (RFC 9110).
+    pub const RETRY_AFTER: &str = "Retry-After";
+    /// Milliseconds to wait before retrying (OpenAI SDK convention).
+    pub const RETRY_AFTER_MS: &str = "retry-after-ms";
+    /// `true`/`false`: whether the client should retry (OpenAI SDK convention).
+    pub const SHOULD_RETRY: &str = "x-should-retry";
+    /// RFC 7240; onejob reads `wait=N` (seconds to wait for an in-flight job).
+    pub const PREFER: &str = "Prefer";
+
+    /// Every header a browser must be allowed to read (CORS
+    /// `Access-Control-Expose-Headers`).
+    pub const EXPOSED: &[&str] = &[
+        IDEMPOTENCY_KEY,
+        IDEMPOTENT_REPLAYED,
+        JOB_STATE,
+        ATTEMPT,
+        RETRY_AFTER,
+        RETRY_AFTER_MS,
+        SHOULD_RETRY,
+    ];
+}
+
+/// The media type of every error body.
+pub const PROBLEM_CONTENT_TYPE: &str = "application/problem+json";
+
+/// Every kind of error the edge returns, each with a stable `type` URI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProblemType {
+    /// 400: a keyed route was called without `Idempotency-Key`.
+    MissingIdempotencyKey,
+    /// 400: the key is too short, too long, or has invisible characters.
+    InvalidIdempotencyKey,
+    /// 400: the body is not valid JSON (or is JSON that RFC 8785 refuses).
+    InvalidJson,
+    /// 401: no credential, or one that names no tenant.
+    Unauthorized,
+    /// 404: the tenant has no job with this key.
+    JobNotFound,
+    /// 404: no such route.
+    NotFound,
+    /// 405: the route does not take this method.
+    MethodNotAllowed,
+    /// 409: a duplicate arrived while the first request is still running
+    /// and the wait limit passed.
+    RequestInProgress,
+    /// 409: the last attempt's outcome is unknown; no new attempt before its lease ends.
+    OutcomeUnknown,
+    /// 413: the body is larger than the limit.
+    PayloadTooLarge,
+    /// 415: the body's media type is not accepted on this route.
+    UnsupportedMediaType,
+    /// 422: the key was used before with a different request.
+    KeyReused,
+    /// 502: the upstream failed and onejob gave up (the job is dead).
+    UpstreamFailed,
+    /// 504: the upstream did not answer in time; its outcome is unknown.
+    UpstreamTimeout,
+    /// 500: onejob itself failed.
+    Internal,
+}
+
+impl ProblemType {
+    /// Every variant, for documentation and tests.
+    pub const ALL: [ProblemType; 15] = [
+        Self::MissingIdempotencyKey,
+        Self::InvalidIdempotencyKey,
+        Self::InvalidJson,
+        Self::Unauthorized,
+        Self::JobNotFound,
+        Self::NotFound,
+        Self::MethodNotAllowed,
+        Self::RequestInProgress,
+        Self::OutcomeUnknown,
+        Self::PayloadTooLarge,
+        Self::UnsupportedMediaType,
+        Self::KeyReused,
+        Self::UpstreamFailed,
+        Self::UpstreamTimeout,
+        Self::Internal,
+    ];
+
+    /// The last segment of the type URI.
+    pub fn slug(self) -> &'static str {
+        match self {
+            Self::MissingIdempotencyKey => "missing-idempotency-key",
+            Self::InvalidIdempotencyKey => "invalid-idempotency-key",
+            Self::InvalidJson => "invalid-json",
+            Self::Unauthorized => "unauthorized",
+            Self::JobNotFound => "job-not-found",
+            Self::NotFound => "not-found",
+            Self::MethodNotAllowed => "method-not-allowed",
+            Self::RequestInProgress => "request-in-progress",
+            Self::OutcomeUnknown => "outcome-unknown",
+            Self::PayloadTooLarge => "payload-too-large",
+            Self::UnsupportedMediaType => "unsupported-media-type",
+            Self::KeyReused => "idempotency-key-reused",
+            Self::UpstreamFailed => "upstream-failed",
+            Self::UpstreamTimeout => "upstream-timeout",
+            Self::Internal => "internal",
+        }
+    }
+
+    /// The stable `type` URI. Relative (RFC 9457 §3.1.1 allows it), so it
+    /// resolves against the gateway that sent it, which documents it there.
+    pub fn type_uri(self) -> String {
+        format!("/onejob/problems/{}", self.slug())
+    }
+
+    /// The HTTP status code.
+    pub fn status(self) -> u16 {
+        match self {
+            Self::MissingIdempotencyKey | Self::InvalidIdempotencyKey | Self::InvalidJson => 400,
+            Self::Unauthorized => 401,
+            Self::JobNotFound | Self::NotFound => 404,
+            Self::MethodNotAllowed => 405,
+            Self::RequestInProgress | Self::OutcomeUnknown => 409,
+            Self::PayloadTooLarge => 413,
+            Self::UnsupportedMediaType => 415,
+            Self::KeyReused => 422,
+            Self::UpstreamFailed => 502,
+            Self::UpstreamTimeout => 504,
+            Self::Internal => 500,
+        }
+    }
+
+    /// The short, fixed human title.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::MissingIdempotencyKey => "Idempotency-Key header is required",
+            Self::InvalidIdempotencyKey => "Idempotency-Key header is malformed",
+            Self::InvalidJson => "Request body is not valid JSON",
+            Self::Unauthorized => "Missing or invalid credential",
+            Self::JobNotFound => "No job with this key",
+            Self::NotFound => "No such route",
+            Self::MethodNotAllowed => "Method not allowed",
+            Self::RequestInProgress => "A request with this key is still in progress",
+            Self::OutcomeUnknown => "The outcome of the last attempt is unknown",
+            Self::PayloadTooLarge => "Request body is too large",
+            Self::UnsupportedMediaType => "Unsupported media type",
+            Self::KeyReused => "Idempotency-Key was used with a different request",
+            Self::UpstreamFailed => "The upstream provider failed",
+            Self::UpstreamTimeout => "The upstream provider did not answer in time",
+            Self::Internal => "Internal error",
+        }
+    }
+
+    /// Whether a client should retry the same request with the same key
+    /// (sent as `x-should-retry`).
+    pub fn should_retry(self) -> bool {
+        matches!(
+            self,
+            Self::RequestInProgress | Self::OutcomeUnknown | Self::UpstreamTimeout | Self::Internal
+        )
+    }
+
+    /// The variant whose slug or type URI this is.
+    pub fn from_type_uri(uri: &str) -> Option<Self> {
+        let slug = uri.rsplit('/').next()?;
+        Self::ALL.into_iter().find(|p| p.slug() == slug)
+    }
+}
+
+/// An RFC 9457 problem details object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Problem {
+    /// The problem type's URI.
+    #[serde(rename = "type")]
+    pub type_uri: String,
+    /// The problem type's title.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// What went wrong with this request, for a human.
+    pub detail: String,
+    /// Extension members (`retry_after_ms`, `key`, …).
+    #[serde(flatten)]
+    pub extensions: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Problem {
+    /// A problem of `kind` with a request-specific `detail`.
+    pub fn new(kind: ProblemType, detail: impl Into<String>) -> Self {
+        Self {
+            type_uri: kind.type_uri(),
+            title: kind.title().to_owned(),
+            status: kind.status(),
+            detail: detail.into(),
+            extensions: serde_json::Map::new(),
+        }
+    }
+
+    /// Adds an extension member.
+    pub fn with(mut self, name: &str, value: impl Into<serde_json::Value>) -> Self {
+        self.extensions.insert(name.to_owned(), value.into());
+        self
+    }
+
+    /// The problem as JSON text.
+    pub fn to_json(&self) -> String {
+        // A struct of strings, numbers and a JSON map always serialises.
+        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+    }
+}
+
+/// Reads `wait=N` (seconds) from a `Prefer` header, e.g. `respond-async, wait=5`.
+pub fn prefer_wait_seconds(prefer: &str) -> Option<u64> {
+    prefer.split(',').find_map(|pref| {
+        let (name, value) = pref.split_once('=')?;
+        name.trim()
+            .eq_ignore_ascii_case("wait")
+            .then(|| value.trim().trim_matches('"').parse().ok())?
+    })
+}
+
+/// `GET /onejob/v1/jobs/{key}`: a job as its tenant may see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobView {
+    /// The idempotency key.
+    pub key: IdempotencyKey,
+    /// The job's state.
+    pub state: JobState,
+    /// The fingerprint of the request that created the job.
+    pub fingerprint: String,
+    /// The job's version (bumped by every transition).
+    pub version: u64,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// Milliseconds since the Unix epoch.
+    pub updated_ms: u64,
+    /// When the job will be deleted.
+    pub expires_ms: u64,
+    /// In flight or unknown: when the current lease ends.
+    pub lease_until_ms: Option<u64>,
+    /// The attempt whose result is replayed.
+    pub completed_by: Option<u32>,
+    /// Attempts allowed for this job.
+    pub max_attempts: u32,
+    /// Every attempt, oldest first.
+    pub attempts: Vec<Attempt>,
+}
+
+impl JobView {
+    /// The view of `job`, stored under `key`.
+    pub fn new(key: IdempotencyKey, job: &Job) -> Self {
+        Self {
+            key,
+            state: job.state(),
+            fingerprint: job.fingerprint().to_string(),
+            version: job.version(),
+            created_ms: job.created_ms(),
+            updated_ms: job.updated_ms(),
+            expires_ms: job.expires_ms(),
+            lease_until_ms: job.lease_until_ms(),
+            completed_by: job.completed_by(),
+            max_attempts: job.policy().max_attempts(),
+            attempts: job.attempts().to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn every_problem_type_is_distinct_and_round_trips() {
+        let mut slugs: Vec<&str> = ProblemType::ALL.iter().map(|p| p.slug()).collect();
+        slugs.sort();
+        slugs.dedup();
+        assert_eq!(slugs.len(), ProblemType::ALL.len());
+        for p in ProblemType::ALL {
+            assert_eq!(ProblemType::from_type_uri(&p.type_uri()), Some(p));
+            assert!((400..600).contains(&p.status()));
+            assert!(!p.title().is_empty());
+        }
+    }
+
+    #[test]
+    fn contract_statuses() {
+        assert_eq!(ProblemType::MissingIdempotencyKey.status(), 400);
+        assert_eq!(ProblemType::KeyReused.status(), 422);
+        assert_eq!(ProblemType::RequestInProgress.status(), 409);
+        assert_eq!(ProblemType::PayloadTooLarge.status(), 413);
+        assert!(!ProblemType::KeyReused.should_retry());
+        assert!(ProblemType::RequestInProgress.should_retry());
+    }
+
+    #[test]
+    fn problem_serialises_as_rfc9457() {
+        let p = Problem::new(
+            ProblemType::KeyReused,
+            "key abc was first used for another body",
+        )
+        .with("key", "abc");
+        let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
+        assert_eq!(v["type"], "/onejob/problems/idempotency-key-reused");
+        assert_eq!(v["status"], 422);
+        assert_eq!(v["key"], "abc");
+        assert_eq!(serde_json::from_value::<Problem>(v).unwrap(), p);
+    }
+
+    #[test]
+    fn prefer_wait() {
+        assert_eq!(prefer_wait_seconds("wait=5"), Some(5));
+        assert_eq!(prefer_wait_seconds("respond-async, WAIT = 0"), Some(0));
+        assert_eq!(prefer_wait_seconds("return=minimal"), None);
+        assert_eq!(prefer_wait_seconds("wait=soon"), None);
+    }
+}
