@@ -26,14 +26,28 @@ pub const MAX_DEPTH: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CanonicalError {
     /// The body is larger than [`MAX_INPUT_BYTES`].
-    TooLarge { len: usize, max: usize },
+    TooLarge {
+        /// The body's size.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
     /// Arrays and objects nest deeper than [`MAX_DEPTH`].
-    TooDeep { max: usize },
+    TooDeep {
+        /// The limit.
+        max: usize,
+    },
     /// An object names the same member twice (RFC 8785 §3.1 forbids it).
-    DuplicateName { name: String },
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
     /// Not JSON, or JSON that I-JSON (RFC 7493) rejects: lone surrogates,
     /// numbers beyond the range of a double.
-    Invalid { message: String },
+    Invalid {
+        /// The parser's explanation, with line and column.
+        message: String,
+    },
 }
 
 impl fmt::Display for CanonicalError {

@@ -24,11 +24,20 @@ pub struct IdempotencyKey(String);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeyError {
     /// Fewer than [`MIN_KEY_LEN`] characters.
-    TooShort { len: usize },
+    TooShort {
+        /// The key's length.
+        len: usize,
+    },
     /// More than [`MAX_KEY_LEN`] characters.
-    TooLong { len: usize },
+    TooLong {
+        /// The key's length.
+        len: usize,
+    },
     /// A byte that is not visible ASCII (a space, a control character, non-ASCII).
-    InvalidCharacter { index: usize },
+    InvalidCharacter {
+        /// Byte offset of the first offending character.
+        index: usize,
+    },
 }
 
 impl fmt::Display for KeyError {

@@ -106,11 +106,11 @@ fn render_string(s: &str, choices: &mut impl Iterator<Item = u8>, out: &mut Stri
     out.push('"');
     for c in s.chars() {
         let must_escape = c == '"' || c == '\\' || (c as u32) < 0x20;
-        if must_escape || choices.next().unwrap_or(0) % 4 == 0 {
+        if must_escape || choices.next().unwrap_or(0).is_multiple_of(4) {
             let mut units = [0u16; 2];
             for unit in c.encode_utf16(&mut units) {
                 let hex = format!("\\u{unit:04x}");
-                out.push_str(&if choices.next().unwrap_or(0) % 2 == 0 {
+                out.push_str(&if choices.next().unwrap_or(0).is_multiple_of(2) {
                     hex.to_uppercase().replace("\\U", "\\u")
                 } else {
                     hex

@@ -35,7 +35,12 @@ pub enum BudgetError {
     /// A retry must cost at least one token, or the budget limits nothing.
     FreeRetries,
     /// A single retry costs more than the whole bucket holds.
-    CostAboveCapacity { cost: u32, capacity: u32 },
+    CostAboveCapacity {
+        /// The larger of the two retry costs.
+        cost: u32,
+        /// The bucket's size.
+        capacity: u32,
+    },
 }
 
 impl fmt::Display for BudgetError {

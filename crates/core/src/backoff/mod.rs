@@ -37,7 +37,12 @@ pub enum BackoffError {
     /// The base delay must be at least 1 ms.
     ZeroBase,
     /// The cap must be at least the base.
-    CapBelowBase { base_ms: u64, cap_ms: u64 },
+    CapBelowBase {
+        /// The base asked for.
+        base_ms: u64,
+        /// The cap asked for.
+        cap_ms: u64,
+    },
 }
 
 impl fmt::Display for BackoffError {

@@ -261,21 +261,37 @@ pub struct AttemptTicket {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JobError {
     /// Someone else changed the job since it was read.
-    VersionConflict { expected: u64, actual: u64 },
+    VersionConflict {
+        /// The version the caller read.
+        expected: u64,
+        /// The version the job has.
+        actual: u64,
+    },
     /// Another attempt holds the job.
     InFlight {
+        /// The holding attempt.
         attempt: u32,
+        /// Time left on its lease.
         lease_remaining_ms: u64,
     },
     /// The last attempt's outcome is unknown; wait for its lease.
-    UnknownLease { retry_after_ms: u64 },
+    UnknownLease {
+        /// Time left on the unknown lease.
+        retry_after_ms: u64,
+    },
     /// The last attempt's outcome is unknown and the policy is `block`.
     Blocked,
     /// The job is completed or dead; replay it instead.
-    Finished { state: JobState },
+    Finished {
+        /// `Completed` or `Dead`.
+        state: JobState,
+    },
     /// The ticket's attempt no longer holds the job (a late or reverse-order
     /// report): its result must be discarded.
-    StaleAttempt { attempt: u32 },
+    StaleAttempt {
+        /// The ticket's attempt.
+        attempt: u32,
+    },
 }
 
 impl fmt::Display for JobError {

@@ -1,0 +1,46 @@
+# onejob: `make dev` runs the product, `make test` runs every test.
+# Both install what they need first (scripts/bootstrap.sh); nothing else is
+# assumed on the machine beyond Rust (rustup), Node/npm and apt.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+ENV := source scripts/.env &&
+
+.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm experiment clean
+
+bootstrap:
+	@bash scripts/bootstrap.sh
+
+## build: the worker (worker-build) and the client's wasm, each built once.
+build: bootstrap build-edge build-client
+
+build-edge:
+	@$(ENV) cd crates/edge && worker-build --release 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true
+	@test -s crates/edge/build/index_bg.wasm || { echo "worker build failed"; exit 1; }
+	@bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js
+
+build-client:
+	@$(ENV) cargo build -q --release --target wasm32-unknown-unknown -p onejob-client
+	@$(ENV) wasm-bindgen --target web --out-dir crates/client/pkg target/wasm32-unknown-unknown/release/onejob_client.wasm
+	@bash scripts/size.sh crates/client/pkg/onejob_client_bg.wasm crates/client/pkg/onejob_client.js
+
+dev: build
+	@$(ENV) wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .wrangler/state
+
+test: bootstrap
+	@bash scripts/test.sh
+
+## The core suite natively and on wasm32 alone (fast inner loop).
+test-core:
+	@$(ENV) cargo test -p onejob-core
+test-core-wasm:
+	@$(ENV) CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
+	  cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
+
+## Brooker's backoff experiment (see README, "Why full jitter").
+experiment:
+	@cargo run -q --release -p onejob-core --example contention
+
+clean:
+	cargo clean
+	rm -rf crates/edge/build crates/client/pkg .wrangler
