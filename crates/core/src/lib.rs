@@ -12,6 +12,7 @@
 //! - [`classify`]: which outcomes are retried, never retried, or unknown.
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+//! - [`tenant`]: bearer keys to tenant ids, by digest.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -24,3 +25,4 @@ pub mod job;
 pub mod key;
 pub mod protocol;
 pub mod random;
+pub mod tenant;

@@ -1,8 +1,49 @@
-//! Cloudflare Worker of onejob. The gateway arrives with the edge issue; this
-//! crate already builds for wasm32 so the tool chain is proven end to end.
-use worker::*;
+//! # onejob-edge
+//!
+//! The Cloudflare Worker of onejob. The stateless front authenticates the
+//! caller, validates the request, fingerprints it with the core, tries the KV
+//! cache of finished results, and hands everything else to the `Ledger`
+//! Durable Object of (tenant, key), which runs the request upstream at most
+//! once per job and replays the outcome to every duplicate.
+//!
+//! Routes:
+//! - `POST /v1/{path}`: the OpenAI-compatible, idempotent proxy;
+//! - `GET /onejob/v1/jobs/{key}`: the job and its attempts (tenant-scoped);
+//! - `GET /onejob/problems/{type}`: what an error type means;
+//! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
+
+mod auth;
+mod cache;
+mod config;
+mod demo;
+mod gateway;
+mod http;
+mod ledger;
+mod store;
+mod upstream;
+
+pub use ledger::Ledger;
+
+use worker::{Context, Env, Method, Request, Response, Result, event};
 
 #[event(fetch)]
-async fn fetch(_req: Request, _env: Env, _ctx: Context) -> Result<Response> {
-    Response::error("onejob edge: not implemented yet", 501)
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+    let path = req.path();
+    if req.method() == Method::Options {
+        return http::preflight();
+    }
+    if path.starts_with("/v1/") {
+        return gateway::proxy(req, &env, &ctx).await;
+    }
+    if let Some(key) = path.strip_prefix("/onejob/v1/jobs/") {
+        let key = key.to_owned();
+        return gateway::job(req, &env, &key).await;
+    }
+    if let Some(slug) = path.strip_prefix("/onejob/problems/") {
+        return gateway::problem_doc(slug);
+    }
+    http::problem_of(
+        onejob_core::protocol::ProblemType::NotFound,
+        format!("no route for {path}"),
+    )
 }

@@ -1,0 +1,162 @@
+//! The built-in demo provider: an OpenAI-compatible chat completion that
+//! triages support tickets, with models that misbehave on purpose so the demo
+//! shows retries, coalescing and unknown outcomes without an API key.
+//!
+//! | model | behaviour |
+//! |---|---|
+//! | `demo` | answers after ~300 ms |
+//! | `demo-flaky` | first attempt of a job: 503 with `Retry-After: 1`; then answers |
+//! | `demo-slow` | answers after 5 s |
+//! | `demo-timeout` | never answers (the gateway's timeout makes the job unknown) |
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use worker::Delay;
+
+use crate::upstream::Reply;
+
+/// Answers one call; `attempt` is the job's attempt number (1 for the first).
+pub async fn respond(path: &str, body: &[u8], attempt: u32) -> Reply {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let model = request
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("demo")
+        .to_owned();
+    if !path.ends_with("/chat/completions") {
+        return error(
+            404,
+            "not_found",
+            &format!("the demo provider serves /v1/chat/completions, not {path}"),
+            None,
+        );
+    }
+    match model.as_str() {
+        "demo" => sleep(300).await,
+        "demo-slow" => sleep(5_000).await,
+        "demo-timeout" => sleep(24 * 3_600_000).await,
+        "demo-flaky" if attempt == 1 => {
+            sleep(100).await;
+            return error(
+                503,
+                "overloaded",
+                "demo-flaky is overloaded on every first attempt; retry after 1 s",
+                Some("1"),
+            );
+        }
+        "demo-flaky" => sleep(300).await,
+        other => {
+            let message = format!(
+                "unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout"
+            );
+            return error(400, "model_not_found", &message, None);
+        }
+    }
+    let ticket = last_user_message(&request);
+    let (category, priority) = triage(&ticket);
+    let answer = format!(
+        "category: {category}\npriority: {priority}\nsummary: {}",
+        summary(&ticket)
+    );
+    let prompt_tokens = tokens(&ticket) + 12;
+    let completion_tokens = tokens(&answer);
+    let completion = json!({
+        "id": format!("chatcmpl-demo-{:08x}", fnv1a(body)),
+        "object": "chat.completion",
+        "created": 1_767_225_600,
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": answer },
+            "finish_reason": "stop"
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens
+        }
+    });
+    Reply {
+        status: 200,
+        content_type: "application/json".into(),
+        body: completion.to_string().into_bytes(),
+        retry_after: None,
+        retry_after_ms: None,
+        should_retry: None,
+    }
+}
+
+async fn sleep(ms: u64) {
+    Delay::from(Duration::from_millis(ms)).await;
+}
+
+fn error(status: u16, code: &str, message: &str, retry_after: Option<&str>) -> Reply {
+    let body = json!({ "error": { "message": message, "type": code, "code": code } });
+    Reply {
+        status,
+        content_type: "application/json".into(),
+        body: body.to_string().into_bytes(),
+        retry_after: retry_after.map(str::to_owned),
+        retry_after_ms: None,
+        should_retry: None,
+    }
+}
+
+fn last_user_message(request: &Value) -> String {
+    request
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|messages| {
+            messages
+                .iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
+        .and_then(|m| m.get("content").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// A deterministic keyword triage: the same ticket always gets the same answer.
+fn triage(ticket: &str) -> (&'static str, &'static str) {
+    let text = ticket.to_lowercase();
+    let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    let category = if has(&["refund", "charge", "invoice", "billing", "payment", "card"]) {
+        "billing"
+    } else if has(&["password", "login", "log in", "account", "sign in", "2fa"]) {
+        "account"
+    } else if has(&["crash", "error", "bug", "broken", "fails", "500"]) {
+        "bug"
+    } else if has(&["feature", "would be nice", "request", "suggest"]) {
+        "feature_request"
+    } else {
+        "general"
+    };
+    let priority = if has(&["urgent", "asap", "down", "outage", "twice", "immediately"]) {
+        "high"
+    } else {
+        "normal"
+    };
+    (category, priority)
+}
+
+fn summary(ticket: &str) -> String {
+    let words: Vec<&str> = ticket.split_whitespace().take(12).collect();
+    if words.is_empty() {
+        "(empty ticket)".into()
+    } else {
+        words.join(" ")
+    }
+}
+
+fn tokens(text: &str) -> u64 {
+    (text.split_whitespace().count() as u64 * 4).div_ceil(3)
+}
+
+/// A small stable hash for the demo completion id.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    bytes.iter().fold(0x811c_9dc5, |hash, b| {
+        (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    })
+}

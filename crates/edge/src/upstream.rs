@@ -1,0 +1,169 @@
+//! One upstream call: the built-in demo provider or an OpenAI-compatible API,
+//! bounded by a timeout. Retrying is not done here: the Ledger decides, one
+//! attempt per call, so every call is claimed and audited.
+
+use std::time::Duration;
+
+use futures_util::future::{Either, select};
+use onejob_core::classify::TransportFailure;
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+
+use crate::config::Upstream;
+use crate::demo;
+
+/// Largest upstream body kept; a larger one is refused rather than stored.
+pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+
+/// What the upstream answered.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+    pub retry_after: Option<String>,
+    pub retry_after_ms: Option<String>,
+    pub should_retry: Option<bool>,
+}
+
+/// How one call ended.
+#[derive(Debug, Clone)]
+pub enum CallResult {
+    Reply(Reply),
+    Transport {
+        failure: TransportFailure,
+        detail: String,
+    },
+}
+
+/// What to send.
+pub struct Call<'a> {
+    pub path: &'a str,
+    pub body: &'a [u8],
+    pub content_type: &'a str,
+    pub idempotency_key: &'a str,
+    pub attempt: u32,
+    pub timeout_ms: u64,
+}
+
+/// A short name of the provider, for the audit trail.
+pub fn provider_name(upstream: &Upstream) -> String {
+    match upstream {
+        Upstream::Demo => "demo".into(),
+        Upstream::Http { base_url } => {
+            let host = base_url.split("://").nth(1).unwrap_or(base_url);
+            host.split('/').next().unwrap_or(host).to_owned()
+        }
+    }
+}
+
+/// Calls the upstream once, giving up after the call's timeout. A timeout is
+/// reported as happening after the request was sent: the provider may have
+/// it, so the outcome is unknown.
+pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) -> CallResult {
+    let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
+    match upstream {
+        Upstream::Demo => {
+            let reply = Box::pin(demo::respond(call.path, call.body, call.attempt));
+            match select(reply, timeout).await {
+                Either::Left((reply, _)) => CallResult::Reply(reply),
+                Either::Right(_) => timed_out(call.timeout_ms),
+            }
+        }
+        Upstream::Http { base_url } => {
+            let controller = AbortController::default();
+            let signal = controller.signal();
+            let request = match build_request(base_url, api_key, &call) {
+                Ok(request) => request,
+                Err(detail) => {
+                    return CallResult::Transport {
+                        failure: TransportFailure::Connect,
+                        detail,
+                    };
+                }
+            };
+            let sent = Box::pin(async move {
+                let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
+                let body = response.bytes().await?;
+                Ok::<_, worker::Error>((response, body))
+            });
+            match select(sent, timeout).await {
+                Either::Left((Ok((response, body)), _)) => {
+                    CallResult::Reply(reply_of(&response, body))
+                }
+                Either::Left((Err(error), _)) => transport_error(error.to_string()),
+                Either::Right(_) => {
+                    controller.abort();
+                    timed_out(call.timeout_ms)
+                }
+            }
+        }
+    }
+}
+
+fn build_request(
+    base_url: &str,
+    api_key: Option<&str>,
+    call: &Call<'_>,
+) -> Result<Request, String> {
+    // `/v1/chat/completions` against a base URL that already ends in `/v1`.
+    let path = call.path.strip_prefix("/v1").unwrap_or(call.path);
+    let url = format!("{base_url}{path}");
+    let headers = Headers::new();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
+    set("Content-Type", call.content_type)?;
+    set("Idempotency-Key", call.idempotency_key)?;
+    if let Some(key) = api_key {
+        set("Authorization", &format!("Bearer {key}"))?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers);
+    init.with_body(Some(js_sys::Uint8Array::from(call.body).into()));
+    Request::new_with_init(&url, &init)
+        .map_err(|e| format!("cannot build the upstream request for {url}: {e}"))
+}
+
+fn reply_of(response: &worker::Response, mut body: Vec<u8>) -> Reply {
+    let header = |name: &str| response.headers().get(name).ok().flatten();
+    let status = response.status_code();
+    let oversized = body.len() > MAX_RESPONSE_BYTES;
+    if oversized {
+        body.truncate(0);
+    }
+    Reply {
+        status: if oversized { 502 } else { status },
+        content_type: header("Content-Type").unwrap_or_else(|| "application/json".into()),
+        body,
+        retry_after: header("Retry-After"),
+        retry_after_ms: header("retry-after-ms"),
+        should_retry: header("x-should-retry").and_then(|v| match v.as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }),
+    }
+}
+
+fn timed_out(timeout_ms: u64) -> CallResult {
+    CallResult::Transport {
+        failure: TransportFailure::TimeoutAfterSend,
+        detail: format!("the upstream did not answer within {timeout_ms} ms"),
+    }
+}
+
+/// A fetch that failed without a response. A refused connection never left;
+/// anything else (reset, closed, lost) may have reached the provider.
+fn transport_error(message: String) -> CallResult {
+    let lower = message.to_ascii_lowercase();
+    let never_left = ["refused", "dns", "resolve", "invalid url"]
+        .iter()
+        .any(|m| lower.contains(m));
+    let failure = if never_left {
+        TransportFailure::Connect
+    } else {
+        TransportFailure::DroppedAfterSend
+    };
+    CallResult::Transport {
+        failure,
+        detail: format!("upstream connection failed: {message}"),
+    }
+}
