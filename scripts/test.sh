@@ -9,18 +9,24 @@ mkdir -p target/test-logs
 declare -a names=() passed=() failed=()
 status=0
 
-sum_of() { # WORD LOG: adds up "N WORD" over the log's "test result:" lines
-  grep -E '^test result' "$2" | sed -E "s/.* ([0-9]+) $1.*/\\1/" | awk '{ s += $1 } END { print s + 0 }'
+sum_of() { # WORD LOG: adds up "N WORD" over the log's libtest "test result:"
+  # lines and node's "ℹ pass N" / "ℹ fail N" lines.
+  local node_word=pass; [ "$1" = failed ] && node_word=fail
+  {
+    grep -E '^test result' "$2" | sed -E "s/.* ([0-9]+) $1.*/\\1/"
+    grep -E "^ℹ $node_word [0-9]+$" "$2" | awk '{ print $3 }'
+  } | awk '{ s += $1 } END { print s + 0 }'
 }
 
-# run NAME COMMAND...: runs one suite, tees its output to a log, and sums its
-# libtest-style "test result:" lines (cargo test and wasm-bindgen-test-runner
-# both print them).
+# run NAME COMMAND...: runs one suite, tees its output to a log, and counts
+# its results (see sum_of). A suite that exits non-zero without a counted
+# failure (a compile error, say) counts as one failure.
 run() {
   local name=$1; shift
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked)' || true
+  # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖)'
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
@@ -29,16 +35,17 @@ run() {
   names+=("$name"); passed+=("$p"); failed+=("$f")
 }
 
+# The worker and the client, built once for every suite that needs them
+# (worker-build and wasm-bindgen), with their sizes.
+echo "=== build: worker and client for wasm32"
+make -s build-edge build-client || { echo "build: FAILED"; status=1; }
+
 run core-native cargo test -p onejob-core --all-targets
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
 run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
-
-# Not tests, but proof the tool chain works end to end: the worker through
-# worker-build and the client through wasm-bindgen, with their sizes.
-echo "=== build: worker and client for wasm32"
-make -s build-edge build-client || { echo "build: FAILED"; status=1; }
+run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 
 echo
 echo "=== summary"

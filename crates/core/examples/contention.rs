@@ -64,41 +64,25 @@ fn simulate(clients: usize, jitter: Jitter, seed: u64) -> RunResult {
 
 /// Mean calls and completion time over [`RUNS`] seeds.
 fn mean(clients: usize, jitter: Jitter) -> RunResult {
-    let total = (0..RUNS).map(|seed| simulate(clients, jitter, seed)).fold(
-        RunResult::default(),
-        |acc, r| RunResult {
-            calls: acc.calls + r.calls,
-            completion_ms: acc.completion_ms + r.completion_ms,
-        },
-    );
-    RunResult {
-        calls: total.calls / RUNS,
-        completion_ms: total.completion_ms / RUNS,
-    }
+    let total = (0..RUNS).map(|seed| simulate(clients, jitter, seed)).fold(RunResult::default(), |acc, r| RunResult {
+        calls: acc.calls + r.calls,
+        completion_ms: acc.completion_ms + r.completion_ms,
+    });
+    RunResult { calls: total.calls / RUNS, completion_ms: total.completion_ms / RUNS }
 }
 
-const SCHEMES: [(&str, Jitter); 4] = [
-    ("none", Jitter::None),
-    ("full", Jitter::Full),
-    ("equal", Jitter::Equal),
-    ("decorrelated", Jitter::Decorrelated),
-];
+const SCHEMES: [(&str, Jitter); 4] =
+    [("none", Jitter::None), ("full", Jitter::Full), ("equal", Jitter::Equal), ("decorrelated", Jitter::Decorrelated)];
 
 fn main() {
     println!(
         "contention: d = {NETWORK_DELAY_MS} ms, base = {BASE_MS} ms, cap = {CAP_MS} ms, mean of {RUNS} seeded runs"
     );
-    println!(
-        "{:<13} {:>5} {:>12} {:>16}",
-        "jitter", "N", "total calls", "completion (ms)"
-    );
+    println!("{:<13} {:>5} {:>12} {:>16}", "jitter", "N", "total calls", "completion (ms)");
     for (name, jitter) in SCHEMES {
         for clients in [10, 50, 100] {
             let r = mean(clients, jitter);
-            println!(
-                "{name:<13} {clients:>5} {:>12} {:>16}",
-                r.calls, r.completion_ms
-            );
+            println!("{name:<13} {clients:>5} {:>12} {:>16}", r.calls, r.completion_ms);
         }
     }
 }

@@ -33,10 +33,7 @@ fn main() -> ExitCode {
         (format!("({} bytes, hashed as bytes)", body.len()), fp)
     } else {
         match canonicalize(&body) {
-            Ok(canonical) => (
-                canonical,
-                Fingerprint::of_request(method, path, Body::Json(&body)),
-            ),
+            Ok(canonical) => (canonical, Fingerprint::of_request(method, path, Body::Json(&body))),
             Err(err) => {
                 eprintln!("fingerprint: {err} (use --bytes for a body that is not JSON)");
                 return ExitCode::from(1);

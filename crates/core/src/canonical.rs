@@ -71,10 +71,7 @@ impl std::error::Error for CanonicalError {}
 /// ```
 pub fn canonicalize(json: &[u8]) -> Result<String, CanonicalError> {
     if json.len() > MAX_INPUT_BYTES {
-        return Err(CanonicalError::TooLarge {
-            len: json.len(),
-            max: MAX_INPUT_BYTES,
-        });
+        return Err(CanonicalError::TooLarge { len: json.len(), max: MAX_INPUT_BYTES });
     }
     let value = parse(json)?;
     let mut out = String::with_capacity(json.len());
@@ -174,11 +171,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
-        if v.is_finite() {
-            Ok(Json::Number(v))
-        } else {
-            Err(E::custom("number out of range"))
-        }
+        if v.is_finite() { Ok(Json::Number(v)) } else { Err(E::custom("number out of range")) }
     }
 
     fn visit_str<E>(self, v: &str) -> Result<Json, E> {
@@ -207,9 +200,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
         members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
         if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
             let quoted = serde_json::to_string(&pair[0].0).unwrap_or_default();
-            return Err(de::Error::custom(format_args!(
-                "{DUPLICATE_PREFIX}{quoted}"
-            )));
+            return Err(de::Error::custom(format_args!("{DUPLICATE_PREFIX}{quoted}")));
         }
         Ok(Json::Object(members))
     }
@@ -265,9 +256,7 @@ fn shortest_digits(x: f64) -> (String, i32) {
     // Cheap filter first: a tie needs digit k+1 of the exact value to be 5.
     let k = digits.len();
     let one_more = format!("{x:.k$e}");
-    let next_digit_is_5 = one_more
-        .split_once('e')
-        .is_some_and(|(m, _)| m.ends_with('5'));
+    let next_digit_is_5 = one_more.split_once('e').is_some_and(|(m, _)| m.ends_with('5'));
     if !last_is_odd || !next_digit_is_5 {
         return (digits, exponent);
     }
@@ -276,9 +265,7 @@ fn shortest_digits(x: f64) -> (String, i32) {
     let (exact_mantissa, exact_exponent) = exact.split_once('e').unwrap_or((&exact, "0"));
     let exact_digits: String = exact_mantissa.chars().filter(|c| *c != '.').collect();
     let exact_digits = exact_digits.trim_end_matches('0');
-    let is_tie = exact_exponent.parse() == Ok(exponent)
-        && exact_digits.len() == k + 1
-        && exact_digits.ends_with('5');
+    let is_tie = exact_exponent.parse() == Ok(exponent) && exact_digits.len() == k + 1 && exact_digits.ends_with('5');
     if !is_tie {
         return (digits, exponent);
     }
@@ -286,20 +273,12 @@ fn shortest_digits(x: f64) -> (String, i32) {
     let Ok(truncated) = exact_digits[..k].parse::<u64>() else {
         return (digits, exponent);
     };
-    let even = if truncated % 2 == 0 {
-        truncated
-    } else {
-        truncated + 1
-    };
+    let even = if truncated % 2 == 0 { truncated } else { truncated + 1 };
     let even_text = even.to_string();
     // truncated + 1 may carry into a new digit (99…9 + 1); that shifts the exponent.
     let even_exponent = exponent + (even_text.len() as i32 - k as i32);
     let round_trips = format!("{even_text}e{}", exponent - (k as i32 - 1)).parse::<f64>() == Ok(x);
-    if round_trips {
-        (even_text.trim_end_matches('0').to_owned(), even_exponent)
-    } else {
-        (digits, exponent)
-    }
+    if round_trips { (even_text.trim_end_matches('0').to_owned(), even_exponent) } else { (digits, exponent) }
 }
 
 /// RFC 8785 §3.2.2.2: strings keep every character as UTF-8 except `"`, `\`
@@ -437,11 +416,7 @@ mod tests {
           "\u00f6": "Latin Small Letter O With Diaeresis"
         }"#;
         let canonical = canonicalize(input.as_bytes()).unwrap();
-        let values: Vec<&str> = canonical
-            .split("\":\"")
-            .skip(1)
-            .map(|rest| rest.split('"').next().unwrap())
-            .collect();
+        let values: Vec<&str> = canonical.split("\":\"").skip(1).map(|rest| rest.split('"').next().unwrap()).collect();
         assert_eq!(
             values,
             [
@@ -460,60 +435,31 @@ mod tests {
     fn rejects_duplicate_names_with_the_name() {
         assert_eq!(
             canonicalize(br#"{"a":1,"b":{"x\"y":1,"x\"y":2}}"#),
-            Err(CanonicalError::DuplicateName {
-                name: "x\"y".into()
-            })
+            Err(CanonicalError::DuplicateName { name: "x\"y".into() })
         );
     }
 
     #[test]
     fn rejects_lone_surrogates_and_overflowing_numbers() {
-        assert!(matches!(
-            canonicalize(br#""\ud800""#),
-            Err(CanonicalError::Invalid { .. })
-        ));
-        assert!(matches!(
-            canonicalize(br#""\udc00x""#),
-            Err(CanonicalError::Invalid { .. })
-        ));
-        assert!(matches!(
-            canonicalize(b"1e400"),
-            Err(CanonicalError::Invalid { .. })
-        ));
-        assert!(matches!(
-            canonicalize(b"NaN"),
-            Err(CanonicalError::Invalid { .. })
-        ));
+        assert!(matches!(canonicalize(br#""\ud800""#), Err(CanonicalError::Invalid { .. })));
+        assert!(matches!(canonicalize(br#""\udc00x""#), Err(CanonicalError::Invalid { .. })));
+        assert!(matches!(canonicalize(b"1e400"), Err(CanonicalError::Invalid { .. })));
+        assert!(matches!(canonicalize(b"NaN"), Err(CanonicalError::Invalid { .. })));
     }
 
     #[test]
     fn rejects_trailing_garbage_and_non_json() {
-        assert!(matches!(
-            canonicalize(b"{} {}"),
-            Err(CanonicalError::Invalid { .. })
-        ));
-        assert!(matches!(
-            canonicalize(b""),
-            Err(CanonicalError::Invalid { .. })
-        ));
-        assert!(matches!(
-            canonicalize(b"\xff"),
-            Err(CanonicalError::Invalid { .. })
-        ));
+        assert!(matches!(canonicalize(b"{} {}"), Err(CanonicalError::Invalid { .. })));
+        assert!(matches!(canonicalize(b""), Err(CanonicalError::Invalid { .. })));
+        assert!(matches!(canonicalize(b"\xff"), Err(CanonicalError::Invalid { .. })));
     }
 
     #[test]
     fn hostile_nesting_is_an_error_not_a_crash() {
         let deep = "[".repeat(100_000);
-        assert_eq!(
-            canonicalize(deep.as_bytes()),
-            Err(CanonicalError::TooDeep { max: MAX_DEPTH })
-        );
+        assert_eq!(canonicalize(deep.as_bytes()), Err(CanonicalError::TooDeep { max: MAX_DEPTH }));
         let just_over = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
-        assert_eq!(
-            canonicalize(just_over.as_bytes()),
-            Err(CanonicalError::TooDeep { max: MAX_DEPTH })
-        );
+        assert_eq!(canonicalize(just_over.as_bytes()), Err(CanonicalError::TooDeep { max: MAX_DEPTH }));
         let at_limit = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert_eq!(canonicalize(at_limit.as_bytes()).unwrap(), at_limit);
     }
@@ -523,10 +469,7 @@ mod tests {
         let big = vec![b' '; MAX_INPUT_BYTES + 1];
         assert_eq!(
             canonicalize(&big),
-            Err(CanonicalError::TooLarge {
-                len: MAX_INPUT_BYTES + 1,
-                max: MAX_INPUT_BYTES
-            })
+            Err(CanonicalError::TooLarge { len: MAX_INPUT_BYTES + 1, max: MAX_INPUT_BYTES })
         );
     }
 }

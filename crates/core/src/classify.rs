@@ -64,11 +64,7 @@ pub enum Outcome {
 impl Outcome {
     /// An HTTP response with no `x-should-retry` and no body hint.
     pub fn status(status: u16) -> Self {
-        Self::Http {
-            status,
-            should_retry: None,
-            hint: BodyHint::None,
-        }
+        Self::Http { status, should_retry: None, hint: BodyHint::None }
     }
 }
 
@@ -145,11 +141,7 @@ pub fn classify(outcome: Outcome) -> Classification {
             BodyHint::ContentFilter => (Never, ErrorClass::ContentFilter),
             BodyHint::EmptyCompletion => (Never, ErrorClass::EmptyCompletion),
         },
-        Outcome::Http {
-            status,
-            should_retry,
-            ..
-        } => {
+        Outcome::Http { status, should_retry, .. } => {
             let class = match status {
                 429 => ErrorClass::RateLimited,
                 408 => ErrorClass::Timeout,
@@ -160,10 +152,7 @@ pub fn classify(outcome: Outcome) -> Classification {
                 _ => ErrorClass::UnexpectedStatus,
             };
             let by_status = match class {
-                ErrorClass::RateLimited
-                | ErrorClass::Timeout
-                | ErrorClass::Conflict
-                | ErrorClass::Unavailable => Retry,
+                ErrorClass::RateLimited | ErrorClass::Timeout | ErrorClass::Conflict | ErrorClass::Unavailable => Retry,
                 ErrorClass::ServerError => RetryOnce,
                 _ => Never,
             };
@@ -189,10 +178,7 @@ pub fn body_hint(body: &[u8]) -> BodyHint {
     let Some(choices) = value.get("choices").and_then(|c| c.as_array()) else {
         return BodyHint::None;
     };
-    if choices
-        .iter()
-        .any(|c| c.get("finish_reason").and_then(|f| f.as_str()) == Some("content_filter"))
-    {
+    if choices.iter().any(|c| c.get("finish_reason").and_then(|f| f.as_str()) == Some("content_filter")) {
         return BodyHint::ContentFilter;
     }
     let is_empty = |choice: &serde_json::Value| {
@@ -202,17 +188,11 @@ pub fn body_hint(body: &[u8]) -> BodyHint {
             .or_else(|| choice.get("text"))
             .and_then(|t| t.as_str())
             .unwrap_or("");
-        let has_tool_calls = message
-            .and_then(|m| m.get("tool_calls"))
-            .and_then(|t| t.as_array())
-            .is_some_and(|calls| !calls.is_empty());
+        let has_tool_calls =
+            message.and_then(|m| m.get("tool_calls")).and_then(|t| t.as_array()).is_some_and(|calls| !calls.is_empty());
         text.trim().is_empty() && !has_tool_calls
     };
-    if choices.is_empty() || choices.iter().all(is_empty) {
-        BodyHint::EmptyCompletion
-    } else {
-        BodyHint::None
-    }
+    if choices.is_empty() || choices.iter().all(is_empty) { BodyHint::EmptyCompletion } else { BodyHint::None }
 }
 
 #[cfg(test)]
@@ -242,30 +222,16 @@ mod tests {
 
     #[test]
     fn classes_name_what_happened() {
-        assert_eq!(
-            classify(Outcome::status(429)).class,
-            ErrorClass::RateLimited
-        );
-        assert_eq!(
-            classify(Outcome::status(503)).class,
-            ErrorClass::Unavailable
-        );
-        assert_eq!(
-            classify(Outcome::status(400)).class,
-            ErrorClass::ClientError
-        );
+        assert_eq!(classify(Outcome::status(429)).class, ErrorClass::RateLimited);
+        assert_eq!(classify(Outcome::status(503)).class, ErrorClass::Unavailable);
+        assert_eq!(classify(Outcome::status(400)).class, ErrorClass::ClientError);
         assert_eq!(classify(Outcome::status(200)).class, ErrorClass::None);
     }
 
     #[test]
     fn server_header_overrides_the_status_table_on_errors_only() {
         let with = |status, should_retry| {
-            classify(Outcome::Http {
-                status,
-                should_retry: Some(should_retry),
-                hint: BodyHint::None,
-            })
-            .decision
+            classify(Outcome::Http { status, should_retry: Some(should_retry), hint: BodyHint::None }).decision
         };
         assert_eq!(with(400, true), Decision::Retry);
         assert_eq!(with(503, false), Decision::Never);
@@ -287,21 +253,15 @@ mod tests {
         assert_eq!(body_hint(filtered), BodyHint::ContentFilter);
         let empty = br#"{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"  "}}]}"#;
         assert_eq!(body_hint(empty), BodyHint::EmptyCompletion);
-        let tool = br#"{"choices":[{"finish_reason":"tool_calls","message":{"content":null,"tool_calls":[{"id":"1"}]}}]}"#;
+        let tool =
+            br#"{"choices":[{"finish_reason":"tool_calls","message":{"content":null,"tool_calls":[{"id":"1"}]}}]}"#;
         assert_eq!(body_hint(tool), BodyHint::None);
         let fine = br#"{"choices":[{"finish_reason":"stop","message":{"content":"billing"}}]}"#;
         assert_eq!(body_hint(fine), BodyHint::None);
-        assert_eq!(
-            body_hint(br#"{"data":[{"embedding":[0.1]}]}"#),
-            BodyHint::None
-        );
+        assert_eq!(body_hint(br#"{"data":[{"embedding":[0.1]}]}"#), BodyHint::None);
         assert_eq!(body_hint(b"not json"), BodyHint::None);
         for hint in [BodyHint::ContentFilter, BodyHint::EmptyCompletion] {
-            let c = classify(Outcome::Http {
-                status: 200,
-                should_retry: None,
-                hint,
-            });
+            let c = classify(Outcome::Http { status: 200, should_retry: None, hint });
             assert_eq!(c.decision, Decision::Never);
         }
     }

@@ -42,13 +42,7 @@ impl Fingerprint {
             Body::Json(bytes) => (b"json", canonicalize(bytes)?.into_bytes().into()),
             Body::Bytes(bytes) => (b"bytes", bytes.into()),
         };
-        Ok(Self::from_parts(&[
-            DOMAIN,
-            method.to_ascii_uppercase().as_bytes(),
-            path.as_bytes(),
-            kind,
-            &canonical,
-        ]))
+        Ok(Self::from_parts(&[DOMAIN, method.to_ascii_uppercase().as_bytes(), path.as_bytes(), kind, &canonical]))
     }
 
     /// Hashes each part with its length in front, so no two different lists of
@@ -65,11 +59,8 @@ impl Fingerprint {
     /// Accepts a fingerprint that was stored or sent as text; `None` unless it
     /// is 64 lower-case hex digits.
     pub fn parse(text: &str) -> Option<Self> {
-        (text.len() == 64
-            && text
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then(|| Self(text.to_owned()))
+        (text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| Self(text.to_owned()))
     }
 
     /// The fingerprint as 64 lower-case hex digits.
@@ -92,16 +83,12 @@ mod tests {
     use super::*;
 
     fn json(body: &str) -> Fingerprint {
-        Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(body.as_bytes()))
-            .unwrap()
+        Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(body.as_bytes())).unwrap()
     }
 
     #[test]
     fn spelling_does_not_matter_meaning_does() {
-        assert_eq!(
-            json(r#"{"a":1,"b":[true,"x"]}"#),
-            json(r#" { "b" : [ true , "\u0078" ] , "a" : 1.0 } "#)
-        );
+        assert_eq!(json(r#"{"a":1,"b":[true,"x"]}"#), json(r#" { "b" : [ true , "\u0078" ] , "a" : 1.0 } "#));
         assert_eq!(json(r#"{"t":100}"#), json(r#"{"t":1e2}"#));
         assert_ne!(json(r#"{"a":1}"#), json(r#"{"a":2}"#));
         assert_ne!(json(r#"{"a":1}"#), json(r#"{"a":"1"}"#));
@@ -111,22 +98,10 @@ mod tests {
     fn method_path_and_body_kind_are_part_of_the_identity() {
         let body = br#"{"a":1}"#;
         let base = Fingerprint::of_request("POST", "/v1/x", Body::Json(body)).unwrap();
-        assert_ne!(
-            base,
-            Fingerprint::of_request("PUT", "/v1/x", Body::Json(body)).unwrap()
-        );
-        assert_ne!(
-            base,
-            Fingerprint::of_request("POST", "/v1/y", Body::Json(body)).unwrap()
-        );
-        assert_ne!(
-            base,
-            Fingerprint::of_request("POST", "/v1/x", Body::Bytes(body)).unwrap()
-        );
-        assert_eq!(
-            base,
-            Fingerprint::of_request("post", "/v1/x", Body::Json(body)).unwrap()
-        );
+        assert_ne!(base, Fingerprint::of_request("PUT", "/v1/x", Body::Json(body)).unwrap());
+        assert_ne!(base, Fingerprint::of_request("POST", "/v1/y", Body::Json(body)).unwrap());
+        assert_ne!(base, Fingerprint::of_request("POST", "/v1/x", Body::Bytes(body)).unwrap());
+        assert_eq!(base, Fingerprint::of_request("post", "/v1/x", Body::Json(body)).unwrap());
     }
 
     #[test]
@@ -145,8 +120,7 @@ mod tests {
 
     #[test]
     fn invalid_json_is_a_typed_error() {
-        let err =
-            Fingerprint::of_request("POST", "/", Body::Json(b"{\"a\":1,\"a\":2}")).unwrap_err();
+        let err = Fingerprint::of_request("POST", "/", Body::Json(b"{\"a\":1,\"a\":2}")).unwrap_err();
         assert_eq!(err, CanonicalError::DuplicateName { name: "a".into() });
     }
 

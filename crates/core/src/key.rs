@@ -43,14 +43,12 @@ pub enum KeyError {
 impl fmt::Display for KeyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::TooShort { len } => write!(
-                f,
-                "idempotency key has {len} characters; at least {MIN_KEY_LEN} are required"
-            ),
-            Self::TooLong { len } => write!(
-                f,
-                "idempotency key has {len} characters; at most {MAX_KEY_LEN} are allowed"
-            ),
+            Self::TooShort { len } => {
+                write!(f, "idempotency key has {len} characters; at least {MIN_KEY_LEN} are required")
+            }
+            Self::TooLong { len } => {
+                write!(f, "idempotency key has {len} characters; at most {MAX_KEY_LEN} are allowed")
+            }
             Self::InvalidCharacter { index } => write!(
                 f,
                 "idempotency key has a character that is not visible ASCII at position {index} (spaces and control characters are not allowed)"
@@ -97,14 +95,7 @@ pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0F) | 0x40;
     bytes[8] = (bytes[8] & 0x3F) | 0x80;
     let hex = hex::encode(&bytes);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[0..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..32]
-    )
+    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
 impl TryFrom<String> for IdempotencyKey {
@@ -138,11 +129,7 @@ impl StorageId {
     /// is length-prefixed, so `("a", "bc")` and `("ab", "c")` differ.
     pub fn derive(scope: &str, key: &IdempotencyKey) -> Self {
         let mut hasher = Sha256::new();
-        for part in [
-            b"onejob/storage/v1".as_slice(),
-            scope.as_bytes(),
-            key.as_str().as_bytes(),
-        ] {
+        for part in [b"onejob/storage/v1".as_slice(), scope.as_bytes(), key.as_str().as_bytes()] {
             hasher.update((part.len() as u64).to_be_bytes());
             hasher.update(part);
         }
@@ -178,34 +165,13 @@ mod tests {
 
     #[test]
     fn rejects_short_long_and_invisible() {
-        assert_eq!(
-            IdempotencyKey::parse(&"a".repeat(15)),
-            Err(KeyError::TooShort { len: 15 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse(""),
-            Err(KeyError::TooShort { len: 0 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse(&"a".repeat(256)),
-            Err(KeyError::TooLong { len: 256 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse("abcdefgh ijklmnop"),
-            Err(KeyError::InvalidCharacter { index: 8 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse("abcdefghijklmnop\n"),
-            Err(KeyError::InvalidCharacter { index: 16 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse("abcdefghijklmnopé"),
-            Err(KeyError::InvalidCharacter { index: 16 })
-        );
-        assert_eq!(
-            IdempotencyKey::parse("\u{7f}bcdefghijklmnop"),
-            Err(KeyError::InvalidCharacter { index: 0 })
-        );
+        assert_eq!(IdempotencyKey::parse(&"a".repeat(15)), Err(KeyError::TooShort { len: 15 }));
+        assert_eq!(IdempotencyKey::parse(""), Err(KeyError::TooShort { len: 0 }));
+        assert_eq!(IdempotencyKey::parse(&"a".repeat(256)), Err(KeyError::TooLong { len: 256 }));
+        assert_eq!(IdempotencyKey::parse("abcdefgh ijklmnop"), Err(KeyError::InvalidCharacter { index: 8 }));
+        assert_eq!(IdempotencyKey::parse("abcdefghijklmnop\n"), Err(KeyError::InvalidCharacter { index: 16 }));
+        assert_eq!(IdempotencyKey::parse("abcdefghijklmnopé"), Err(KeyError::InvalidCharacter { index: 16 }));
+        assert_eq!(IdempotencyKey::parse("\u{7f}bcdefghijklmnop"), Err(KeyError::InvalidCharacter { index: 0 }));
     }
 
     #[test]
@@ -219,24 +185,15 @@ mod tests {
         assert_eq!(&text[14..15], "4");
         assert!(matches!(&text[19..20], "8" | "9" | "a" | "b"));
         assert!(IdempotencyKey::parse(text).is_ok());
-        assert_eq!(
-            uuid_v4_from_bytes([0xFF; 16]),
-            "ffffffff-ffff-4fff-bfff-ffffffffffff"
-        );
-        assert_eq!(
-            uuid_v4_from_bytes([0; 16]),
-            "00000000-0000-4000-8000-000000000000"
-        );
+        assert_eq!(uuid_v4_from_bytes([0xFF; 16]), "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        assert_eq!(uuid_v4_from_bytes([0; 16]), "00000000-0000-4000-8000-000000000000");
     }
 
     #[test]
     fn storage_ids_are_scoped_and_unambiguous() {
         let key = |s: &str| IdempotencyKey::parse(s).unwrap();
         let k = key("0123456789abcdef");
-        assert_ne!(
-            StorageId::derive("tenant-a", &k),
-            StorageId::derive("tenant-b", &k)
-        );
+        assert_ne!(StorageId::derive("tenant-a", &k), StorageId::derive("tenant-b", &k));
         // ("a", "bc…") vs ("ab", "c…"): same concatenation, different ids.
         assert_ne!(
             StorageId::derive("a", &key("bcdefghijklmnopqr")),

@@ -29,15 +29,8 @@ pub mod header {
 
     /// Every header a browser must be allowed to read (CORS
     /// `Access-Control-Expose-Headers`).
-    pub const EXPOSED: &[&str] = &[
-        IDEMPOTENCY_KEY,
-        IDEMPOTENT_REPLAYED,
-        JOB_STATE,
-        ATTEMPT,
-        RETRY_AFTER,
-        RETRY_AFTER_MS,
-        SHOULD_RETRY,
-    ];
+    pub const EXPOSED: &[&str] =
+        &[IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, JOB_STATE, ATTEMPT, RETRY_AFTER, RETRY_AFTER_MS, SHOULD_RETRY];
 }
 
 /// The media type of every error body.
@@ -167,10 +160,7 @@ impl ProblemType {
     /// Whether a client should retry the same request with the same key
     /// (sent as `x-should-retry`).
     pub fn should_retry(self) -> bool {
-        matches!(
-            self,
-            Self::RequestInProgress | Self::OutcomeUnknown | Self::UpstreamTimeout | Self::Internal
-        )
+        matches!(self, Self::RequestInProgress | Self::OutcomeUnknown | Self::UpstreamTimeout | Self::Internal)
     }
 
     /// The variant whose slug or type URI this is.
@@ -226,9 +216,7 @@ impl Problem {
 pub fn prefer_wait_seconds(prefer: &str) -> Option<u64> {
     prefer.split(',').find_map(|pref| {
         let (name, value) = pref.split_once('=')?;
-        name.trim()
-            .eq_ignore_ascii_case("wait")
-            .then(|| value.trim().trim_matches('"').parse().ok())?
+        name.trim().eq_ignore_ascii_case("wait").then(|| value.trim().trim_matches('"').parse().ok())?
     })
 }
 
@@ -310,11 +298,7 @@ mod tests {
 
     #[test]
     fn problem_serialises_as_rfc9457() {
-        let p = Problem::new(
-            ProblemType::KeyReused,
-            "key abc was first used for another body",
-        )
-        .with("key", "abc");
+        let p = Problem::new(ProblemType::KeyReused, "key abc was first used for another body").with("key", "abc");
         let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(v["type"], "/onejob/problems/idempotency-key-reused");
         assert_eq!(v["status"], 422);

@@ -29,10 +29,7 @@ impl TenantDirectory {
                 ));
             }
         }
-        let by_digest = map
-            .into_iter()
-            .map(|(digest, tenant)| (digest.to_ascii_lowercase(), tenant))
-            .collect();
+        let by_digest = map.into_iter().map(|(digest, tenant)| (digest.to_ascii_lowercase(), tenant)).collect();
         Ok(Self { by_digest })
     }
 
@@ -67,20 +64,13 @@ mod tests {
         let dir = TenantDirectory::from_json(&json).unwrap();
         assert_eq!(dir.tenant_of("secret-a"), Some("acme"));
         assert_eq!(dir.tenant_of("secret-b"), None);
-        assert_eq!(
-            dir.tenant_of(&key_digest("secret-a")),
-            None,
-            "the digest itself is no credential"
-        );
+        assert_eq!(dir.tenant_of(&key_digest("secret-a")), None, "the digest itself is no credential");
     }
 
     #[test]
     fn known_digest_of_the_development_key() {
         assert_eq!(key_digest("onejob-dev-key").len(), 64);
-        assert_eq!(
-            key_digest("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(key_digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]
@@ -88,10 +78,7 @@ mod tests {
         assert!(TenantDirectory::from_json("[]").is_err());
         assert!(TenantDirectory::from_json(r#"{"abc":"x"}"#).is_err());
         assert!(TenantDirectory::from_json(&format!(r#"{{"{}":""}}"#, key_digest("k"))).is_err());
-        assert_eq!(
-            TenantDirectory::from_json("{}").unwrap(),
-            TenantDirectory::default()
-        );
+        assert_eq!(TenantDirectory::from_json("{}").unwrap(), TenantDirectory::default());
     }
 
     #[test]

@@ -198,8 +198,5 @@ fn count_leaves(value: &Value) -> usize {
 fn the_issue_examples() {
     assert_eq!(fingerprint(r#"{"n":1.0}"#), fingerprint(r#"{"n":1e0}"#));
     assert_eq!(fingerprint(r#"{"n":1}"#), fingerprint(r#"{"n":1e0}"#));
-    assert_eq!(
-        fingerprint(r#"{"a":"A","b":2}"#),
-        fingerprint(r#"{"b":2,"a":"\u0041"}"#)
-    );
+    assert_eq!(fingerprint(r#"{"a":"A","b":2}"#), fingerprint(r#"{"b":2,"a":"\u0041"}"#));
 }

@@ -18,16 +18,8 @@ pub fn tenant_of(req: &Request, env: &Env) -> Result<String, AuthError> {
     let token = authorization
         .as_deref()
         .and_then(bearer_token)
-        .ok_or(AuthError::Unauthorized(
-            "send Authorization: Bearer <tenant key>",
-        ))?;
-    let tenants = env
-        .var("TENANTS")
-        .map(|v| v.to_string())
-        .unwrap_or_else(|_| "{}".into());
+        .ok_or(AuthError::Unauthorized("send Authorization: Bearer <tenant key>"))?;
+    let tenants = env.var("TENANTS").map(|v| v.to_string()).unwrap_or_else(|_| "{}".into());
     let directory = TenantDirectory::from_json(&tenants).map_err(AuthError::Misconfigured)?;
-    directory
-        .tenant_of(token)
-        .map(str::to_owned)
-        .ok_or(AuthError::Unauthorized("the bearer key names no tenant"))
+    directory.tenant_of(token).map(str::to_owned).ok_or(AuthError::Unauthorized("the bearer key names no tenant"))
 }

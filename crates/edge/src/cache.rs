@@ -20,18 +20,9 @@ pub struct CachedMeta {
 }
 
 /// The cached replay of a finished job, if KV has one for this very request.
-pub async fn replay(
-    env: &Env,
-    storage_id: &str,
-    fingerprint: &Fingerprint,
-    key: &str,
-) -> Option<Response> {
+pub async fn replay(env: &Env, storage_id: &str, fingerprint: &Fingerprint, key: &str) -> Option<Response> {
     let kv = env.kv("RESULTS").ok()?;
-    let (body, meta) = kv
-        .get(storage_id)
-        .bytes_with_metadata::<CachedMeta>()
-        .await
-        .ok()?;
+    let (body, meta) = kv.get(storage_id).bytes_with_metadata::<CachedMeta>().await.ok()?;
     let (body, meta) = (body?, meta?);
     if meta.fingerprint != fingerprint.as_str() {
         return None; // same key, other request: the Ledger answers 422
@@ -46,9 +37,5 @@ fn build(body: Vec<u8>, meta: &CachedMeta, key: &str) -> Result<Response> {
     headers.set(header::JOB_STATE, &meta.state)?;
     headers.set(header::ATTEMPT, &meta.attempt.to_string())?;
     headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
-    http::with_cors(
-        Response::from_bytes(body)?
-            .with_status(meta.status)
-            .with_headers(headers),
-    )
+    http::with_cors(Response::from_bytes(body)?.with_status(meta.status).with_headers(headers))
 }

@@ -36,14 +36,10 @@ impl Config {
         let upstream = match var(env, "UPSTREAM").as_deref() {
             None | Some("") | Some("demo") => Upstream::Demo,
             Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-                Upstream::Http {
-                    base_url: url.trim_end_matches('/').to_owned(),
-                }
+                Upstream::Http { base_url: url.trim_end_matches('/').to_owned() }
             }
             Some(other) => {
-                return Err(format!(
-                    "UPSTREAM must be \"demo\" or an http(s) base URL, not {other:?}"
-                ));
+                return Err(format!("UPSTREAM must be \"demo\" or an http(s) base URL, not {other:?}"));
             }
         };
         let upstream_timeout_ms = number(env, "UPSTREAM_TIMEOUT_MS", 30_000)?;
@@ -51,9 +47,7 @@ impl Config {
             None | Some("retry_after_lease") => UnknownPolicy::RetryAfterLease,
             Some("block") => UnknownPolicy::Block,
             Some(other) => {
-                return Err(format!(
-                    "UNKNOWN_POLICY must be retry_after_lease or block, not {other:?}"
-                ));
+                return Err(format!("UNKNOWN_POLICY must be retry_after_lease or block, not {other:?}"));
             }
         };
         // An attempt holds the job for its timeout plus slack for storage and
@@ -92,9 +86,6 @@ fn var(env: &Env, name: &str) -> Option<String> {
 fn number(env: &Env, name: &str, default: u64) -> Result<u64, String> {
     match var(env, name) {
         None => Ok(default),
-        Some(text) => text
-            .trim()
-            .parse()
-            .map_err(|_| format!("{name} must be a whole number, not {text:?}")),
+        Some(text) => text.trim().parse().map_err(|_| format!("{name} must be a whole number, not {text:?}")),
     }
 }

@@ -19,18 +19,9 @@ use crate::upstream::Reply;
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
 pub async fn respond(path: &str, body: &[u8], attempt: u32) -> Reply {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-    let model = request
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or("demo")
-        .to_owned();
+    let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     if !path.ends_with("/chat/completions") {
-        return error(
-            404,
-            "not_found",
-            &format!("the demo provider serves /v1/chat/completions, not {path}"),
-            None,
-        );
+        return error(404, "not_found", &format!("the demo provider serves /v1/chat/completions, not {path}"), None);
     }
     match model.as_str() {
         "demo" => sleep(300).await,
@@ -47,18 +38,14 @@ pub async fn respond(path: &str, body: &[u8], attempt: u32) -> Reply {
         }
         "demo-flaky" => sleep(300).await,
         other => {
-            let message = format!(
-                "unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout"
-            );
+            let message =
+                format!("unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout");
             return error(400, "model_not_found", &message, None);
         }
     }
     let ticket = last_user_message(&request);
     let (category, priority) = triage(&ticket);
-    let answer = format!(
-        "category: {category}\npriority: {priority}\nsummary: {}",
-        summary(&ticket)
-    );
+    let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
     let prompt_tokens = tokens(&ticket) + 12;
     let completion_tokens = tokens(&answer);
     let completion = json!({
@@ -107,12 +94,7 @@ fn last_user_message(request: &Value) -> String {
     request
         .get("messages")
         .and_then(Value::as_array)
-        .and_then(|messages| {
-            messages
-                .iter()
-                .rev()
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        })
+        .and_then(|messages| messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
         .and_then(|m| m.get("content").and_then(Value::as_str))
         .unwrap_or("")
         .to_owned()
@@ -133,21 +115,13 @@ fn triage(ticket: &str) -> (&'static str, &'static str) {
     } else {
         "general"
     };
-    let priority = if has(&["urgent", "asap", "down", "outage", "twice", "immediately"]) {
-        "high"
-    } else {
-        "normal"
-    };
+    let priority = if has(&["urgent", "asap", "down", "outage", "twice", "immediately"]) { "high" } else { "normal" };
     (category, priority)
 }
 
 fn summary(ticket: &str) -> String {
     let words: Vec<&str> = ticket.split_whitespace().take(12).collect();
-    if words.is_empty() {
-        "(empty ticket)".into()
-    } else {
-        words.join(" ")
-    }
+    if words.is_empty() { "(empty ticket)".into() } else { words.join(" ") }
 }
 
 fn tokens(text: &str) -> u64 {
@@ -156,7 +130,5 @@ fn tokens(text: &str) -> u64 {
 
 /// A small stable hash for the demo completion id.
 fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5, |hash, b| {
-        (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193)
-    })
+    bytes.iter().fold(0x811c_9dc5, |hash, b| (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }

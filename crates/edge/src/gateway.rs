@@ -17,10 +17,7 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
     let config = match Config::from_env(env) {
         Ok(config) => config,
         Err(detail) => {
-            return problem_of(
-                ProblemType::Internal,
-                format!("gateway misconfigured: {detail}"),
-            );
+            return problem_of(ProblemType::Internal, format!("gateway misconfigured: {detail}"));
         }
     };
     let tenant = match authenticate(&req, env) {
@@ -28,10 +25,8 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
         Err(response) => return response,
     };
     if req.method() != Method::Post {
-        let mut response = problem_of(
-            ProblemType::MethodNotAllowed,
-            format!("{} is not allowed here; use POST", req.method()),
-        )?;
+        let mut response =
+            problem_of(ProblemType::MethodNotAllowed, format!("{} is not allowed here; use POST", req.method()))?;
         response.headers_mut().set("Allow", "POST, OPTIONS")?;
         return Ok(response);
     }
@@ -39,10 +34,7 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
         Ok(key) => key,
         Err(response) => return response,
     };
-    let content_type = req
-        .headers()
-        .get("Content-Type")?
-        .unwrap_or_else(|| "application/json".into());
+    let content_type = req.headers().get("Content-Type")?.unwrap_or_else(|| "application/json".into());
     if !is_json(&content_type) {
         return problem_of(
             ProblemType::UnsupportedMediaType,
@@ -53,18 +45,12 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
         problem(
             Problem::new(
                 ProblemType::PayloadTooLarge,
-                format!(
-                    "the body has {len} bytes; the limit is {} bytes",
-                    config.max_body_bytes
-                ),
+                format!("the body has {len} bytes; the limit is {} bytes", config.max_body_bytes),
             )
             .with("max_bytes", config.max_body_bytes),
         )
     };
-    let declared = req
-        .headers()
-        .get("Content-Length")?
-        .and_then(|v| v.parse::<usize>().ok());
+    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<usize>().ok());
     if let Some(len) = declared.filter(|len| *len > config.max_body_bytes) {
         return too_large(len);
     }
@@ -76,16 +62,12 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
     let fingerprint = match Fingerprint::of_request("POST", &path, Body::Json(&body)) {
         Ok(fp) => fp,
         Err(error) => {
-            return problem_of(
-                ProblemType::InvalidJson,
-                format!("the body is not valid JSON: {error}"),
-            );
+            return problem_of(ProblemType::InvalidJson, format!("the body is not valid JSON: {error}"));
         }
     };
     let storage_id = StorageId::derive(&tenant, &key);
 
-    if let Some(replay) = cache::replay(env, storage_id.as_str(), &fingerprint, key.as_str()).await
-    {
+    if let Some(replay) = cache::replay(env, storage_id.as_str(), &fingerprint, key.as_str()).await {
         return Ok(replay);
     }
 
@@ -93,9 +75,7 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
         .headers()
         .get(header::PREFER)?
         .and_then(|prefer| prefer_wait_seconds(&prefer))
-        .map_or(config.coalesce_wait_ms, |s| {
-            s.saturating_mul(1000).min(MAX_WAIT_MS)
-        });
+        .map_or(config.coalesce_wait_ms, |s| s.saturating_mul(1000).min(MAX_WAIT_MS));
     let headers = Headers::new();
     headers.set("Content-Type", &content_type)?;
     headers.set(internal::KEY, key.as_str())?;
@@ -106,12 +86,8 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
-    let ledger = env
-        .durable_object("LEDGER")?
-        .get_by_name(storage_id.as_str())?;
-    ledger
-        .fetch_with_request(Request::new_with_init("https://ledger/run", &init)?)
-        .await
+    let ledger = env.durable_object("LEDGER")?.get_by_name(storage_id.as_str())?;
+    ledger.fetch_with_request(Request::new_with_init("https://ledger/run", &init)?).await
 }
 
 /// `GET /onejob/v1/jobs/{key}`.
@@ -133,12 +109,8 @@ pub async fn job(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
     headers.set(internal::KEY, key.as_str())?;
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    let ledger = env
-        .durable_object("LEDGER")?
-        .get_by_name(storage_id.as_str())?;
-    ledger
-        .fetch_with_request(Request::new_with_init("https://ledger/job", &init)?)
-        .await
+    let ledger = env.durable_object("LEDGER")?.get_by_name(storage_id.as_str())?;
+    ledger.fetch_with_request(Request::new_with_init("https://ledger/job", &init)?).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
@@ -150,11 +122,7 @@ pub fn problem_doc(slug: &str) -> Result<Response> {
                 "{}\n\nHTTP status: {}\nRetry with the same key: {}\nType URI: {}\n",
                 kind.title(),
                 kind.status(),
-                if kind.should_retry() {
-                    "yes, after Retry-After"
-                } else {
-                    "no"
-                },
+                if kind.should_retry() { "yes, after Retry-After" } else { "no" },
                 kind.type_uri()
             );
             http::with_cors(Response::ok(text)?)
@@ -165,16 +133,13 @@ pub fn problem_doc(slug: &str) -> Result<Response> {
 
 fn authenticate(req: &Request, env: &Env) -> std::result::Result<String, Result<Response>> {
     tenant_of(req, env).map_err(|error| match error {
-        AuthError::Unauthorized(detail) => {
-            problem_of(ProblemType::Unauthorized, detail).map(|mut r| {
-                let _ = r.headers_mut().set("WWW-Authenticate", "Bearer");
-                r
-            })
+        AuthError::Unauthorized(detail) => problem_of(ProblemType::Unauthorized, detail).map(|mut r| {
+            let _ = r.headers_mut().set("WWW-Authenticate", "Bearer");
+            r
+        }),
+        AuthError::Misconfigured(detail) => {
+            problem_of(ProblemType::Internal, format!("gateway misconfigured: {detail}"))
         }
-        AuthError::Misconfigured(detail) => problem_of(
-            ProblemType::Internal,
-            format!("gateway misconfigured: {detail}"),
-        ),
     })
 }
 
@@ -185,17 +150,11 @@ fn idempotency_key(req: &Request) -> std::result::Result<IdempotencyKey, Result<
             "send an Idempotency-Key header (16–255 visible ASCII characters, e.g. a UUIDv4) so retries are recognised",
         ));
     };
-    IdempotencyKey::parse(&raw)
-        .map_err(|error| problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()))
+    IdempotencyKey::parse(&raw).map_err(|error| problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()))
 }
 
 fn is_json(content_type: &str) -> bool {
-    let media = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 

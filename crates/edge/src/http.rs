@@ -30,25 +30,13 @@ pub fn problem(problem: &Problem) -> Result<Response> {
     let kind = ProblemType::from_type_uri(&problem.type_uri);
     let headers = Headers::new();
     headers.set("Content-Type", PROBLEM_CONTENT_TYPE)?;
-    headers.set(
-        header::SHOULD_RETRY,
-        if kind.is_some_and(ProblemType::should_retry) {
-            "true"
-        } else {
-            "false"
-        },
-    )?;
-    if let Some(ms) = problem
-        .extensions
-        .get("retry_after_ms")
-        .and_then(|v| v.as_u64())
-    {
+    headers.set(header::SHOULD_RETRY, if kind.is_some_and(ProblemType::should_retry) { "true" } else { "false" })?;
+    if let Some(ms) = problem.extensions.get("retry_after_ms").and_then(|v| v.as_u64()) {
         headers.set(header::RETRY_AFTER, &ms.div_ceil(1000).max(1).to_string())?;
         headers.set(header::RETRY_AFTER_MS, &ms.to_string())?;
     }
-    let response = Response::from_bytes(problem.to_json().into_bytes())?
-        .with_status(problem.status)
-        .with_headers(headers);
+    let response =
+        Response::from_bytes(problem.to_json().into_bytes())?.with_status(problem.status).with_headers(headers);
     with_cors(response)
 }
 

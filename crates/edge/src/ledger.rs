@@ -25,9 +25,7 @@ use onejob_core::job::{AttemptReport, Job, JobError, JobState, Usage};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::random::RandomSource;
-use worker::{
-    Date, Delay, DurableObject, Env, Headers, Request, Response, Result, State, durable_object,
-};
+use worker::{Date, Delay, DurableObject, Env, Headers, Request, Response, Result, State, durable_object};
 
 use crate::config::Config;
 use crate::http;
@@ -47,6 +45,16 @@ thread_local! {
     /// One retry budget per isolate: when the upstream is failing for
     /// everyone, retries stop being spent for everyone.
     static BUDGET: RefCell<RetryBudget> = RefCell::new(RetryBudget::default());
+}
+
+/// The validated request a driver sends upstream.
+#[derive(Clone, Copy)]
+struct Upcall<'a> {
+    key: &'a str,
+    storage_id: &'a str,
+    path: &'a str,
+    content_type: &'a str,
+    body: &'a [u8],
 }
 
 /// What a driver hands to the duplicates that waited for it.
@@ -70,12 +78,7 @@ pub struct Ledger {
 
 impl DurableObject for Ledger {
     fn new(state: State, env: Env) -> Self {
-        Self {
-            state,
-            env,
-            driving: Cell::new(false),
-            waiters: RefCell::new(Vec::new()),
-        }
+        Self { state, env, driving: Cell::new(false), waiters: RefCell::new(Vec::new()) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -86,10 +89,7 @@ impl DurableObject for Ledger {
         };
         outcome.or_else(|error| {
             worker::console_error!("ledger: {error}");
-            http::problem_of(
-                ProblemType::Internal,
-                "the ledger failed; the request may be retried with the same key",
-            )
+            http::problem_of(ProblemType::Internal, "the ledger failed; the request may be retried with the same key")
         })
     }
 
@@ -119,10 +119,7 @@ impl Ledger {
     fn view(&self, req: &Request) -> Result<Response> {
         let key = header_of(req, internal::KEY).and_then(|k| IdempotencyKey::parse(&k).ok());
         let (Some(key), Some(mut job)) = (key, self.store()?.load_job()?) else {
-            return http::problem_of(
-                ProblemType::JobNotFound,
-                "this tenant has no job with that key",
-            );
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         job.expire(now_ms());
         http::with_cors(Response::from_json(&JobView::new(key, &job))?)
@@ -133,45 +130,33 @@ impl Ledger {
         let config = match self.config() {
             Ok(config) => config,
             Err(detail) => {
-                return http::problem_of(
-                    ProblemType::Internal,
-                    format!("gateway misconfigured: {detail}"),
-                );
+                return http::problem_of(ProblemType::Internal, format!("gateway misconfigured: {detail}"));
             }
         };
-        let (Some(key), Some(fingerprint), Some(path)) = (
-            header_of(&req, internal::KEY),
-            header_of(&req, internal::FINGERPRINT),
-            header_of(&req, internal::PATH),
-        ) else {
-            return http::problem_of(
-                ProblemType::Internal,
-                "the ledger was called without its routing headers",
-            );
+        let (Some(key), Some(fingerprint), Some(path)) =
+            (header_of(&req, internal::KEY), header_of(&req, internal::FINGERPRINT), header_of(&req, internal::PATH))
+        else {
+            return http::problem_of(ProblemType::Internal, "the ledger was called without its routing headers");
         };
-        let wait_ms = header_of(&req, internal::WAIT_MS)
-            .and_then(|w| w.parse().ok())
-            .unwrap_or(config.coalesce_wait_ms);
+        let wait_ms =
+            header_of(&req, internal::WAIT_MS).and_then(|w| w.parse().ok()).unwrap_or(config.coalesce_wait_ms);
         let storage_id = header_of(&req, internal::STORAGE_ID).unwrap_or_default();
-        let content_type =
-            header_of(&req, "Content-Type").unwrap_or_else(|| "application/json".into());
+        let content_type = header_of(&req, "Content-Type").unwrap_or_else(|| "application/json".into());
         let body = req.bytes().await?;
 
         let store = self.store()?;
         let now = now_ms();
-        let mut job = match store.load_job()? {
-            Some(job) => job,
+        // From here to the claim nothing awaits, so no other request can
+        // interleave between reading the job and deciding what to do.
+        let (mut job, created) = match store.load_job()? {
+            Some(job) => (job, false),
             None => {
                 let Some(fp) = onejob_core::fingerprint::Fingerprint::parse(&fingerprint) else {
-                    return http::problem_of(
-                        ProblemType::Internal,
-                        "malformed fingerprint from the gateway",
-                    );
+                    return http::problem_of(ProblemType::Internal, "malformed fingerprint from the gateway");
                 };
                 let job = Job::new(fp, now, config.policy);
                 store.save_job(&key, &job)?;
-                self.schedule_expiry(&job).await?;
-                job
+                (job, true)
             }
         };
         if job.fingerprint().as_str() != fingerprint {
@@ -193,48 +178,40 @@ impl Ledger {
         if self.driving.get() {
             return self.wait_for_driver(&key, wait_ms).await;
         }
-        match job.state() {
-            JobState::Unknown => {
-                let retry_after_ms = job.lease_remaining_ms(now);
-                let detail = if retry_after_ms == 0 {
-                    "the last attempt's outcome is unknown and this deployment blocks retries; an operator must resolve the job".to_owned()
-                } else {
-                    format!(
-                        "the last attempt timed out after the request reached the provider; no new attempt for {retry_after_ms} ms"
-                    )
-                };
-                let mut problem =
-                    Problem::new(ProblemType::OutcomeUnknown, detail).with("key", key.as_str());
-                if retry_after_ms > 0 {
-                    problem = problem.with("retry_after_ms", retry_after_ms);
-                }
-                with_job_headers(http::problem(&problem)?, &key, job.state(), None, false)
+        match job.check_claim(now) {
+            Ok(()) => {}
+            Err(JobError::Finished { .. }) => return self.replay(&store, &job, &key),
+            Err(JobError::UnknownLease { retry_after_ms }) => {
+                let detail = format!(
+                    "the last attempt timed out after the request reached the provider; no new attempt for {retry_after_ms} ms"
+                );
+                let problem = Problem::new(ProblemType::OutcomeUnknown, detail)
+                    .with("key", key.as_str())
+                    .with("retry_after_ms", retry_after_ms);
+                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
             }
-            JobState::InFlight => {
+            Err(JobError::Blocked) => {
+                let problem = Problem::new(
+                    ProblemType::OutcomeUnknown,
+                    "the last attempt's outcome is unknown and this deployment blocks retries; an operator must resolve the job",
+                )
+                .with("key", key.as_str());
+                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
+            }
+            Err(JobError::InFlight { lease_remaining_ms, .. }) => {
                 // Held by an attempt this instance does not know (the object
                 // restarted mid-call): wait out its lease.
-                let retry_after_ms = job.lease_remaining_ms(now).max(1);
-                let problem = Problem::new(
-                    ProblemType::RequestInProgress,
-                    "an earlier attempt still holds this job",
-                )
-                .with("retry_after_ms", retry_after_ms);
-                with_job_headers(http::problem(&problem)?, &key, job.state(), None, false)
+                let problem = Problem::new(ProblemType::RequestInProgress, "an earlier attempt still holds this job")
+                    .with("retry_after_ms", lease_remaining_ms.max(1));
+                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
             }
-            _ => {
-                self.drive(
-                    &store,
-                    job,
-                    &key,
-                    &storage_id,
-                    &path,
-                    &content_type,
-                    &body,
-                    &config,
-                )
-                .await
+            Err(error @ (JobError::VersionConflict { .. } | JobError::StaleAttempt { .. })) => {
+                return Err(transition_error(error));
             }
         }
+        let request =
+            Upcall { key: &key, storage_id: &storage_id, path: &path, content_type: &content_type, body: &body };
+        self.drive(&store, job, created, request, &config).await
     }
 
     /// Replays a finished job's stored response.
@@ -256,13 +233,7 @@ impl Ledger {
             )
             .with("key", key)
             .with("retry_after_ms", retry_after_ms);
-            with_job_headers(
-                http::problem(&problem)?,
-                key,
-                JobState::InFlight,
-                None,
-                false,
-            )
+            with_job_headers(http::problem(&problem)?, key, JobState::InFlight, None, false)
         };
         if wait_ms == 0 {
             return in_progress(1_000);
@@ -272,8 +243,7 @@ impl Ledger {
         let timer = Delay::from(Duration::from_millis(wait_ms));
         match select(receiver, timer).await {
             Either::Left((Ok(settled), _)) => {
-                let response =
-                    respond(&settled.response, key, settled.state, settled.attempt, true)?;
+                let response = respond(&settled.response, key, settled.state, settled.attempt, true)?;
                 add_retry_after(response, settled.retry_after_ms)
             }
             // The driver went away without a result (it failed): try again soon.
@@ -282,29 +252,29 @@ impl Ledger {
         }
     }
 
-    /// Runs attempts until one is final, retrying transient failures with
-    /// backoff within the job's attempt cap and the isolate's retry budget.
-    #[allow(clippy::too_many_arguments)]
+    /// Becomes the job's driver: runs attempts, then fans the one result out
+    /// to every duplicate that waited for it.
     async fn drive(
         &self,
         store: &Store,
         mut job: Job,
-        key: &str,
-        storage_id: &str,
-        path: &str,
-        content_type: &str,
-        body: &[u8],
+        created: bool,
+        request: Upcall<'_>,
         config: &Config,
     ) -> Result<Response> {
         self.driving.set(true);
-        let settled = self
-            .attempts(store, &mut job, key, path, content_type, body, config)
-            .await;
+        let settled = async {
+            if created {
+                self.schedule_expiry(&job).await?;
+            }
+            self.attempts(store, &mut job, &request, config).await
+        }
+        .await;
         self.driving.set(false);
         let settled = match settled {
             Ok(settled) => settled,
             Err(error) => {
-                // Waiters are released by dropping their senders.
+                // Dropping the senders releases the waiters with "in progress".
                 self.waiters.borrow_mut().clear();
                 return Err(error);
             }
@@ -314,38 +284,21 @@ impl Ledger {
             let _ = waiter.send(settled.clone());
         }
         if settled.state.is_terminal() {
-            self.cache_result(storage_id, &job, &settled);
+            self.cache_result(request.storage_id, &job, &settled);
         }
-        let response = respond(
-            &settled.response,
-            key,
-            settled.state,
-            settled.attempt,
-            false,
-        )?;
+        let response = respond(&settled.response, request.key, settled.state, settled.attempt, false)?;
         add_retry_after(response, settled.retry_after_ms)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn attempts(
-        &self,
-        store: &Store,
-        job: &mut Job,
-        key: &str,
-        path: &str,
-        content_type: &str,
-        body: &[u8],
-        config: &Config,
-    ) -> Result<Settled> {
+    /// Claims, calls and records attempts until one is final, retrying
+    /// transient failures with backoff within the attempt cap and the budget.
+    async fn attempts(&self, store: &Store, job: &mut Job, request: &Upcall<'_>, config: &Config) -> Result<Settled> {
+        let Upcall { key, path, content_type, body, .. } = *request;
         let provider = upstream::provider_name(&config.upstream);
         let model = serde_json::from_slice::<serde_json::Value>(body)
             .ok()
             .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
-        let api_key = self
-            .env
-            .secret("UPSTREAM_API_KEY")
-            .ok()
-            .map(|s| s.to_string());
+        let api_key = self.env.secret("UPSTREAM_API_KEY").ok().map(|s| s.to_string());
         let mut rng = MathRandom;
         let mut retry = 0u32;
         let mut previous_delay = None;
@@ -369,27 +322,16 @@ impl Ledger {
             let (outcome, response, server_hint) = match result {
                 CallResult::Reply(reply) => {
                     let is_success = (200..300).contains(&reply.status);
-                    let hint = if is_success {
-                        body_hint(&reply.body)
-                    } else {
-                        BodyHint::None
-                    };
-                    let outcome = Outcome::Http {
-                        status: reply.status,
-                        should_retry: reply.should_retry,
-                        hint,
-                    };
+                    let hint = if is_success { body_hint(&reply.body) } else { BodyHint::None };
+                    let outcome = Outcome::Http { status: reply.status, should_retry: reply.should_retry, hint };
                     let server_hint = RetryAfter::from_headers(
                         reply.retry_after_ms.as_deref(),
                         reply.retry_after.as_deref(),
                         now,
                         config.retry_after_cap_ms,
                     );
-                    let response = StoredResponse {
-                        status: reply.status,
-                        content_type: reply.content_type,
-                        body: reply.body,
-                    };
+                    let response =
+                        StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
                     (outcome, Some(response), server_hint.map(|h| h.delay_ms))
                 }
                 CallResult::Transport { failure, detail } => {
@@ -408,18 +350,13 @@ impl Ledger {
                 Outcome::Transport(_) => None,
             };
             let usage = response.as_ref().and_then(|r| usage_of(&r.body));
-            let report = AttemptReport {
-                status,
-                usage,
-                error_class: Some(classification.class),
-            };
+            let report = AttemptReport { status, usage, error_class: Some(classification.class) };
 
             match classification.decision {
                 Decision::Accept | Decision::Never => {
                     let response = response.unwrap_or_else(|| gave_up_response(job));
                     store.save_response(ticket.attempt, &response)?;
-                    job.complete(ticket, now, report)
-                        .map_err(transition_error)?;
+                    job.complete(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
                     if classification.decision == Decision::Accept {
                         BUDGET.with(|b| b.borrow_mut().on_success());
@@ -432,8 +369,7 @@ impl Ledger {
                     });
                 }
                 Decision::Unknown => {
-                    job.mark_unknown(ticket, now, report)
-                        .map_err(transition_error)?;
+                    job.mark_unknown(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
                     let lease = job.lease_remaining_ms(now);
                     let problem = Problem::new(
@@ -468,22 +404,11 @@ impl Ledger {
                         && !(is_server_error && retried_server_error)
                         && BUDGET.with(|b| b.borrow_mut().try_withdraw(cause));
                     if !may_retry {
-                        let retry_after_ms =
-                            (state == JobState::Failed).then(|| server_hint.unwrap_or(1_000));
-                        return Ok(Settled {
-                            response,
-                            state,
-                            attempt: Some(ticket.attempt),
-                            retry_after_ms,
-                        });
+                        let retry_after_ms = (state == JobState::Failed).then(|| server_hint.unwrap_or(1_000));
+                        return Ok(Settled { response, state, attempt: Some(ticket.attempt), retry_after_ms });
                     }
                     retried_server_error |= is_server_error;
-                    let delay = config.backoff.delay_with_hint_ms(
-                        retry,
-                        previous_delay,
-                        server_hint,
-                        &mut rng,
-                    );
+                    let delay = config.backoff.delay_with_hint_ms(retry, previous_delay, server_hint, &mut rng);
                     Delay::from(Duration::from_millis(delay)).await;
                     retry += 1;
                     previous_delay = Some(delay);
@@ -509,10 +434,7 @@ impl Ledger {
         let body = settled.response.body.clone();
         let key = storage_id.to_owned();
         self.state.wait_until(async move {
-            let put = kv
-                .put_bytes(&key, &body)
-                .and_then(|p| p.metadata(metadata))
-                .map(|p| p.expiration_ttl(ttl_s));
+            let put = kv.put_bytes(&key, &body).and_then(|p| p.metadata(metadata)).map(|p| p.expiration_ttl(ttl_s));
             if let Ok(put) = put {
                 if let Err(error) = put.execute().await {
                     worker::console_warn!("ledger: caching the result in KV failed: {error}");
@@ -523,10 +445,7 @@ impl Ledger {
 
     async fn schedule_expiry(&self, job: &Job) -> Result<()> {
         let at = js_sys::Date::new(&(job.expires_ms() as f64).into());
-        self.state
-            .storage()
-            .set_alarm(worker::ScheduledTime::new(at))
-            .await
+        self.state.storage().set_alarm(worker::ScheduledTime::new(at)).await
     }
 }
 
@@ -540,9 +459,7 @@ fn respond(
 ) -> Result<Response> {
     let headers = Headers::new();
     headers.set("Content-Type", &stored.content_type)?;
-    let response = Response::from_bytes(stored.body.clone())?
-        .with_status(stored.status)
-        .with_headers(headers);
+    let response = Response::from_bytes(stored.body.clone())?.with_status(stored.status).with_headers(headers);
     with_job_headers(http::with_cors(response)?, key, state, attempt, replayed)
 }
 
@@ -578,10 +495,7 @@ fn add_retry_after(mut response: Response, retry_after_ms: Option<u64>) -> Resul
 /// What a dead job replays when its last attempt left no response (its
 /// outcome was unknown when the attempts ran out).
 fn gave_up_response(job: &Job) -> StoredResponse {
-    let detail = format!(
-        "onejob gave up after {} attempts; the last outcome was unknown",
-        job.attempts().len()
-    );
+    let detail = format!("onejob gave up after {} attempts; the last outcome was unknown", job.attempts().len());
     let problem = Problem::new(ProblemType::UpstreamFailed, detail);
     StoredResponse {
         status: problem.status,

@@ -42,8 +42,5 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);
     }
-    http::problem_of(
-        onejob_core::protocol::ProblemType::NotFound,
-        format!("no route for {path}"),
-    )
+    http::problem_of(onejob_core::protocol::ProblemType::NotFound, format!("no route for {path}"))
 }

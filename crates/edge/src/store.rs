@@ -66,28 +66,21 @@ impl Store {
     }
 
     pub fn load_job(&self) -> worker::Result<Option<Job>> {
-        let rows: Vec<JobRow> = self
-            .sql
-            .exec("SELECT record FROM job WHERE id = 1", None)?
-            .to_array()?;
+        let rows: Vec<JobRow> = self.sql.exec("SELECT record FROM job WHERE id = 1", None)?.to_array()?;
         match rows.into_iter().next() {
             None => Ok(None),
-            Some(row) => serde_json::from_str(&row.record).map(Some).map_err(|e| {
-                worker::Error::RustError(format!("stored job record is unreadable: {e}"))
-            }),
+            Some(row) => serde_json::from_str(&row.record)
+                .map(Some)
+                .map_err(|e| worker::Error::RustError(format!("stored job record is unreadable: {e}"))),
         }
     }
 
     pub fn save_job(&self, key: &str, job: &Job) -> worker::Result<()> {
-        let record =
-            serde_json::to_string(job).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let record = serde_json::to_string(job).map_err(|e| worker::Error::RustError(e.to_string()))?;
         self.sql.exec(
             "INSERT INTO job (id, idempotency_key, record) VALUES (1, ?, ?)
              ON CONFLICT (id) DO UPDATE SET record = excluded.record",
-            vec![
-                SqlStorageValue::String(key.to_owned()),
-                SqlStorageValue::String(record),
-            ],
+            vec![SqlStorageValue::String(key.to_owned()), SqlStorageValue::String(record)],
         )?;
         Ok(())
     }

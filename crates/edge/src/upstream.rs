@@ -29,10 +29,7 @@ pub struct Reply {
 #[derive(Debug, Clone)]
 pub enum CallResult {
     Reply(Reply),
-    Transport {
-        failure: TransportFailure,
-        detail: String,
-    },
+    Transport { failure: TransportFailure, detail: String },
 }
 
 /// What to send.
@@ -75,10 +72,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
             let request = match build_request(base_url, api_key, &call) {
                 Ok(request) => request,
                 Err(detail) => {
-                    return CallResult::Transport {
-                        failure: TransportFailure::Connect,
-                        detail,
-                    };
+                    return CallResult::Transport { failure: TransportFailure::Connect, detail };
                 }
             };
             let sent = Box::pin(async move {
@@ -87,9 +81,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
                 Ok::<_, worker::Error>((response, body))
             });
             match select(sent, timeout).await {
-                Either::Left((Ok((response, body)), _)) => {
-                    CallResult::Reply(reply_of(&response, body))
-                }
+                Either::Left((Ok((response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
                 Either::Left((Err(error), _)) => transport_error(error.to_string()),
                 Either::Right(_) => {
                     controller.abort();
@@ -100,11 +92,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
     }
 }
 
-fn build_request(
-    base_url: &str,
-    api_key: Option<&str>,
-    call: &Call<'_>,
-) -> Result<Request, String> {
+fn build_request(base_url: &str, api_key: Option<&str>, call: &Call<'_>) -> Result<Request, String> {
     // `/v1/chat/completions` against a base URL that already ends in `/v1`.
     let path = call.path.strip_prefix("/v1").unwrap_or(call.path);
     let url = format!("{base_url}{path}");
@@ -118,8 +106,7 @@ fn build_request(
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(js_sys::Uint8Array::from(call.body).into()));
-    Request::new_with_init(&url, &init)
-        .map_err(|e| format!("cannot build the upstream request for {url}: {e}"))
+    Request::new_with_init(&url, &init).map_err(|e| format!("cannot build the upstream request for {url}: {e}"))
 }
 
 fn reply_of(response: &worker::Response, mut body: Vec<u8>) -> Reply {
@@ -154,16 +141,7 @@ fn timed_out(timeout_ms: u64) -> CallResult {
 /// anything else (reset, closed, lost) may have reached the provider.
 fn transport_error(message: String) -> CallResult {
     let lower = message.to_ascii_lowercase();
-    let never_left = ["refused", "dns", "resolve", "invalid url"]
-        .iter()
-        .any(|m| lower.contains(m));
-    let failure = if never_left {
-        TransportFailure::Connect
-    } else {
-        TransportFailure::DroppedAfterSend
-    };
-    CallResult::Transport {
-        failure,
-        detail: format!("upstream connection failed: {message}"),
-    }
+    let never_left = ["refused", "dns", "resolve", "invalid url"].iter().any(|m| lower.contains(m));
+    let failure = if never_left { TransportFailure::Connect } else { TransportFailure::DroppedAfterSend };
+    CallResult::Transport { failure, detail: format!("upstream connection failed: {message}") }
 }

@@ -20,12 +20,7 @@ impl Default for BudgetConfig {
     /// AWS SDK standard mode: 500 tokens, 5 per retry, 10 per retry after a
     /// timeout, 1 back per success.
     fn default() -> Self {
-        Self {
-            capacity: 500,
-            retry_cost: 5,
-            timeout_retry_cost: 10,
-            success_refund: 1,
-        }
+        Self { capacity: 500, retry_cost: 5, timeout_retry_cost: 10, success_refund: 1 }
     }
 }
 
@@ -48,10 +43,7 @@ impl fmt::Display for BudgetError {
         match self {
             Self::FreeRetries => f.write_str("a retry must cost at least one token"),
             Self::CostAboveCapacity { cost, capacity } => {
-                write!(
-                    f,
-                    "a retry costs {cost} tokens but the budget holds only {capacity}"
-                )
+                write!(f, "a retry costs {cost} tokens but the budget holds only {capacity}")
             }
         }
     }
@@ -74,12 +66,7 @@ impl BudgetConfig {
         if cost > capacity {
             return Err(BudgetError::CostAboveCapacity { cost, capacity });
         }
-        Ok(Self {
-            capacity,
-            retry_cost,
-            timeout_retry_cost,
-            success_refund,
-        })
+        Ok(Self { capacity, retry_cost, timeout_retry_cost, success_refund })
     }
 }
 
@@ -109,10 +96,7 @@ impl Default for RetryBudget {
 impl RetryBudget {
     /// A full bucket.
     pub fn new(config: BudgetConfig) -> Self {
-        Self {
-            tokens: config.capacity,
-            config,
-        }
+        Self { tokens: config.capacity, config }
     }
 
     /// Tokens left.
@@ -138,10 +122,7 @@ impl RetryBudget {
 
     /// Pays back after a success, up to the capacity.
     pub fn on_success(&mut self) {
-        self.tokens = self
-            .tokens
-            .saturating_add(self.config.success_refund)
-            .min(self.config.capacity);
+        self.tokens = self.tokens.saturating_add(self.config.success_refund).min(self.config.capacity);
     }
 }
 
@@ -180,10 +161,7 @@ mod tests {
         for _ in 0..4 {
             budget.on_success();
         }
-        assert!(
-            !budget.try_withdraw(RetryCause::Error),
-            "4 tokens cannot pay 5"
-        );
+        assert!(!budget.try_withdraw(RetryCause::Error), "4 tokens cannot pay 5");
         budget.on_success();
         assert!(budget.try_withdraw(RetryCause::Error));
         for _ in 0..100 {
@@ -194,16 +172,7 @@ mod tests {
 
     #[test]
     fn config_is_validated() {
-        assert_eq!(
-            BudgetConfig::new(10, 0, 1, 1),
-            Err(BudgetError::FreeRetries)
-        );
-        assert_eq!(
-            BudgetConfig::new(5, 5, 10, 1),
-            Err(BudgetError::CostAboveCapacity {
-                cost: 10,
-                capacity: 5
-            })
-        );
+        assert_eq!(BudgetConfig::new(10, 0, 1, 1), Err(BudgetError::FreeRetries));
+        assert_eq!(BudgetConfig::new(5, 5, 10, 1), Err(BudgetError::CostAboveCapacity { cost: 10, capacity: 5 }));
     }
 }

@@ -50,10 +50,7 @@ impl fmt::Display for BackoffError {
         match self {
             Self::ZeroBase => f.write_str("backoff base must be at least 1 ms"),
             Self::CapBelowBase { base_ms, cap_ms } => {
-                write!(
-                    f,
-                    "backoff cap ({cap_ms} ms) must be at least the base ({base_ms} ms)"
-                )
+                write!(f, "backoff cap ({cap_ms} ms) must be at least the base ({base_ms} ms)")
             }
         }
     }
@@ -72,11 +69,7 @@ pub struct Backoff {
 impl Default for Backoff {
     /// 500 ms base, 20 s cap, full jitter (the AWS SDKs' cap; OpenAI's base).
     fn default() -> Self {
-        Self {
-            base_ms: 500,
-            cap_ms: 20_000,
-            jitter: Jitter::Full,
-        }
+        Self { base_ms: 500, cap_ms: 20_000, jitter: Jitter::Full }
     }
 }
 
@@ -89,11 +82,7 @@ impl Backoff {
         if cap_ms < base_ms {
             return Err(BackoffError::CapBelowBase { base_ms, cap_ms });
         }
-        Ok(Self {
-            base_ms,
-            cap_ms,
-            jitter,
-        })
+        Ok(Self { base_ms, cap_ms, jitter })
     }
 
     /// The base delay in milliseconds.
@@ -120,12 +109,7 @@ impl Backoff {
     /// The delay before retry number `retry` (0 for the first retry).
     /// `previous_ms` is the delay used before the last retry; only
     /// [`Jitter::Decorrelated`] reads it (pass `None` on the first retry).
-    pub fn delay_ms(
-        &self,
-        retry: u32,
-        previous_ms: Option<u64>,
-        rng: &mut dyn RandomSource,
-    ) -> u64 {
+    pub fn delay_ms(&self, retry: u32, previous_ms: Option<u64>, rng: &mut dyn RandomSource) -> u64 {
         let ceiling = self.ceiling_ms(retry);
         match self.jitter {
             Jitter::None => ceiling,
@@ -166,17 +150,8 @@ mod tests {
 
     #[test]
     fn constructor_validates() {
-        assert_eq!(
-            Backoff::new(0, 10, Jitter::Full),
-            Err(BackoffError::ZeroBase)
-        );
-        assert_eq!(
-            Backoff::new(10, 5, Jitter::Full),
-            Err(BackoffError::CapBelowBase {
-                base_ms: 10,
-                cap_ms: 5
-            })
-        );
+        assert_eq!(Backoff::new(0, 10, Jitter::Full), Err(BackoffError::ZeroBase));
+        assert_eq!(Backoff::new(10, 5, Jitter::Full), Err(BackoffError::CapBelowBase { base_ms: 10, cap_ms: 5 }));
         assert!(Backoff::new(5, 5, Jitter::None).is_ok());
     }
 

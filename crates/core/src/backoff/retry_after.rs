@@ -27,10 +27,7 @@ impl RetryAfter {
         let asked = retry_after_ms
             .and_then(parse_retry_after_ms)
             .or_else(|| retry_after.and_then(|value| parse_retry_after(value, now_ms)))?;
-        Some(Self {
-            delay_ms: asked.min(cap_ms),
-            clamped: asked > cap_ms,
-        })
+        Some(Self { delay_ms: asked.min(cap_ms), clamped: asked > cap_ms })
     }
 }
 
@@ -41,8 +38,7 @@ pub fn parse_retry_after_ms(value: &str) -> Option<u64> {
         return None;
     }
     let ms: f64 = value.parse().ok()?;
-    ms.is_finite()
-        .then(|| ms.ceil().min(u64::MAX as f64) as u64)
+    ms.is_finite().then(|| ms.ceil().min(u64::MAX as f64) as u64)
 }
 
 /// Parses `Retry-After`: delta-seconds, or an HTTP-date read against `now_ms`
@@ -76,19 +72,14 @@ pub fn parse_http_date(value: &str) -> Option<u64> {
             let year = if yy < 70 { 2000 + yy } else { 1900 + yy };
             (day.parse().ok()?, month, year, *time)
         }
-        [_weekday, month, day, time, year] => {
-            (day.parse().ok()?, *month, year.parse().ok()?, *time)
-        }
+        [_weekday, month, day, time, year] => (day.parse().ok()?, *month, year.parse().ok()?, *time),
         _ => return None,
     };
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
     let mut hms = time.split(':').map(|part| part.parse::<u32>().ok());
     let (h, m, s) = (hms.next()??, hms.next()??, hms.next()??);
-    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || year < 1970
-    {
+    if hms.next().is_some() || !(1..=31).contains(&day) || h > 23 || m > 59 || s > 60 || year < 1970 {
         return None;
     }
     let days = days_from_civil(year, month, day);
@@ -119,23 +110,11 @@ mod tests {
 
     #[test]
     fn all_three_http_date_formats() {
-        assert_eq!(
-            parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(NOV_6_1994_08_49_37)
-        );
-        assert_eq!(
-            parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"),
-            Some(NOV_6_1994_08_49_37)
-        );
-        assert_eq!(
-            parse_http_date("Sun Nov  6 08:49:37 1994"),
-            Some(NOV_6_1994_08_49_37)
-        );
+        assert_eq!(parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(NOV_6_1994_08_49_37));
+        assert_eq!(parse_http_date("Sunday, 06-Nov-94 08:49:37 GMT"), Some(NOV_6_1994_08_49_37));
+        assert_eq!(parse_http_date("Sun Nov  6 08:49:37 1994"), Some(NOV_6_1994_08_49_37));
         assert_eq!(parse_http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
-        assert_eq!(
-            parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"),
-            Some(1_835_438_400_000)
-        );
+        assert_eq!(parse_http_date("Tue, 29 Feb 2028 12:00:00 GMT"), Some(1_835_438_400_000));
     }
 
     #[test]
@@ -157,18 +136,9 @@ mod tests {
     fn delta_seconds_and_dates_relative_to_now() {
         assert_eq!(parse_retry_after("2", 0), Some(2_000));
         assert_eq!(parse_retry_after(" 0 ", 0), Some(0));
-        assert_eq!(
-            parse_retry_after("99999999999999999999999", 0),
-            Some(u64::MAX)
-        );
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 - 1_500),
-            Some(1_500)
-        );
-        assert_eq!(
-            parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 + 9_000),
-            Some(0)
-        );
+        assert_eq!(parse_retry_after("99999999999999999999999", 0), Some(u64::MAX));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 - 1_500), Some(1_500));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 + 9_000), Some(0));
         assert_eq!(parse_retry_after("-1", 0), None);
         assert_eq!(parse_retry_after("1.5", 0), None);
     }
@@ -186,24 +156,15 @@ mod tests {
     fn ms_header_wins_and_everything_is_clamped() {
         assert_eq!(
             RetryAfter::from_headers(Some("300"), Some("5"), 0, 60_000),
-            Some(RetryAfter {
-                delay_ms: 300,
-                clamped: false
-            })
+            Some(RetryAfter { delay_ms: 300, clamped: false })
         );
         assert_eq!(
             RetryAfter::from_headers(Some("junk"), Some("5"), 0, 60_000),
-            Some(RetryAfter {
-                delay_ms: 5_000,
-                clamped: false
-            })
+            Some(RetryAfter { delay_ms: 5_000, clamped: false })
         );
         assert_eq!(
             RetryAfter::from_headers(None, Some("86400"), 0, 60_000),
-            Some(RetryAfter {
-                delay_ms: 60_000,
-                clamped: true
-            })
+            Some(RetryAfter { delay_ms: 60_000, clamped: true })
         );
         assert_eq!(RetryAfter::from_headers(None, None, 0, 60_000), None);
     }

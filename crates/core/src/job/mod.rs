@@ -103,9 +103,7 @@ impl fmt::Display for PolicyError {
         f.write_str(match self {
             Self::NoAttempts => "max_attempts must be at least 1",
             Self::ZeroLease => "leases must be at least 1 ms",
-            Self::RetentionTooShort => {
-                "retention must be longer than the attempt and unknown leases together"
-            }
+            Self::RetentionTooShort => "retention must be longer than the attempt and unknown leases together",
         })
     }
 }
@@ -144,13 +142,7 @@ impl JobPolicy {
         if retention_ms <= attempt_lease_ms.saturating_add(unknown_lease_ms) {
             return Err(PolicyError::RetentionTooShort);
         }
-        Ok(Self {
-            max_attempts,
-            attempt_lease_ms,
-            unknown_lease_ms,
-            retention_ms,
-            unknown_policy,
-        })
+        Ok(Self { max_attempts, attempt_lease_ms, unknown_lease_ms, retention_ms, unknown_policy })
     }
 
     /// Attempts allowed per job, across every layer.
@@ -298,32 +290,16 @@ impl fmt::Display for JobError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::VersionConflict { expected, actual } => {
-                write!(
-                    f,
-                    "job changed concurrently (expected version {expected}, found {actual})"
-                )
+                write!(f, "job changed concurrently (expected version {expected}, found {actual})")
             }
-            Self::InFlight {
-                attempt,
-                lease_remaining_ms,
-            } => {
-                write!(
-                    f,
-                    "attempt {attempt} holds the job for up to {lease_remaining_ms} ms more"
-                )
+            Self::InFlight { attempt, lease_remaining_ms } => {
+                write!(f, "attempt {attempt} holds the job for up to {lease_remaining_ms} ms more")
             }
-            Self::UnknownLease { retry_after_ms } => write!(
-                f,
-                "the last attempt's outcome is unknown; no new attempt for {retry_after_ms} ms"
-            ),
-            Self::Blocked => {
-                f.write_str("the last attempt's outcome is unknown and the policy blocks retries")
+            Self::UnknownLease { retry_after_ms } => {
+                write!(f, "the last attempt's outcome is unknown; no new attempt for {retry_after_ms} ms")
             }
-            Self::Finished { state } => write!(
-                f,
-                "job is {} and is replayed, not run again",
-                state.as_str()
-            ),
+            Self::Blocked => f.write_str("the last attempt's outcome is unknown and the policy blocks retries"),
+            Self::Finished { state } => write!(f, "job is {} and is replayed, not run again", state.as_str()),
             Self::StaleAttempt { attempt } => {
                 write!(f, "attempt {attempt} no longer holds the job")
             }
@@ -419,9 +395,7 @@ impl Job {
     /// completed job, the last attempt of a dead one.
     pub fn replayed_attempt(&self) -> Option<&Attempt> {
         match self.state {
-            JobState::Completed => self
-                .completed_by
-                .and_then(|n| self.attempts.iter().find(|a| a.number == n)),
+            JobState::Completed => self.completed_by.and_then(|n| self.attempts.iter().find(|a| a.number == n)),
             JobState::Dead => self.attempts.last(),
             _ => None,
         }
@@ -440,11 +414,7 @@ impl Job {
         let lease_over = self.lease_until_ms.is_some_and(|until| now_ms >= until);
         match self.state {
             JobState::InFlight if lease_over => {
-                self.end_current_attempt(
-                    now_ms,
-                    AttemptOutcome::Abandoned,
-                    AttemptReport::default(),
-                );
+                self.end_current_attempt(now_ms, AttemptOutcome::Abandoned, AttemptReport::default());
                 self.state = JobState::Unknown;
                 self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
                 self.bump(now_ms);
@@ -466,9 +436,7 @@ impl Job {
 
     /// Attempts the job may still start.
     pub fn attempts_left(&self) -> u32 {
-        self.policy
-            .max_attempts
-            .saturating_sub(self.attempts.len() as u32)
+        self.policy.max_attempts.saturating_sub(self.attempts.len() as u32)
     }
 
     /// Claims the job for a new attempt if it is claimable at `now_ms` and
@@ -485,48 +453,52 @@ impl Job {
         // Work on a copy so a refused claim leaves the job exactly as it was.
         let mut next = self.clone();
         next.expire(now_ms);
-        match next.state {
+        next.claimable(now_ms)?;
+        let ticket = next.begin_attempt(now_ms, provider, model);
+        *self = next;
+        Ok(ticket)
+    }
+
+    /// Whether a [`Job::claim`] at `now_ms` would succeed (version aside),
+    /// and if not, why: lets a caller answer a duplicate without claiming.
+    pub fn check_claim(&self, now_ms: u64) -> Result<(), JobError> {
+        let mut next = self.clone();
+        next.expire(now_ms);
+        next.claimable(now_ms)
+    }
+
+    fn claimable(&self, now_ms: u64) -> Result<(), JobError> {
+        match self.state {
             JobState::Pending | JobState::Failed => {}
             JobState::InFlight => {
                 return Err(JobError::InFlight {
-                    attempt: next.attempts.len() as u32,
-                    lease_remaining_ms: next.lease_remaining_ms(now_ms),
+                    attempt: self.attempts.len() as u32,
+                    lease_remaining_ms: self.lease_remaining_ms(now_ms),
                 });
             }
-            JobState::Unknown => match next.policy.unknown_policy {
+            JobState::Unknown => match self.policy.unknown_policy {
                 UnknownPolicy::Block => return Err(JobError::Blocked),
-                UnknownPolicy::RetryAfterLease if next.lease_remaining_ms(now_ms) > 0 => {
-                    return Err(JobError::UnknownLease {
-                        retry_after_ms: next.lease_remaining_ms(now_ms),
-                    });
+                UnknownPolicy::RetryAfterLease if self.lease_remaining_ms(now_ms) > 0 => {
+                    return Err(JobError::UnknownLease { retry_after_ms: self.lease_remaining_ms(now_ms) });
                 }
                 // Lease over with attempts left (expire() makes it dead otherwise).
                 UnknownPolicy::RetryAfterLease => {}
             },
-            state @ (JobState::Completed | JobState::Dead) => {
-                return Err(JobError::Finished { state });
-            }
+            state @ (JobState::Completed | JobState::Dead) => return Err(JobError::Finished { state }),
         }
         // fail() and expire() make a job with no attempts left dead; this is
         // the invariant's last line of defence.
-        if next.attempts_left() == 0 {
-            return Err(JobError::Finished {
-                state: JobState::Dead,
-            });
+        if self.attempts_left() == 0 {
+            return Err(JobError::Finished { state: JobState::Dead });
         }
-        let ticket = next.begin_attempt(now_ms, provider, model);
-        *self = next;
-        Ok(ticket)
+        Ok(())
     }
 
     fn begin_attempt(&mut self, now_ms: u64, provider: &str, model: Option<&str>) -> AttemptTicket {
         self.state = JobState::InFlight;
         self.lease_until_ms = Some(now_ms.saturating_add(self.policy.attempt_lease_ms));
         self.bump(now_ms);
-        let ticket = AttemptTicket {
-            attempt: self.attempts.len() as u32 + 1,
-            version: self.version,
-        };
+        let ticket = AttemptTicket { attempt: self.attempts.len() as u32 + 1, version: self.version };
         self.attempts.push(Attempt {
             number: ticket.attempt,
             claimed_version: ticket.version,
@@ -545,20 +517,11 @@ impl Job {
 
     /// The holding attempt's final answer: a success, or a permanent error
     /// that is replayed as it is. The job is completed by this attempt.
-    pub fn complete(
-        &mut self,
-        ticket: AttemptTicket,
-        now_ms: u64,
-        report: AttemptReport,
-    ) -> Result<(), JobError> {
+    pub fn complete(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
         self.check_ticket(ticket)?;
         let succeeded = report.status.is_some_and(|s| (200..300).contains(&s))
             && matches!(report.error_class, None | Some(ErrorClass::None));
-        let outcome = if succeeded {
-            AttemptOutcome::Succeeded
-        } else {
-            AttemptOutcome::Rejected
-        };
+        let outcome = if succeeded { AttemptOutcome::Succeeded } else { AttemptOutcome::Rejected };
         self.end_current_attempt(now_ms, outcome, report);
         self.state = JobState::Completed;
         self.completed_by = Some(ticket.attempt);
@@ -569,19 +532,10 @@ impl Job {
 
     /// The holding attempt failed transiently. Returns the new state:
     /// `Failed` (another claim may retry) or `Dead` (no attempts left).
-    pub fn fail(
-        &mut self,
-        ticket: AttemptTicket,
-        now_ms: u64,
-        report: AttemptReport,
-    ) -> Result<JobState, JobError> {
+    pub fn fail(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<JobState, JobError> {
         self.check_ticket(ticket)?;
         self.end_current_attempt(now_ms, AttemptOutcome::Failed, report);
-        self.state = if self.attempts_left() == 0 {
-            JobState::Dead
-        } else {
-            JobState::Failed
-        };
+        self.state = if self.attempts_left() == 0 { JobState::Dead } else { JobState::Failed };
         self.lease_until_ms = None;
         self.bump(now_ms);
         Ok(self.state)
@@ -589,12 +543,7 @@ impl Job {
 
     /// The holding attempt timed out or lost its connection after the request
     /// left: the provider may still finish. No claim until the unknown lease ends.
-    pub fn mark_unknown(
-        &mut self,
-        ticket: AttemptTicket,
-        now_ms: u64,
-        report: AttemptReport,
-    ) -> Result<(), JobError> {
+    pub fn mark_unknown(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
         self.check_ticket(ticket)?;
         self.end_current_attempt(now_ms, AttemptOutcome::Unknown, report);
         self.state = JobState::Unknown;
@@ -610,10 +559,7 @@ impl Job {
         let Some(record) = self.attempts.iter_mut().find(|a| a.number == attempt) else {
             return false;
         };
-        if !matches!(
-            record.outcome,
-            AttemptOutcome::Running | AttemptOutcome::Abandoned
-        ) {
+        if !matches!(record.outcome, AttemptOutcome::Running | AttemptOutcome::Abandoned) {
             return false;
         }
         record.outcome = AttemptOutcome::Discarded;
@@ -627,18 +573,14 @@ impl Job {
 
     /// Milliseconds until the current lease ends (0 when none or over).
     pub fn lease_remaining_ms(&self, now_ms: u64) -> u64 {
-        self.lease_until_ms
-            .map_or(0, |until| until.saturating_sub(now_ms))
+        self.lease_until_ms.map_or(0, |until| until.saturating_sub(now_ms))
     }
 
     fn check_version(&self, expected: u64) -> Result<(), JobError> {
         if expected == self.version {
             Ok(())
         } else {
-            Err(JobError::VersionConflict {
-                expected,
-                actual: self.version,
-            })
+            Err(JobError::VersionConflict { expected, actual: self.version })
         }
     }
 
@@ -647,13 +589,7 @@ impl Job {
             && self.completed_by.is_none()
             && self.version == ticket.version
             && self.attempts.len() as u32 == ticket.attempt;
-        if holds {
-            Ok(())
-        } else {
-            Err(JobError::StaleAttempt {
-                attempt: ticket.attempt,
-            })
-        }
+        if holds { Ok(()) } else { Err(JobError::StaleAttempt { attempt: ticket.attempt }) }
     }
 
     fn end_current_attempt(&mut self, now_ms: u64, outcome: AttemptOutcome, report: AttemptReport) {

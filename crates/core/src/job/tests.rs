@@ -13,14 +13,7 @@ use crate::fingerprint::{Body, Fingerprint};
 const T0: u64 = 1_700_000_000_000;
 
 fn policy(max_attempts: u32) -> JobPolicy {
-    JobPolicy::new(
-        max_attempts,
-        1_000,
-        5_000,
-        86_400_000,
-        UnknownPolicy::RetryAfterLease,
-    )
-    .unwrap()
+    JobPolicy::new(max_attempts, 1_000, 5_000, 86_400_000, UnknownPolicy::RetryAfterLease).unwrap()
 }
 
 fn job(max_attempts: u32) -> Job {
@@ -31,29 +24,17 @@ fn job(max_attempts: u32) -> Job {
 fn ok() -> AttemptReport {
     AttemptReport {
         status: Some(200),
-        usage: Some(Usage {
-            prompt_tokens: 3,
-            completion_tokens: 4,
-            total_tokens: 7,
-        }),
+        usage: Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }),
         error_class: Some(ErrorClass::None),
     }
 }
 
 fn unavailable() -> AttemptReport {
-    AttemptReport {
-        status: Some(503),
-        usage: None,
-        error_class: Some(ErrorClass::Unavailable),
-    }
+    AttemptReport { status: Some(503), usage: None, error_class: Some(ErrorClass::Unavailable) }
 }
 
 fn timeout() -> AttemptReport {
-    AttemptReport {
-        status: None,
-        usage: None,
-        error_class: Some(ErrorClass::TimeoutAfterSend),
-    }
+    AttemptReport { status: None, usage: None, error_class: Some(ErrorClass::TimeoutAfterSend) }
 }
 
 #[test]
@@ -61,13 +42,7 @@ fn happy_path_claim_then_complete() {
     let mut j = job(4);
     assert_eq!(j.state(), JobState::Pending);
     let t = j.claim(0, T0 + 1, "demo", Some("demo")).unwrap();
-    assert_eq!(
-        t,
-        AttemptTicket {
-            attempt: 1,
-            version: 1
-        }
-    );
+    assert_eq!(t, AttemptTicket { attempt: 1, version: 1 });
     assert_eq!(j.state(), JobState::InFlight);
     assert_eq!(j.lease_until_ms(), Some(T0 + 1 + 1_000));
     j.complete(t, T0 + 51, ok()).unwrap();
@@ -75,18 +50,10 @@ fn happy_path_claim_then_complete() {
     assert_eq!(j.version(), 2);
     assert_eq!(j.completed_by(), Some(1));
     let a = &j.attempts()[0];
-    assert_eq!(
-        (a.outcome, a.status, a.latency_ms),
-        (AttemptOutcome::Succeeded, Some(200), Some(50))
-    );
+    assert_eq!((a.outcome, a.status, a.latency_ms), (AttemptOutcome::Succeeded, Some(200), Some(50)));
     assert_eq!(a.usage.unwrap().total_tokens, 7);
     assert_eq!(j.replayed_attempt().unwrap().number, 1);
-    assert_eq!(
-        j.claim(2, T0 + 60, "demo", None),
-        Err(JobError::Finished {
-            state: JobState::Completed
-        })
-    );
+    assert_eq!(j.claim(2, T0 + 60, "demo", None), Err(JobError::Finished { state: JobState::Completed }));
 }
 
 #[test]
@@ -97,20 +64,11 @@ fn two_claims_on_one_pending_job_exactly_one_wins() {
     let a = j.claim(read_by_a, T0, "demo", None);
     let b = j.claim(read_by_b, T0, "demo", None);
     assert!(a.is_ok());
-    assert_eq!(
-        b,
-        Err(JobError::VersionConflict {
-            expected: 0,
-            actual: 1
-        })
-    );
+    assert_eq!(b, Err(JobError::VersionConflict { expected: 0, actual: 1 }));
     // Even with a fresh read, the job is held.
     assert_eq!(
         j.claim(j.version(), T0 + 10, "demo", None),
-        Err(JobError::InFlight {
-            attempt: 1,
-            lease_remaining_ms: 990
-        })
+        Err(JobError::InFlight { attempt: 1, lease_remaining_ms: 990 })
     );
     assert_eq!(j.attempts().len(), 1);
 }
@@ -128,21 +86,12 @@ fn reverse_order_finish_the_second_to_return_loses() {
     j.complete(second, T0 + 6_100, ok()).unwrap();
     let snapshot = j.clone();
     // The first attempt finally returns: it loses, and nothing changes.
-    assert_eq!(
-        j.complete(first, T0 + 6_200, ok()),
-        Err(JobError::StaleAttempt { attempt: 1 })
-    );
-    assert_eq!(
-        j.fail(first, T0 + 6_200, unavailable()),
-        Err(JobError::StaleAttempt { attempt: 1 })
-    );
+    assert_eq!(j.complete(first, T0 + 6_200, ok()), Err(JobError::StaleAttempt { attempt: 1 }));
+    assert_eq!(j.fail(first, T0 + 6_200, unavailable()), Err(JobError::StaleAttempt { attempt: 1 }));
     assert_eq!(j, snapshot);
     assert!(j.note_discarded(1, T0 + 6_200, ok()));
     assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Discarded);
-    assert_eq!(
-        (j.state(), j.completed_by(), j.version()),
-        (JobState::Completed, Some(2), snapshot.version())
-    );
+    assert_eq!((j.state(), j.completed_by(), j.version()), (JobState::Completed, Some(2), snapshot.version()));
 }
 
 #[test]
@@ -151,10 +100,7 @@ fn a_ticket_from_an_older_claim_cannot_write_even_while_in_flight() {
     let first = j.claim(0, T0, "demo", None).unwrap();
     j.fail(first, T0 + 10, unavailable()).unwrap();
     let second = j.claim(j.version(), T0 + 20, "demo", None).unwrap();
-    assert_eq!(
-        j.complete(first, T0 + 30, ok()),
-        Err(JobError::StaleAttempt { attempt: 1 })
-    );
+    assert_eq!(j.complete(first, T0 + 30, ok()), Err(JobError::StaleAttempt { attempt: 1 }));
     j.complete(second, T0 + 40, ok()).unwrap();
     assert_eq!(j.completed_by(), Some(2));
 }
@@ -167,16 +113,10 @@ fn timeout_is_unknown_and_blocks_claims_until_the_lease_ends() {
     assert_eq!(j.state(), JobState::Unknown);
     assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Unknown);
     let v = j.version();
-    assert_eq!(
-        j.claim(v, T0 + 900, "demo", None),
-        Err(JobError::UnknownLease {
-            retry_after_ms: 5_000
-        })
-    );
-    assert_eq!(
-        j.claim(v, T0 + 5_899, "demo", None),
-        Err(JobError::UnknownLease { retry_after_ms: 1 })
-    );
+    assert_eq!(j.claim(v, T0 + 900, "demo", None), Err(JobError::UnknownLease { retry_after_ms: 5_000 }));
+    assert_eq!(j.claim(v, T0 + 5_899, "demo", None), Err(JobError::UnknownLease { retry_after_ms: 1 }));
+    assert_eq!(j.check_claim(T0 + 5_899), Err(JobError::UnknownLease { retry_after_ms: 1 }));
+    assert_eq!(j.check_claim(T0 + 5_900), Ok(()));
     let again = j.claim(v, T0 + 5_900, "demo", None).unwrap();
     assert_eq!(again.attempt, 2);
     assert_eq!(j.attempts().len(), 2);
@@ -185,17 +125,10 @@ fn timeout_is_unknown_and_blocks_claims_until_the_lease_ends() {
 #[test]
 fn block_policy_never_retries_an_unknown_job() {
     let fp = Fingerprint::of_request("POST", "/", Body::Bytes(b"")).unwrap();
-    let mut j = Job::new(
-        fp,
-        T0,
-        JobPolicy::new(4, 1_000, 5_000, 86_400_000, UnknownPolicy::Block).unwrap(),
-    );
+    let mut j = Job::new(fp, T0, JobPolicy::new(4, 1_000, 5_000, 86_400_000, UnknownPolicy::Block).unwrap());
     let t = j.claim(0, T0, "demo", None).unwrap();
     j.mark_unknown(t, T0 + 1, timeout()).unwrap();
-    assert_eq!(
-        j.claim(j.version(), T0 + 1_000_000, "demo", None),
-        Err(JobError::Blocked)
-    );
+    assert_eq!(j.claim(j.version(), T0 + 1_000_000, "demo", None), Err(JobError::Blocked));
     assert!(!j.expire(T0 + 1_000_000));
     assert_eq!(j.state(), JobState::Unknown);
 }
@@ -206,21 +139,9 @@ fn attempt_cap_reached_makes_the_job_dead() {
     for n in 1..=3 {
         let t = j.claim(j.version(), T0 + n, "demo", None).unwrap();
         let state = j.fail(t, T0 + n, unavailable()).unwrap();
-        assert_eq!(
-            state,
-            if n < 3 {
-                JobState::Failed
-            } else {
-                JobState::Dead
-            }
-        );
+        assert_eq!(state, if n < 3 { JobState::Failed } else { JobState::Dead });
     }
-    assert_eq!(
-        j.claim(j.version(), T0 + 10, "demo", None),
-        Err(JobError::Finished {
-            state: JobState::Dead
-        })
-    );
+    assert_eq!(j.claim(j.version(), T0 + 10, "demo", None), Err(JobError::Finished { state: JobState::Dead }));
     assert_eq!(j.attempts().len(), 3);
     assert_eq!(j.replayed_attempt().unwrap().status, Some(503));
 }
@@ -240,29 +161,15 @@ fn unknown_with_no_attempts_left_dies_when_its_lease_ends() {
 fn permanent_errors_complete_the_job_and_are_replayed() {
     let mut j = job(4);
     let t = j.claim(0, T0, "demo", None).unwrap();
-    let rejected = AttemptReport {
-        status: Some(400),
-        usage: None,
-        error_class: Some(ErrorClass::ClientError),
-    };
+    let rejected = AttemptReport { status: Some(400), usage: None, error_class: Some(ErrorClass::ClientError) };
     j.complete(t, T0 + 5, rejected).unwrap();
     assert_eq!(j.state(), JobState::Completed);
-    assert_eq!(
-        j.replayed_attempt().unwrap().outcome,
-        AttemptOutcome::Rejected
-    );
+    assert_eq!(j.replayed_attempt().unwrap().outcome, AttemptOutcome::Rejected);
     let mut k = job(4);
     let t = k.claim(0, T0, "demo", None).unwrap();
-    let filtered = AttemptReport {
-        status: Some(200),
-        usage: None,
-        error_class: Some(ErrorClass::ContentFilter),
-    };
+    let filtered = AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::ContentFilter) };
     k.complete(t, T0 + 5, filtered).unwrap();
-    assert_eq!(
-        k.replayed_attempt().unwrap().outcome,
-        AttemptOutcome::Rejected
-    );
+    assert_eq!(k.replayed_attempt().unwrap().outcome, AttemptOutcome::Rejected);
 }
 
 #[test]
@@ -271,12 +178,7 @@ fn a_crashed_attempt_is_found_by_the_next_claim() {
     j.claim(0, T0, "demo", None).unwrap();
     let v = j.version();
     // The runtime lost the attempt; the next request after its lease sees unknown.
-    assert_eq!(
-        j.claim(v, T0 + 1_500, "demo", None),
-        Err(JobError::UnknownLease {
-            retry_after_ms: 5_000
-        })
-    );
+    assert_eq!(j.claim(v, T0 + 1_500, "demo", None), Err(JobError::UnknownLease { retry_after_ms: 5_000 }));
     assert_eq!(j.version(), v, "a refused claim changes nothing");
     assert!(j.expire(T0 + 1_500));
     let t = j.claim(j.version(), T0 + 6_500, "demo", None).unwrap();
@@ -285,18 +187,9 @@ fn a_crashed_attempt_is_found_by_the_next_claim() {
 
 #[test]
 fn policy_is_validated() {
-    assert_eq!(
-        JobPolicy::new(0, 1, 1, 10, UnknownPolicy::Block),
-        Err(PolicyError::NoAttempts)
-    );
-    assert_eq!(
-        JobPolicy::new(1, 0, 1, 10, UnknownPolicy::Block),
-        Err(PolicyError::ZeroLease)
-    );
-    assert_eq!(
-        JobPolicy::new(1, 5, 5, 10, UnknownPolicy::Block),
-        Err(PolicyError::RetentionTooShort)
-    );
+    assert_eq!(JobPolicy::new(0, 1, 1, 10, UnknownPolicy::Block), Err(PolicyError::NoAttempts));
+    assert_eq!(JobPolicy::new(1, 0, 1, 10, UnknownPolicy::Block), Err(PolicyError::ZeroLease));
+    assert_eq!(JobPolicy::new(1, 5, 5, 10, UnknownPolicy::Block), Err(PolicyError::RetentionTooShort));
     assert!(j_expires_after_retention());
 }
 

@@ -1,0 +1,105 @@
+// A fake OpenAI-compatible LLM server that speaks real HTTP, counts calls per
+// Idempotency-Key, and injects scripted faults. The worker under test calls
+// it over the network exactly as it would call a real provider.
+//
+//   const llm = await startFakeLlm();
+//   llm.script("key-…", ["503", "ok"]);   // per key, consumed call by call
+//   llm.calls("key-…")                     // → [{ at, body, headers }, …]
+//
+// Faults: "ok", "delay:MS", "429:SECONDS", "500", "503", "400",
+// "content_filter", "hang" (never answers), "reset" (reads the request, then
+// destroys the socket). A fault ending in "*" repeats forever.
+import http from "node:http";
+
+export async function startFakeLlm() {
+  const scripts = new Map();
+  const calls = new Map();
+  const hanging = new Set();
+
+  const server = http.createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks).toString("utf8");
+    const key = req.headers["idempotency-key"] ?? "(none)";
+    if (!calls.has(key)) calls.set(key, []);
+    calls.get(key).push({ at: Date.now(), body, headers: req.headers, path: req.url });
+
+    const fault = nextFault(key);
+    const [kind, arg] = fault.split(":");
+    switch (kind) {
+      case "hang":
+        hanging.add(res);
+        return; // never answer
+      case "reset":
+        req.socket.destroy();
+        return;
+      case "delay":
+        await new Promise((r) => setTimeout(r, Number(arg)));
+        return answer(res, 200, completion(body, "stop"));
+      case "429":
+        return answer(res, 429, error("rate_limited", "slow down"), { "Retry-After": arg ?? "1" });
+      case "500":
+        return answer(res, 500, error("server_error", "internal error"));
+      case "503":
+        return answer(res, 503, error("overloaded", "try again later"));
+      case "400":
+        return answer(res, 400, error("invalid_request_error", "bad request"));
+      case "content_filter":
+        return answer(res, 200, completion(body, "content_filter"));
+      default:
+        return answer(res, 200, completion(body, "stop"));
+    }
+  });
+
+  function nextFault(key) {
+    const script = scripts.get(key);
+    if (!script || script.length === 0) return "ok";
+    const head = script[0];
+    if (head.endsWith("*")) return head.slice(0, -1);
+    return script.shift();
+  }
+
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address();
+  return {
+    port,
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    script(key, faults) {
+      scripts.set(key, [...faults]);
+    },
+    calls(key) {
+      return calls.get(key) ?? [];
+    },
+    async close() {
+      for (const res of hanging) res.socket?.destroy();
+      server.closeAllConnections?.();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+function answer(res, status, body, headers = {}) {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function error(type, message) {
+  return { error: { type, code: type, message } };
+}
+
+function completion(requestBody, finishReason) {
+  let model = "fake";
+  try {
+    model = JSON.parse(requestBody).model ?? model;
+  } catch {}
+  const content = finishReason === "content_filter" ? "" : `echo of ${requestBody.length} bytes`;
+  return {
+    id: "chatcmpl-fake",
+    object: "chat.completion",
+    created: 1767225600,
+    model,
+    choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: finishReason }],
+    usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+  };
+}

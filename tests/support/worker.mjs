@@ -1,0 +1,85 @@
+// Starts the built worker under `wrangler dev` (workerd, with real Durable
+// Objects and KV) on free ports, and stops it. Build first: `make build-edge`.
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export const DEV_KEY = "onejob-dev-key";
+export const TENANT_B_KEY = "tenant-b-test-key";
+
+export const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts `wrangler dev` with `vars` overriding wrangler.toml, state persisted
+ * in `persistTo`. Resolves once the worker answers.
+ */
+export async function startWorker({ vars = {}, persistTo }) {
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
+  const allVars = { TENANTS: JSON.stringify(tenants), ...vars };
+  const args = [
+    "dev",
+    "--ip", "127.0.0.1",
+    "--port", String(port),
+    "--inspector-port", String(inspectorPort),
+    "--persist-to", persistTo,
+    "--log-level", "warn",
+    "--show-interactive-dev-session=false",
+  ];
+  for (const [name, value] of Object.entries(allVars)) args.push("--var", `${name}:${value}`);
+  const wrangler = path.join(root, "node_modules/.bin/wrangler");
+  const child = spawn(wrangler, args, {
+    cwd: root,
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", CI: "true" },
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let output = "";
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited early:\n${output}`);
+    try {
+      const res = await fetch(`${url}/onejob/problems/not-found`);
+      if (res.status === 200) break;
+    } catch {}
+    if (Date.now() > deadline) {
+      stopProcess(child);
+      throw new Error(`wrangler dev did not become ready:\n${output}`);
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    url,
+    output: () => output,
+    async stop() {
+      stopProcess(child);
+      await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
+    },
+  };
+}
+
+function stopProcess(child) {
+  try {
+    process.kill(-child.pid, "SIGTERM"); // the whole group: wrangler and workerd
+  } catch {}
+}
