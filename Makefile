@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm experiment clean
+.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -25,6 +25,7 @@ build-client:
 	@bash scripts/size.sh crates/client/pkg/onejob_client_bg.wasm crates/client/pkg/onejob_client.js
 
 dev: build
+	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; see README, 'Try it')"
 	@$(ENV) wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .wrangler/state
 
 test: bootstrap
@@ -36,6 +37,14 @@ test-core:
 test-core-wasm:
 	@$(ENV) CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
+
+## The edge against workerd alone (after `make build-edge`).
+test-edge:
+	@$(ENV) node --test --test-reporter=spec tests/edge/*.test.mjs
+
+## First-call vs replay latency on the demo provider.
+bench: build-edge
+	@$(ENV) node bench/latency.mjs 30
 
 ## Brooker's backoff experiment (see README, "Why full jitter").
 experiment:
