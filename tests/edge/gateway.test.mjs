@@ -285,6 +285,35 @@ describe("edge gateway", () => {
     }
   });
 
+  test("Prefer: wait=0 answers a duplicate of a running request with 409 at once", async () => {
+    const key = newKey();
+    llm.script(key, ["delay:1000"]);
+    const running = post(key, chat("long"));
+    await sleep(300);
+    const started = Date.now();
+    const duplicate = await post(key, chat("long"), { headers: { Prefer: "wait=0" } });
+    assert.ok(Date.now() - started < 1000, "did not wait");
+    assertProblem(duplicate, 409, "request-in-progress");
+    assert.equal(duplicate.res.headers.get("x-should-retry"), "true");
+    assert.ok(Number(duplicate.res.headers.get("retry-after")) >= 1);
+    assert.equal((await running).res.status, 200);
+    assert.equal(llm.calls(key).length, 1);
+  });
+
+  test("500 is retried once only; the next request with the key runs the next attempt", async () => {
+    const key = newKey();
+    llm.script(key, ["500", "500", "ok"]);
+    const first = await post(key, chat("server error"));
+    assert.equal(first.res.status, 500);
+    assert.equal(first.res.headers.get("onejob-job-state"), "failed");
+    assert.equal(first.res.headers.get("x-should-retry"), "true");
+    assert.equal(llm.calls(key).length, 2);
+    const second = await post(key, chat("server error"));
+    assert.equal(second.res.status, 200);
+    assert.equal(second.res.headers.get("onejob-attempt"), "3");
+    assert.equal(llm.calls(key).length, 3);
+  });
+
   test("upstream drops the connection after reading the request: unknown, not retried", async () => {
     const key = newKey();
     llm.script(key, ["reset"]);
