@@ -72,14 +72,24 @@ export async function startWorker({ vars = {}, persistTo }) {
     url,
     output: () => output,
     async stop() {
-      stopProcess(child);
-      await new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
+      // Ask wrangler to shut down (it stops and reaps workerd itself); only
+      // if it does not exit in time, kill the whole process group.
+      const exited = new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
+      try {
+        child.kill("SIGINT");
+      } catch {}
+      const timeout = new Promise((resolve) => setTimeout(() => resolve("timeout"), 5000));
+      if ((await Promise.race([exited, timeout])) === "timeout") {
+        stopProcess(child);
+        await exited;
+      }
+      stopProcess(child); // anything wrangler left behind in its group
     },
   };
 }
 
 function stopProcess(child) {
   try {
-    process.kill(-child.pid, "SIGTERM"); // the whole group: wrangler and workerd
+    process.kill(-child.pid, "SIGKILL"); // the whole group: wrangler and workerd
   } catch {}
 }
