@@ -169,12 +169,12 @@ fn percent_decode(segment: &str) -> String {
     let mut i = 0;
     while i < bytes.len() {
         let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
+        let escaped =
+            if bytes[i] == b'%' && i + 2 < bytes.len() { hex(bytes[i + 1]).zip(hex(bytes[i + 2])) } else { None };
+        if let Some((high, low)) = escaped {
+            out.push((high * 16 + low) as u8);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

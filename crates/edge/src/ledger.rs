@@ -435,10 +435,10 @@ impl Ledger {
         let key = storage_id.to_owned();
         self.state.wait_until(async move {
             let put = kv.put_bytes(&key, &body).and_then(|p| p.metadata(metadata)).map(|p| p.expiration_ttl(ttl_s));
-            if let Ok(put) = put {
-                if let Err(error) = put.execute().await {
-                    worker::console_warn!("ledger: caching the result in KV failed: {error}");
-                }
+            if let Ok(put) = put
+                && let Err(error) = put.execute().await
+            {
+                worker::console_warn!("ledger: caching the result in KV failed: {error}");
             }
         });
     }
