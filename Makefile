@@ -19,10 +19,21 @@ build-edge:
 	@test -s crates/edge/build/index_bg.wasm || { echo "worker build failed"; exit 1; }
 	@bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js
 
+# The npm package `onejob`: wasm-pack (web target) + npm binaryen's wasm-opt,
+# then the hand-written entries (browser, node, workerd) from crates/client/js.
+# The demo page serves a copy from www/onejob/.
+WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue
 build-client:
-	@$(ENV) cargo build -q --release --target wasm32-unknown-unknown -p onejob-client
-	@$(ENV) wasm-bindgen --target web --out-dir crates/client/pkg target/wasm32-unknown-unknown/release/onejob_client.wasm
-	@bash scripts/size.sh crates/client/pkg/onejob_client_bg.wasm crates/client/pkg/onejob_client.js
+	@rm -rf crates/client/pkg
+	@$(ENV) wasm-pack --quiet build crates/client --release --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
+	  | grep -v 'failed to get wasm-pack version' || true
+	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
+	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
+	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
+	@cp crates/client/js/* crates/client/pkg/
+	@rm -rf www/onejob && cp -r crates/client/pkg www/onejob
+	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
 
 dev: build
 	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; see README, 'Try it')"

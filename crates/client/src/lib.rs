@@ -1,9 +1,196 @@
-//! Browser SDK of onejob. The SDK itself arrives with the client issue; this
-//! crate already builds for wasm32 so the tool chain is proven end to end.
-use wasm_bindgen::prelude::*;
+//! # onejob (browser SDK)
+//!
+//! `new OneJob({ endpoint, token })` gives a `fetch` that turns each user
+//! intent into one idempotency key, persists it (retries, double clicks and
+//! reloads reuse it), joins duplicate submissions in the page, and retries
+//! with full-jitter backoff that honours `Retry-After` and `AbortSignal`.
+//! `oj.fetcher()` is a drop-in `fetch` for other SDKs (`new OpenAI({ fetch })`).
+//!
+//! The rules live in `onejob-core`; this crate is the JavaScript shell.
 
-/// The version of the core protocol this build speaks.
+mod client;
+mod events;
+mod js;
+mod options;
+mod request;
+mod store;
+
+use std::rc::Rc;
+
+use js_sys::{Promise, Reflect};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::{JsFuture, future_to_promise};
+
+use crate::client::Client;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &'static str = r#"
+/** Options of `new OneJob(options)`. Every field is optional. */
+export interface OneJobOptions {
+  /** Base URL that relative inputs resolve against, e.g. "https://gw.example.com". */
+  endpoint?: string;
+  /** Tenant key sent as `Authorization: Bearer <token>` unless the request has its own. */
+  token?: string;
+  /** Where intents persist: "local" (localStorage), "memory", or "auto" (default: local when available). */
+  storage?: "auto" | "local" | "memory";
+  /** Retry policy: full jitter `random(0, min(capMs, baseMs·2^n))` within a retry budget. */
+  retry?: RetryOptions;
+  /** How long an intent's key is remembered; match the gateway's retention (default 24 h). */
+  retentionMs?: number;
+  /** Called for every event, for timelines and progress UIs. */
+  onEvent?: (event: OneJobEvent) => void;
+}
+
+export interface RetryOptions {
+  /** Requests per call, the first included (default 4). */
+  maxAttempts?: number;
+  /** Base delay (default 500 ms). */
+  baseMs?: number;
+  /** Largest delay (default 20 000 ms). */
+  capMs?: number;
+  /** Longest `Retry-After` honoured (default 60 000 ms). */
+  retryAfterCapMs?: number;
+  /** Token bucket shared by every intent of this client (AWS defaults). */
+  budget?: { capacity?: number; retryCost?: number; timeoutRetryCost?: number; successRefund?: number };
+}
+
+/** Third argument of `oj.fetch`. */
+export interface FetchOptions {
+  /** Names the intent (e.g. "triage:ticket-8812"); unnamed intents are identified by the request's fingerprint. */
+  intent?: string;
+}
+
+interface EventBase { intent: string; key: string; at: number }
+export type OneJobEvent =
+  | (EventBase & { type: "attempt"; attempt: number })
+  | (EventBase & { type: "backoff"; delayMs: number; reason: string; serverAsked: boolean })
+  | (EventBase & { type: "replayed"; status: number })
+  | (EventBase & { type: "settled"; status: number })
+  | (EventBase & { type: "gave_up"; reason: string; status: number })
+  | (EventBase & { type: "warning"; message: string });
+
+/** What the client remembers of an intent (see `oj.intents()`). */
+export interface IntentRecord {
+  intent: string;
+  key: string;
+  fingerprint: string;
+  state: "pending" | "delivered" | "gave_up";
+  attempts: number;
+  created_ms: number;
+  updated_ms: number;
+  expires_ms: number;
+  request: { url: string; method: string; headers: [string, string][]; body: string | null } | null;
+}
+
+export interface ResumedIntent { intent: string; key: string; response: Response }
+
+/**
+ * Errors onejob throws carry one of these names. An abort rejects with the
+ * signal's reason (a DOMException named "AbortError" by default).
+ */
+export type OneJobErrorName = "OneJobConfigError" | "OneJobNetworkError" | "OneJobError";
+export interface OneJobError extends Error { name: OneJobErrorName }
+"#;
+
 #[wasm_bindgen]
-pub fn version() -> String {
-    env!("CARGO_PKG_VERSION").to_string()
+extern "C" {
+    #[wasm_bindgen(typescript_type = "OneJobOptions")]
+    pub type OneJobOptions;
+    #[wasm_bindgen(typescript_type = "FetchOptions")]
+    pub type FetchOptions;
+    #[wasm_bindgen(typescript_type = "RequestInfo | URL")]
+    pub type FetchInput;
+    #[wasm_bindgen(typescript_type = "RequestInit")]
+    pub type FetchInit;
+    #[wasm_bindgen(typescript_type = "Promise<Response>")]
+    pub type ResponsePromise;
+    #[wasm_bindgen(typescript_type = "Promise<ResumedIntent[]>")]
+    pub type ResumePromise;
+    #[wasm_bindgen(typescript_type = "IntentRecord[]")]
+    pub type IntentRecords;
+    #[wasm_bindgen(typescript_type = "(input: RequestInfo | URL, init?: RequestInit) => Promise<Response>")]
+    pub type FetchFunction;
+}
+
+/// A onejob client.
+#[wasm_bindgen]
+pub struct OneJob {
+    client: Rc<Client>,
+}
+
+#[wasm_bindgen]
+impl OneJob {
+    /// Creates a client; throws `OneJobConfigError` on a malformed option.
+    #[wasm_bindgen(constructor)]
+    pub fn new(options: Option<OneJobOptions>) -> Result<OneJob, JsValue> {
+        let options = options.map_or(JsValue::UNDEFINED, JsValue::from);
+        Ok(OneJob { client: Rc::new(Client::new(options::parse(&options)?)) })
+    }
+
+    /// Like `fetch(input, init)`, with one idempotency key per intent.
+    pub fn fetch(&self, input: FetchInput, init: Option<FetchInit>, options: Option<FetchOptions>) -> ResponsePromise {
+        let init = init.map_or(JsValue::UNDEFINED, JsValue::from);
+        let name = options
+            .map(JsValue::from)
+            .filter(JsValue::is_object)
+            .and_then(|o| Reflect::get(&o, &"intent".into()).ok())
+            .and_then(|v| v.as_string());
+        fetch_with(&self.client, input.into(), init, name).unchecked_into()
+    }
+
+    /// A plain `fetch`-compatible function bound to this client, for
+    /// `new OpenAI({ fetch: oj.fetcher() })` and other SDKs.
+    pub fn fetcher(&self) -> FetchFunction {
+        let client = Rc::clone(&self.client);
+        Closure::<dyn Fn(JsValue, JsValue) -> JsValue>::new(move |input, init| {
+            fetch_with(&client, input, init, None).into()
+        })
+        .into_js_value()
+        .unchecked_into()
+    }
+
+    /// Re-sends every unresolved intent with its original key (after a
+    /// reload, say) and resolves to their responses.
+    pub fn resume(&self) -> ResumePromise {
+        self.client.resume().unchecked_into()
+    }
+
+    /// Every remembered intent.
+    pub fn intents(&self) -> IntentRecords {
+        self.client.intents().unchecked_into()
+    }
+
+    /// Forgets an intent (its next submission gets a new key). Returns
+    /// whether it was remembered.
+    pub fn forget(&self, intent: &str) -> bool {
+        self.client.forget(intent)
+    }
+
+    /// Where intents persist: "local" or "memory".
+    #[wasm_bindgen(getter)]
+    pub fn storage(&self) -> String {
+        self.client.storage_kind().to_owned()
+    }
+
+    /// The endpoint relative inputs resolve against, if one was given.
+    #[wasm_bindgen(getter)]
+    pub fn endpoint(&self) -> Option<String> {
+        self.client.endpoint().map(str::to_owned)
+    }
+}
+
+fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>) -> Promise {
+    if request::is_request(&input) {
+        // A Request's body must be read before it can be fingerprinted.
+        let client = Rc::clone(client);
+        return future_to_promise(async move {
+            let (url, init) = request::unpack_request(&input, &init).await?;
+            let outgoing = request::normalize(&url, &init, client.endpoint())?;
+            JsFuture::from(client.submit(outgoing, name)).await
+        });
+    }
+    match request::normalize(&input, &init, client.endpoint()) {
+        Ok(outgoing) => client.submit(outgoing, name),
+        Err(error) => Promise::reject(&error),
+    }
 }

@@ -38,11 +38,24 @@ impl Fingerprint {
     /// Fingerprints a request. Fails only when a JSON body is not valid JSON
     /// (or is one RFC 8785 refuses: duplicate names, lone surrogates, too deep).
     pub fn of_request(method: &str, path: &str, body: Body<'_>) -> Result<Self, CanonicalError> {
-        let (kind, canonical): (&[u8], std::borrow::Cow<'_, [u8]>) = match body {
-            Body::Json(bytes) => (b"json", canonicalize(bytes)?.into_bytes().into()),
-            Body::Bytes(bytes) => (b"bytes", bytes.into()),
-        };
-        Ok(Self::from_parts(&[DOMAIN, method.to_ascii_uppercase().as_bytes(), path.as_bytes(), kind, &canonical]))
+        match body {
+            Body::Json(bytes) => {
+                let canonical = canonicalize(bytes)?;
+                Ok(Self::from_parts(&[
+                    DOMAIN,
+                    method.to_ascii_uppercase().as_bytes(),
+                    path.as_bytes(),
+                    b"json",
+                    canonical.as_bytes(),
+                ]))
+            }
+            Body::Bytes(bytes) => Ok(Self::of_bytes(method, path, bytes)),
+        }
+    }
+
+    /// Fingerprints a request whose body is taken byte for byte (never fails).
+    pub fn of_bytes(method: &str, path: &str, body: &[u8]) -> Self {
+        Self::from_parts(&[DOMAIN, method.to_ascii_uppercase().as_bytes(), path.as_bytes(), b"bytes", body])
     }
 
     /// Hashes each part with its length in front, so no two different lists of

@@ -8,6 +8,7 @@
 //!
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
+//! - [`intent`]: which key a client-side intent uses, and when it changes.
 //! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
 //! - [`classify`]: which outcomes are retried, never retried, or unknown.
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
@@ -21,6 +22,7 @@ pub mod canonical;
 pub mod classify;
 pub mod fingerprint;
 mod hex;
+pub mod intent;
 pub mod job;
 pub mod key;
 pub mod protocol;

@@ -1,0 +1,334 @@
+//! The SDK's behaviour: one key per intent, joined in-page submissions,
+//! persisted records, and the retry loop. Every rule it applies (keys,
+//! fingerprints, intent lifecycle, backoff, `Retry-After`, classification,
+//! budget) comes from `onejob-core`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use js_sys::{Object, Promise, Reflect};
+use onejob_core::backoff::budget::{RetryBudget, RetryCause};
+use onejob_core::backoff::retry_after::RetryAfter;
+use onejob_core::classify::{Decision, ErrorClass, Outcome, classify};
+use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit};
+use onejob_core::protocol::header;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+use web_sys::Response;
+
+use crate::events::{Events, Field};
+use crate::js::{self, CryptoRandom, error};
+use crate::options::{Options, RetryPolicy};
+use crate::request::Outgoing;
+use crate::store::IntentStore;
+
+pub struct Client {
+    endpoint: Option<String>,
+    token: Option<String>,
+    store: IntentStore,
+    retry: RetryPolicy,
+    retention_ms: u64,
+    budget: RefCell<RetryBudget>,
+    events: Events,
+    /// Intents being sent right now, so a second submission joins the first.
+    inflight: RefCell<HashMap<String, Promise>>,
+}
+
+impl Client {
+    pub fn new(options: Options) -> Self {
+        Self {
+            endpoint: options.endpoint,
+            token: options.token,
+            store: options.store,
+            budget: RefCell::new(RetryBudget::new(options.retry.budget)),
+            retry: options.retry,
+            retention_ms: options.retention_ms,
+            events: Events::new(options.on_event),
+            inflight: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn endpoint(&self) -> Option<&str> {
+        self.endpoint.as_deref()
+    }
+
+    pub fn storage_kind(&self) -> &'static str {
+        self.store.kind()
+    }
+
+    /// Submits `request` as (part of) the intent `name`. Synchronous up to
+    /// the in-flight check, so rapid double clicks cannot both start a send.
+    pub fn submit(self: &Rc<Self>, request: Outgoing, name: Option<String>) -> Promise {
+        let fingerprint = request.fingerprint();
+        let intent = intent_id(name.as_deref(), &fingerprint);
+        if let Some(running) = self.joined(&intent) {
+            return running;
+        }
+        let stored = self.load(&intent);
+        let (mut record, _is_new) = submit(
+            stored,
+            &intent,
+            fingerprint,
+            Some(request.saved()),
+            js::now_ms(),
+            self.retention_ms,
+            &mut CryptoRandom,
+        );
+        if record.request.is_none() {
+            record.request = Some(request.saved());
+        }
+        self.start(record, request)
+    }
+
+    /// Re-sends every unresolved intent with its original key.
+    pub fn resume(self: &Rc<Self>) -> Promise {
+        let (records, dropped) = self.store.all();
+        for d in dropped {
+            self.events.warning(&d.intent, &d.reason);
+        }
+        let now = js::now_ms();
+        let results = js_sys::Array::new();
+        for record in records {
+            if !is_live(&record, now) {
+                self.store.remove(&record.intent);
+                continue;
+            }
+            if record.state == IntentState::Delivered {
+                continue;
+            }
+            let intent = record.intent.clone();
+            let key = record.key.to_string();
+            let running = match (self.joined(&intent), &record.request) {
+                (Some(running), _) => running,
+                (None, Some(saved)) => {
+                    let request = Outgoing::from_saved(saved);
+                    self.start(record, request)
+                }
+                (None, None) => continue,
+            };
+            let entry = js::then(
+                &running,
+                Closure::once_into_js(move |response: JsValue| {
+                    let entry = Object::new();
+                    let _ = Reflect::set(&entry, &"intent".into(), &intent.into());
+                    let _ = Reflect::set(&entry, &"key".into(), &key.into());
+                    let _ = Reflect::set(&entry, &"response".into(), &response);
+                    JsValue::from(entry)
+                }),
+            );
+            results.push(&entry);
+        }
+        Promise::all(&results)
+    }
+
+    /// The stored intents, as plain objects.
+    pub fn intents(&self) -> js_sys::Array {
+        let (records, dropped) = self.store.all();
+        for d in dropped {
+            self.events.warning(&d.intent, &d.reason);
+        }
+        records
+            .iter()
+            .filter_map(|record| serde_json::to_string(record).ok())
+            .filter_map(|text| js_sys::JSON::parse(&text).ok())
+            .collect()
+    }
+
+    pub fn forget(&self, intent: &str) -> bool {
+        self.store.remove(intent)
+    }
+
+    /// A clone of the running send's response, if `intent` is being sent.
+    fn joined(&self, intent: &str) -> Option<Promise> {
+        let running = self.inflight.borrow().get(intent).cloned()?;
+        Some(js::then(&running, clone_response()))
+    }
+
+    fn load(&self, intent: &str) -> Option<IntentRecord> {
+        match self.store.load(intent) {
+            Ok(record) => record,
+            Err(dropped) => {
+                self.events.warning(&dropped.intent, &dropped.reason);
+                None
+            }
+        }
+    }
+
+    fn save(&self, record: &IntentRecord) {
+        if let Err(reason) = self.store.save(record) {
+            self.events.warning(&record.intent, &format!("intent not persisted: {reason}"));
+        }
+    }
+
+    /// Starts sending and registers the send so later submissions join it.
+    /// Callers get clones; the original response is kept unread for them.
+    fn start(self: &Rc<Self>, record: IntentRecord, request: Outgoing) -> Promise {
+        self.save(&record);
+        let intent = record.intent.clone();
+        let this = Rc::clone(self);
+        let shared = future_to_promise(async move {
+            let intent = record.intent.clone();
+            let result = this.send(record, request).await;
+            this.inflight.borrow_mut().remove(&intent);
+            result.map(JsValue::from)
+        });
+        self.inflight.borrow_mut().insert(intent, shared.clone());
+        js::then(&shared, clone_response())
+    }
+
+    /// The retry loop of one intent.
+    async fn send(&self, mut record: IntentRecord, request: Outgoing) -> Result<Response, JsValue> {
+        let intent = record.intent.clone();
+        let key = record.key.to_string();
+        let signal = request.signal.clone();
+        let mut sent = 0u32;
+        let mut previous_delay = None;
+        let mut retried_server_error = false;
+        loop {
+            record.record_attempt(js::now_ms());
+            self.save(&record);
+            sent += 1;
+            self.events.emit("attempt", &intent, &key, &[("attempt", Field::Num(f64::from(record.attempts)))]);
+            let init = self.init_for(&request, &key)?;
+            let (outcome, response, hint_ms) = match js::fetch(&request.url, &init).await {
+                Ok(response) => {
+                    let headers = response.headers();
+                    let get = |name: &str| headers.get(name).ok().flatten();
+                    if get(header::IDEMPOTENT_REPLAYED).as_deref() == Some("true") {
+                        self.events.emit(
+                            "replayed",
+                            &intent,
+                            &key,
+                            &[("status", Field::Num(f64::from(response.status())))],
+                        );
+                    }
+                    let should_retry = get(header::SHOULD_RETRY).and_then(|v| v.parse::<bool>().ok());
+                    let hint = RetryAfter::from_headers(
+                        get(header::RETRY_AFTER_MS).as_deref(),
+                        get(header::RETRY_AFTER).as_deref(),
+                        js::now_ms(),
+                        self.retry.retry_after_cap_ms,
+                    );
+                    let outcome = Outcome::Http { status: response.status(), should_retry, hint: Default::default() };
+                    (outcome, Some(response), hint.map(|h| h.delay_ms))
+                }
+                Err(failure) => {
+                    if let Some(signal) = signal.as_ref().filter(|s| s.aborted()) {
+                        self.save(&record);
+                        return Err(signal.reason());
+                    }
+                    // Lost before or after reaching the gateway: with the same
+                    // key a resend is safe either way.
+                    let _ = failure;
+                    (Outcome::Transport(onejob_core::classify::TransportFailure::DroppedAfterSend), None, None)
+                }
+            };
+            let classification = classify(outcome);
+            let status = response.as_ref().map_or(0, Response::status);
+            match classification.decision {
+                Decision::Accept | Decision::Never => {
+                    let Some(response) = response else { return Err(missing_response()) };
+                    if classification.decision == Decision::Accept {
+                        self.budget.borrow_mut().on_success();
+                    }
+                    record.mark_delivered(js::now_ms());
+                    self.save(&record);
+                    self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
+                    return Ok(response);
+                }
+                Decision::Retry | Decision::RetryOnce | Decision::Unknown => {
+                    let is_server_error = classification.decision == Decision::RetryOnce;
+                    let cause = if classification.class == ErrorClass::Timeout {
+                        RetryCause::Timeout
+                    } else {
+                        RetryCause::Error
+                    };
+                    let why = reason(classification.class, status, hint_ms);
+                    let may_retry = sent < self.retry.max_attempts
+                        && !(is_server_error && retried_server_error)
+                        && self.budget.borrow_mut().try_withdraw(cause);
+                    if !may_retry {
+                        record.mark_gave_up(js::now_ms());
+                        self.save(&record);
+                        self.events.emit(
+                            "gave_up",
+                            &intent,
+                            &key,
+                            &[("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))],
+                        );
+                        return response.ok_or_else(|| {
+                            error("OneJobNetworkError", &format!("onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"))
+                        });
+                    }
+                    retried_server_error |= is_server_error;
+                    let delay =
+                        self.retry.backoff.delay_with_hint_ms(sent - 1, previous_delay, hint_ms, &mut CryptoRandom);
+                    let fields = [
+                        ("delayMs", Field::Num(delay as f64)),
+                        ("reason", Field::Str(&why)),
+                        ("serverAsked", Field::Bool(hint_ms.is_some())),
+                    ];
+                    self.events.emit("backoff", &intent, &key, &fields);
+                    previous_delay = Some(delay);
+                    js::sleep(delay, signal.as_ref()).await?;
+                }
+            }
+        }
+    }
+
+    /// The `init` of one send: the app's headers plus the key and the token.
+    fn init_for(&self, request: &Outgoing, key: &str) -> Result<JsValue, JsValue> {
+        let headers = web_sys::Headers::new()?;
+        for (name, value) in &request.headers {
+            headers.append(name, value)?;
+        }
+        headers.set(header::IDEMPOTENCY_KEY, key)?;
+        if let (Some(token), None) = (&self.token, request.header("authorization")) {
+            headers.set("Authorization", &format!("Bearer {token}"))?;
+        }
+        let init = Object::new();
+        Reflect::set(&init, &"method".into(), &request.method.as_str().into())?;
+        Reflect::set(&init, &"headers".into(), &headers)?;
+        if let Some(body) = &request.body {
+            Reflect::set(&init, &"body".into(), &body.as_str().into())?;
+        }
+        if let Some(signal) = &request.signal {
+            Reflect::set(&init, &"signal".into(), signal)?;
+        }
+        Ok(init.into())
+    }
+}
+
+/// What a backoff or give-up was about, for UIs.
+fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
+    let what = match class {
+        ErrorClass::RateLimited => "rate limited (429)".to_owned(),
+        ErrorClass::Conflict => format!("still in progress ({status})"),
+        ErrorClass::Unavailable => format!("unavailable ({status})"),
+        ErrorClass::ServerError => "server error (500)".to_owned(),
+        ErrorClass::Timeout if status == 408 => "request timeout (408)".to_owned(),
+        ErrorClass::DroppedAfterSend | ErrorClass::Connect | ErrorClass::Timeout | ErrorClass::TimeoutAfterSend => {
+            "network error".to_owned()
+        }
+        _ => format!("status {status}"),
+    };
+    match hint_ms {
+        Some(ms) => format!("{what}; server asked to wait {ms} ms"),
+        None => what,
+    }
+}
+
+/// `response => response.clone()`, as a JS callback owned by the JS GC.
+fn clone_response() -> JsValue {
+    Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(|response: JsValue| {
+        let response: Response = response.dyn_into()?;
+        Ok(response.clone()?.into())
+    })
+    .into_js_value()
+}
+
+/// A final decision always comes with a response; this only satisfies types.
+fn missing_response() -> JsValue {
+    error("OneJobError", "onejob: internal error: a final decision without a response")
+}

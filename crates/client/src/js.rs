@@ -1,0 +1,116 @@
+//! Thin bindings to what every JS host has (`fetch`, `setTimeout`,
+//! `crypto.getRandomValues`, `DOMException`), reached through `globalThis`
+//! so the same build runs in browsers, Node ≥ 20 and workerd.
+
+use js_sys::{Function, Promise, Reflect, Uint8Array};
+use onejob_core::random::RandomSource;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::AbortSignal;
+
+/// `globalThis[name]`, if it is defined.
+pub fn global(name: &str) -> Option<JsValue> {
+    Reflect::get(&js_sys::global(), &JsValue::from_str(name)).ok().filter(|v| !v.is_undefined() && !v.is_null())
+}
+
+/// `promise.then(callback)`, with `callback` a JS function.
+pub fn then(promise: &Promise, callback: JsValue) -> Promise {
+    let then: Option<Function> = Reflect::get(promise, &"then".into()).ok().and_then(|t| t.dyn_into().ok());
+    then.and_then(|then| then.call1(promise, &callback).ok()).map_or_else(|| promise.clone(), JsCast::unchecked_into)
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+/// `globalThis.fetch(url, init)`.
+pub async fn fetch(url: &str, init: &JsValue) -> Result<web_sys::Response, JsValue> {
+    let fetch: Function =
+        global("fetch").ok_or_else(|| error("OneJobConfigError", "this runtime has no fetch()"))?.unchecked_into();
+    let promise: Promise = fetch.call2(&JsValue::UNDEFINED, &JsValue::from_str(url), init)?.unchecked_into();
+    Ok(JsFuture::from(promise).await?.unchecked_into())
+}
+
+/// Sleeps `ms`, or rejects with the signal's reason as soon as it aborts
+/// (at once, not at the end of the wait).
+pub async fn sleep(ms: u64, signal: Option<&AbortSignal>) -> Result<(), JsValue> {
+    if let Some(signal) = signal.filter(|s| s.aborted()) {
+        return Err(signal.reason());
+    }
+    let signal = signal.cloned();
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        let set_timeout: Option<Function> = global("setTimeout").map(JsCast::unchecked_into);
+        let clear_timeout: Option<Function> = global("clearTimeout").map(JsCast::unchecked_into);
+        let Some(set_timeout) = set_timeout else {
+            let _ = reject.call1(&JsValue::UNDEFINED, &error("OneJobConfigError", "this runtime has no setTimeout()"));
+            return;
+        };
+        let timer = set_timeout.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from_f64(ms as f64)).unwrap_or_default();
+        if let Some(signal) = &signal {
+            let on_abort_signal = signal.clone();
+            let on_abort = Closure::once_into_js(move || {
+                if let Some(clear) = clear_timeout {
+                    let _ = clear.call1(&JsValue::UNDEFINED, &timer);
+                }
+                let _ = reject.call1(&JsValue::UNDEFINED, &on_abort_signal.reason());
+            });
+            let options = js_sys::Object::new();
+            let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
+            let add: Option<Function> =
+                Reflect::get(signal, &"addEventListener".into()).ok().map(JsCast::unchecked_into);
+            if let Some(add) = add {
+                let _ = add.call3(signal, &"abort".into(), &on_abort, &options);
+            }
+        }
+    });
+    JsFuture::from(promise).await.map(|_| ())
+}
+
+/// A JS `Error` whose `name` lets TypeScript and `catch` blocks tell onejob's
+/// failures apart (`err.name === "OneJobNetworkError"`).
+pub fn error(name: &str, message: &str) -> JsValue {
+    let error = js_sys::Error::new(message);
+    error.set_name(name);
+    error.into()
+}
+
+/// `crypto.getRandomValues`: idempotency keys must not be guessable.
+pub struct CryptoRandom;
+
+impl RandomSource for CryptoRandom {
+    fn next_u64(&mut self) -> u64 {
+        let mut bytes = [0u8; 8];
+        self.fill_bytes(&mut bytes);
+        u64::from_le_bytes(bytes)
+    }
+
+    fn fill_bytes(&mut self, buf: &mut [u8]) {
+        let array = Uint8Array::new_with_length(buf.len() as u32);
+        let filled = global("crypto")
+            .and_then(|crypto| {
+                let get: Function = Reflect::get(&crypto, &"getRandomValues".into()).ok()?.dyn_into().ok()?;
+                get.call1(&crypto, &array).ok()
+            })
+            .is_some();
+        if filled {
+            array.copy_to(buf);
+        } else {
+            // No Web Crypto (never the case in browsers, Node ≥ 20 or workerd):
+            // fall back rather than fail, and say so.
+            web_sys_console_warn("onejob: crypto.getRandomValues is unavailable; keys use Math.random");
+            for byte in buf.iter_mut() {
+                *byte = (js_sys::Math::random() * 256.0) as u8;
+            }
+        }
+    }
+}
+
+fn web_sys_console_warn(message: &str) {
+    if let Some(console) = global("console")
+        && let Ok(warn) = Reflect::get(&console, &"warn".into()).and_then(|w| w.dyn_into::<Function>())
+    {
+        let _ = warn.call1(&console, &JsValue::from_str(message));
+    }
+}

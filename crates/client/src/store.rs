@@ -1,0 +1,131 @@
+//! Where intents are remembered: `localStorage` in browsers (survives
+//! reloads), memory elsewhere or on request.
+//!
+//! Entries live under `onejob:v1:intent:<intent>` as JSON. An entry that does
+//! not parse (corrupted, or written by something else) is removed and reported
+//! as a warning; it never breaks a request.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use onejob_core::intent::IntentRecord;
+use wasm_bindgen::JsCast;
+use web_sys::Storage;
+
+use crate::js;
+
+const PREFIX: &str = "onejob:v1:intent:";
+
+/// Intent records, by intent id.
+pub enum IntentStore {
+    Local(Storage),
+    Memory(RefCell<BTreeMap<String, String>>),
+}
+
+/// A record that was dropped because it could not be read.
+pub struct Dropped {
+    pub intent: String,
+    pub reason: String,
+}
+
+impl IntentStore {
+    /// `localStorage` when the host has a working one, else memory.
+    pub fn auto() -> Self {
+        Self::local().unwrap_or_else(Self::memory)
+    }
+
+    pub fn memory() -> Self {
+        Self::Memory(RefCell::new(BTreeMap::new()))
+    }
+
+    /// `localStorage`, if present and usable (it throws in some private modes).
+    pub fn local() -> Option<Self> {
+        let storage: Storage = js::global("localStorage")?.dyn_into().ok()?;
+        let probe = format!("{PREFIX}__probe");
+        storage.set_item(&probe, "1").ok()?;
+        storage.remove_item(&probe).ok()?;
+        Some(Self::Local(storage))
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Local(_) => "local",
+            Self::Memory(_) => "memory",
+        }
+    }
+
+    /// The record of `intent`; `Err` when one was stored but unreadable (it is removed).
+    pub fn load(&self, intent: &str) -> Result<Option<IntentRecord>, Dropped> {
+        let Some(text) = self.get(&format!("{PREFIX}{intent}")) else { return Ok(None) };
+        parse(intent, &text).map(Some).inspect_err(|_| {
+            self.remove(intent);
+        })
+    }
+
+    /// Saves a record; `Err` explains why it could not be persisted (quota).
+    pub fn save(&self, record: &IntentRecord) -> Result<(), String> {
+        let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
+        let name = format!("{PREFIX}{}", record.intent);
+        match self {
+            Self::Local(storage) => {
+                storage.set_item(&name, &text).map_err(|_| "localStorage refused the write (quota?)".to_owned())
+            }
+            Self::Memory(map) => {
+                map.borrow_mut().insert(name, text);
+                Ok(())
+            }
+        }
+    }
+
+    pub fn remove(&self, intent: &str) -> bool {
+        let name = format!("{PREFIX}{intent}");
+        let existed = self.get(&name).is_some();
+        match self {
+            Self::Local(storage) => {
+                let _ = storage.remove_item(&name);
+            }
+            Self::Memory(map) => {
+                map.borrow_mut().remove(&name);
+            }
+        }
+        existed
+    }
+
+    /// Every readable record, and the unreadable ones it removed.
+    pub fn all(&self) -> (Vec<IntentRecord>, Vec<Dropped>) {
+        let names: Vec<String> = match self {
+            Self::Local(storage) => {
+                let len = storage.length().unwrap_or(0);
+                (0..len).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(PREFIX)).collect()
+            }
+            Self::Memory(map) => map.borrow().keys().cloned().collect(),
+        };
+        let mut records = Vec::new();
+        let mut dropped = Vec::new();
+        for name in names {
+            let intent = name[PREFIX.len()..].to_owned();
+            match self.load(&intent) {
+                Ok(Some(record)) => records.push(record),
+                Ok(None) => {}
+                Err(d) => dropped.push(d),
+            }
+        }
+        (records, dropped)
+    }
+
+    fn get(&self, name: &str) -> Option<String> {
+        match self {
+            Self::Local(storage) => storage.get_item(name).ok().flatten(),
+            Self::Memory(map) => map.borrow().get(name).cloned(),
+        }
+    }
+}
+
+fn parse(intent: &str, text: &str) -> Result<IntentRecord, Dropped> {
+    let record: IntentRecord = serde_json::from_str(text)
+        .map_err(|e| Dropped { intent: intent.to_owned(), reason: format!("unreadable entry dropped: {e}") })?;
+    if record.intent != intent {
+        return Err(Dropped { intent: intent.to_owned(), reason: "entry belongs to another intent; dropped".into() });
+    }
+    Ok(record)
+}
