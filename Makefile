@@ -21,7 +21,7 @@ build-edge:
 
 # The npm package `onejob`: wasm-pack (web target) + npm binaryen's wasm-opt,
 # then the hand-written entries (browser, node, workerd) from crates/client/js.
-# The demo page serves a copy from www/onejob/.
+# The demo page serves a copy from www/sdk/.
 WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue
 build-client:
@@ -32,7 +32,7 @@ build-client:
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
 	@cp crates/client/js/* crates/client/pkg/
-	@rm -rf www/onejob && cp -r crates/client/pkg www/onejob
+	@rm -rf www/sdk www/onejob && cp -r crates/client/pkg www/sdk
 	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
 
 dev: build

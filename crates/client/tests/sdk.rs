@@ -1,0 +1,194 @@
+// The SDK's own logic, run in Node (`wasm-pack test --node`) and in headless
+// Chromium (`wasm-pack test --headless --chrome`).
+
+mod support;
+
+use support::{calls, client, events, post, script, text};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+const FAST: &str = r#"{ endpoint: "https://gateway.test", token: "tenant-key", storage: "memory", retry: { baseMs: 1, capMs: 5 } }"#;
+
+#[wasm_bindgen_test]
+async fn retries_with_the_same_key_and_reports_events_in_order() {
+    script(r#"[{"status": 503}, {"status": 200}]"#);
+    let oj = client(FAST);
+    let response = post(&oj, r#"{"q":1}"#, None, None).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].key, calls[1].key);
+    assert_eq!(calls[0].key.len(), 36, "a UUIDv4");
+    assert_eq!(calls[0].authorization.as_deref(), Some("Bearer tenant-key"));
+    assert_eq!(events(), ["attempt", "backoff", "attempt", "settled"]);
+}
+
+#[wasm_bindgen_test]
+async fn twenty_rapid_submissions_make_one_request_and_twenty_results() {
+    script(r#"[{"status": 200, "delayMs": 50}]"#);
+    let oj = client(FAST);
+    let pending: Vec<_> = (0..20).map(|_| post(&oj, r#"{"ticket":"8812"}"#, Some("triage:8812"), None)).collect();
+    let responses = futures_join_all(pending).await;
+    assert_eq!(calls().len(), 1);
+    let mut bodies = Vec::new();
+    for response in responses {
+        bodies.push(text(&response.unwrap()).await);
+    }
+    assert!(bodies.iter().all(|b| b == &bodies[0]), "{bodies:?}");
+    assert_eq!(bodies.len(), 20);
+}
+
+#[wasm_bindgen_test]
+async fn a_delivered_intent_is_repeated_with_a_new_key() {
+    script(r#"[{"status": 200}, {"status": 200}]"#);
+    let oj = client(FAST);
+    post(&oj, r#"{"q":"same"}"#, None, None).await.unwrap();
+    post(&oj, r#"{ "q" : "same" }"#, None, None).await.unwrap();
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_ne!(calls[0].key, calls[1].key);
+}
+
+#[wasm_bindgen_test]
+async fn an_intent_given_up_on_keeps_its_key() {
+    script(r#"[{"status": 503}, {"status": 200}]"#);
+    let oj = client(r#"{ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 1 } }"#);
+    let first = post(&oj, "{}", Some("keep"), None).await.unwrap();
+    assert_eq!(first.status(), 503);
+    assert_eq!(events(), ["attempt", "gave_up"]);
+    let second = post(&oj, "{}", Some("keep"), None).await.unwrap();
+    assert_eq!(second.status(), 200);
+    let calls = calls();
+    assert_eq!(calls[0].key, calls[1].key);
+}
+
+#[wasm_bindgen_test]
+async fn final_errors_are_not_retried_and_should_retry_false_wins() {
+    script(r#"[{"status": 422}, {"status": 503, "headers": {"x-should-retry": "false"}}]"#);
+    let oj = client(FAST);
+    assert_eq!(post(&oj, r#"{"a":1}"#, None, None).await.unwrap().status(), 422);
+    assert_eq!(post(&oj, r#"{"a":2}"#, None, None).await.unwrap().status(), 503);
+    assert_eq!(calls().len(), 2);
+}
+
+#[wasm_bindgen_test]
+async fn network_errors_retry_with_the_same_key_then_fail_with_a_named_error() {
+    script(r#"[{"networkError": true}, {"networkError": true}]"#);
+    let oj = client(r#"{ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 2, baseMs: 1, capMs: 2 } }"#);
+    let error = post(&oj, "{}", None, None).await.unwrap_err();
+    let name = js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string();
+    assert_eq!(name.as_deref(), Some("OneJobNetworkError"));
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].key, calls[1].key);
+}
+
+#[wasm_bindgen_test]
+async fn retry_after_is_honoured() {
+    script(r#"[{"status": 429, "headers": {"Retry-After": "1"}}, {"status": 200}]"#);
+    let oj = client(FAST);
+    post(&oj, "{}", None, None).await.unwrap();
+    let calls = calls();
+    let waited = calls[1].at - calls[0].at;
+    assert!(waited >= 990.0, "waited {waited} ms");
+}
+
+#[wasm_bindgen_test]
+async fn abort_during_a_3_s_backoff_settles_at_once() {
+    script(r#"[{"status": 503, "headers": {"Retry-After": "3"}}]"#);
+    let oj = client(FAST);
+    let controller = web_sys_abort_controller();
+    let signal = abort_signal(&controller);
+    let pending = post(&oj, "{}", None, Some(&signal));
+    let abort_later = async {
+        sleep_ms(100).await;
+        let started = performance_now();
+        abort(&controller);
+        started
+    };
+    let (result, started) = futures_join(pending, abort_later).await;
+    let latency = performance_now() - started;
+    let error = result.unwrap_err();
+    let name = js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string();
+    assert_eq!(name.as_deref(), Some("AbortError"));
+    web_sys_log(&format!("abort during a 3 s backoff settled in {latency:.2} ms"));
+    assert!(latency < 100.0, "abort took {latency} ms");
+    assert_eq!(calls().len(), 1);
+}
+
+#[wasm_bindgen_test]
+fn malformed_options_throw_named_errors() {
+    for options in [r#"{ storage: "disk" }"#, r#"{ retry: { baseMs: -1 } }"#, r#"{ onEvent: 3 }"#] {
+        let value = js_sys::Function::new_no_args(&format!("return {options};")).call0(&JsValue::UNDEFINED).unwrap();
+        let error = onejob_client::OneJob::new(Some(wasm_bindgen::JsCast::unchecked_into(value))).err().expect(options);
+        let name = js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string();
+        assert_eq!(name.as_deref(), Some("OneJobConfigError"), "{options}");
+    }
+}
+
+// Small helpers, kept here so the SDK itself needs no futures crate.
+
+/// The requests are already running (`post` calls fetch at once); await each.
+async fn futures_join_all<F: std::future::Future>(futures: Vec<F>) -> Vec<F::Output> {
+    let mut outputs = Vec::new();
+    for future in futures {
+        outputs.push(future.await);
+    }
+    outputs
+}
+
+async fn futures_join<A: std::future::Future, B: std::future::Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let mut a = Box::pin(a);
+    let mut b = Box::pin(b);
+    let mut a_out = None;
+    let mut b_out = None;
+    std::future::poll_fn(|cx| {
+        if a_out.is_none() {
+            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
+                a_out = Some(v);
+            }
+        }
+        if b_out.is_none() {
+            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
+                b_out = Some(v);
+            }
+        }
+        if a_out.is_some() && b_out.is_some() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
+    })
+    .await;
+    (a_out.unwrap(), b_out.unwrap())
+}
+
+fn web_sys_abort_controller() -> JsValue {
+    let class: js_sys::Function = js_sys::Reflect::get(&js_sys::global(), &"AbortController".into()).unwrap().into();
+    js_sys::Reflect::construct(&class, &js_sys::Array::new()).unwrap()
+}
+
+fn abort_signal(controller: &JsValue) -> web_sys::AbortSignal {
+    wasm_bindgen::JsCast::unchecked_into(js_sys::Reflect::get(controller, &"signal".into()).unwrap())
+}
+
+fn abort(controller: &JsValue) {
+    let abort: js_sys::Function = js_sys::Reflect::get(controller, &"abort".into()).unwrap().into();
+    abort.call0(controller).unwrap();
+}
+
+async fn sleep_ms(ms: i32) {
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let set_timeout: js_sys::Function = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into()).unwrap().into();
+        set_timeout.call2(&JsValue::UNDEFINED, &resolve, &ms.into()).unwrap();
+    });
+    wasm_bindgen_futures::JsFuture::from(promise).await.unwrap();
+}
+
+fn performance_now() -> f64 {
+    let performance = js_sys::Reflect::get(&js_sys::global(), &"performance".into()).unwrap();
+    let now: js_sys::Function = js_sys::Reflect::get(&performance, &"now".into()).unwrap().into();
+    now.call0(&performance).unwrap().as_f64().unwrap()
+}
+
+fn web_sys_log(message: &str) {
+    let console = js_sys::Reflect::get(&js_sys::global(), &"console".into()).unwrap();
+    let log: js_sys::Function = js_sys::Reflect::get(&console, &"log".into()).unwrap().into();
+    log.call1(&console, &message.into()).unwrap();
+}

@@ -1,0 +1,126 @@
+// End-to-end: the demo page in headless Chromium against the worker under
+// `wrangler dev` (the same worker `make dev` runs: demo provider, www/ assets).
+// Screenshots land in tests/artifacts/.
+import assert from "node:assert/strict";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+
+import { launchChromium, screenshot } from "../support/browser.mjs";
+import { DEV_KEY, startWorker } from "../support/worker.mjs";
+
+let worker;
+let browser;
+let persistTo;
+
+before(async () => {
+  persistTo = mkdtempSync(path.join(tmpdir(), "onejob-e2e-"));
+  worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  await worker?.stop();
+  if (persistTo) rmSync(persistTo, { recursive: true, force: true });
+});
+
+async function openDemo() {
+  const context = await browser.newContext({ viewport: { width: 1200, height: 1000 } });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+  await page.goto(`${worker.url}/`);
+  await page.waitForSelector("body[data-ready=true]");
+  return { context, page, errors };
+}
+
+async function job(key) {
+  const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${DEV_KEY}` } });
+  assert.equal(res.status, 200);
+  return res.json();
+}
+
+const waitFor = (page, fn, arg, timeout = 20_000) => page.waitForFunction(fn, arg, { timeout });
+
+describe("demo page", () => {
+  test("20 rapid clicks: one job, one upstream call, 20 identical results", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.click("#burst");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "20");
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
+    assert.equal(await page.getAttribute("#shown", "data-identical"), "true");
+    const key = (await page.textContent("#key")).trim();
+    const record = await job(key);
+    assert.equal(record.attempts.length, 1);
+    assert.equal(await page.locator("li[data-kind=attempt]").count(), 1, "one request left the page");
+    await waitFor(page, () => document.getElementById("calls").dataset.count === "1");
+    await screenshot(page, "20-rapid-clicks");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("reload during demo-slow: resume() finishes with the same key and one upstream call", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.selectOption("#model", "demo-slow");
+    await page.click("#classify");
+    await page.waitForSelector("li[data-kind=attempt]");
+    const key = (await page.textContent("#key")).trim();
+    await page.waitForTimeout(1000);
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]", { timeout: 20_000 });
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal((await page.textContent("#key")).trim(), key, "the same key after the reload");
+    assert.ok((await page.locator("li[data-kind=resumed]").count()) >= 1);
+    const record = await job(key);
+    assert.equal(record.state, "completed");
+    assert.equal(record.attempts.length, 1, "one upstream call");
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
+    await screenshot(page, "reload-mid-request");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("offline for 3 s: retries with backoff, then success, one job", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.fill("#ticket", "Offline ticket: the app crashes when I upload a file.");
+    await context.setOffline(true);
+    await page.click("#classify");
+    await page.waitForSelector("li[data-kind=backoff]");
+    await page.waitForTimeout(3000);
+    await context.setOffline(false);
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1", null, 40_000);
+    const backoffs = await page.locator("li[data-kind=backoff]").count();
+    assert.ok(backoffs >= 1, `${backoffs} backoff waits`);
+    const reasons = await page.locator("li[data-kind=backoff]").allTextContents();
+    assert.ok(reasons.every((r) => r.includes("network error")), reasons.join("\n"));
+    const key = (await page.textContent("#key")).trim();
+    const record = await job(key);
+    assert.equal(record.state, "completed");
+    assert.equal(record.attempts.length, 1);
+    const sent = await page.locator("li[data-kind=attempt]").count();
+    assert.ok(sent >= 2, `${sent} requests, all with one key`);
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
+    await screenshot(page, "offline-3s");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("demo-flaky: the timeline shows a wait that honours Retry-After, then success", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.fill("#ticket", "Flaky ticket: I cannot log in to my account since yesterday.");
+    await page.selectOption("#model", "demo-flaky");
+    await page.click("#classify");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    await page.waitForSelector("li[data-kind=server-wait]");
+    const waited = Number(await page.getAttribute("li[data-kind=server-wait]", "data-waited"));
+    assert.ok(waited >= 1000, `the gateway waited ${waited} ms for Retry-After: 1`);
+    await waitFor(page, () => document.getElementById("calls").dataset.count === "2");
+    const record = await job((await page.textContent("#key")).trim());
+    assert.deepEqual(record.attempts.map((a) => [a.outcome, a.status]), [["failed", 503], ["succeeded", 200]]);
+    await screenshot(page, "demo-flaky");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+});

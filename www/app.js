@@ -1,0 +1,199 @@
+// The support-ticket triage demo: every "Classify" is an intent sent through
+// the onejob SDK; the timeline merges the SDK's events with the gateway's
+// audit trail of the job (GET /onejob/v1/jobs/{key}).
+import { OneJob } from "/sdk/index.js";
+
+// The development tenant of `make dev`. A real app gets a per-user token from
+// its backend; the LLM provider's key never reaches the browser either way.
+const TOKEN = "onejob-dev-key";
+
+const $ = (id) => document.getElementById(id);
+
+// "Go offline 3 s" makes this page's network fail the way a dropped
+// connection does, so the SDK's retries can be watched without devtools.
+let offlineUntil = 0;
+const networkFetch = globalThis.fetch.bind(globalThis);
+globalThis.fetch = (...args) =>
+  Date.now() < offlineUntil ? Promise.reject(new TypeError("Failed to fetch (offline)")) : networkFetch(...args);
+
+const oj = new OneJob({
+  endpoint: location.origin,
+  token: TOKEN,
+  retry: { maxAttempts: 10, baseMs: 500, capMs: 4000 },
+  onEvent,
+});
+
+// What the page shows: the job of the key last seen.
+let shown = { key: null, t0: 0, results: [], serverAttempts: 0, polling: false };
+
+function reset(key) {
+  shown = { key, t0: performance.now(), results: [], serverAttempts: 0, polling: false };
+  $("timeline").replaceChildren();
+  $("key").textContent = key;
+  $("calls").textContent = "0";
+  $("shown").textContent = "—";
+  $("shown").dataset.count = "0";
+  setState("pending");
+}
+
+function onEvent(event) {
+  if (event.type !== "warning" && event.key && event.key !== shown.key) reset(event.key);
+  const text = {
+    attempt: () => `request ${event.attempt} sent with the intent's key`,
+    backoff: () => `waiting ${(event.delayMs / 1000).toFixed(2)} s: ${event.reason}`,
+    replayed: () => `gateway replayed the stored result (status ${event.status}) — no new model call`,
+    settled: () => `delivered (status ${event.status})`,
+    gave_up: () => `stopped retrying: ${event.reason}; the key is kept for resume()`,
+    warning: () => event.message,
+  }[event.type];
+  addLine(event.type, text ? text() : event.type, event.type === "backoff" ? { delay: event.delayMs, serverAsked: event.serverAsked } : {});
+  if (event.type === "attempt") pollJob(event.key);
+}
+
+function addLine(kind, text, data = {}) {
+  const li = document.createElement("li");
+  li.className = "event";
+  li.dataset.kind = kind;
+  for (const [k, v] of Object.entries(data)) li.dataset[k] = String(v);
+  const t = document.createElement("span");
+  t.className = "t";
+  t.textContent = `+${Math.round(performance.now() - shown.t0)} ms`;
+  const k = document.createElement("span");
+  k.className = `kind ${kind}`;
+  k.textContent = kind.replace("_", " ");
+  const d = document.createElement("span");
+  d.textContent = text;
+  li.append(t, k, d);
+  $("timeline").append(li);
+}
+
+function setState(state) {
+  $("state").textContent = state.replace("_", " ");
+  $("state").className = `badge ${state}`;
+  $("state").dataset.state = state;
+}
+
+// The gateway's view of the job: state, and one audit record per upstream call.
+async function pollJob(key) {
+  if (shown.polling) return;
+  shown.polling = true;
+  try {
+    // The attempt event fires as the request leaves; give the gateway a
+    // moment to create the job before asking for it.
+    await new Promise((r) => setTimeout(r, 150));
+    for (;;) {
+      const res = await networkFetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
+      if (key !== shown.key) return;
+      if (res?.ok) {
+        const job = await res.json();
+        setState(job.state);
+        $("calls").textContent = String(job.attempts.length);
+        $("calls").dataset.count = String(job.attempts.length);
+        showServerAttempts(job);
+        if (["completed", "dead", "unknown"].includes(job.state) && job.attempts.every((a) => a.outcome !== "running")) return;
+      }
+      await new Promise((r) => setTimeout(r, 400));
+    }
+  } finally {
+    shown.polling = false;
+  }
+}
+
+function showServerAttempts(job) {
+  for (const attempt of job.attempts.slice(shown.serverAttempts)) {
+    if (attempt.outcome === "running") return;
+    const previous = job.attempts[attempt.number - 2];
+    if (previous?.ended_ms) {
+      const waited = attempt.started_ms - previous.ended_ms;
+      addLine("server-wait", `gateway waited ${(waited / 1000).toFixed(2)} s before upstream call ${attempt.number} (call ${previous.number} got ${previous.status ?? previous.error_class})`, { waited });
+    }
+    const status = attempt.status ? `HTTP ${attempt.status}` : attempt.error_class.replaceAll("_", " ");
+    const tokens = attempt.usage ? `, ${attempt.usage.total_tokens} tokens` : "";
+    addLine("server", `upstream call ${attempt.number} to ${attempt.model ?? attempt.provider}: ${attempt.outcome} (${status}) in ${attempt.latency_ms} ms${tokens}`);
+    shown.serverAttempts = attempt.number;
+  }
+}
+
+function showResult(key, status, text) {
+  if (key && key !== shown.key) reset(key);
+  shown.results.push(text);
+  const identical = new Set(shown.results).size === 1;
+  $("shown").textContent = `${shown.results.length} × ${identical ? "identical" : "DIFFERENT"}`;
+  $("shown").dataset.count = String(shown.results.length);
+  $("shown").dataset.identical = String(identical);
+  const box = $("result");
+  if (status === 200) {
+    const content = JSON.parse(text).choices?.[0]?.message?.content ?? "";
+    const field = (name) => content.match(new RegExp(`^${name}: (.*)$`, "m"))?.[1] ?? "";
+    box.className = "result";
+    box.innerHTML = "";
+    const category = Object.assign(document.createElement("span"), { className: "category", textContent: field("category").replace("_", " ") });
+    const priority = Object.assign(document.createElement("span"), { className: `priority ${field("priority")}`, textContent: `${field("priority")} priority` });
+    const summary = Object.assign(document.createElement("div"), { className: "summary", textContent: field("summary") });
+    box.append(category, priority, summary);
+  } else {
+    let detail = text;
+    try {
+      const problem = JSON.parse(text);
+      detail = `${problem.title ?? problem.error?.message ?? "Error"} — ${problem.detail ?? ""}`;
+    } catch {}
+    box.className = "result error";
+    box.textContent = `HTTP ${status}: ${detail}`;
+  }
+  pollJob(key);
+}
+
+async function classify() {
+  const body = JSON.stringify({
+    model: $("model").value,
+    messages: [
+      { role: "system", content: "Classify the support ticket: category, priority, one-line summary." },
+      { role: "user", content: $("ticket").value },
+    ],
+  });
+  try {
+    const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body });
+    showResult(res.headers.get("Idempotency-Key"), res.status, await res.text());
+  } catch (error) {
+    addLine("error", `${error.name}: ${error.message}`);
+    $("result").className = "result error";
+    $("result").textContent = `${error.name}: ${error.message}`;
+  }
+}
+
+$("classify").addEventListener("click", classify);
+$("burst").addEventListener("click", () => {
+  for (let i = 0; i < 20; i++) $("classify").click();
+});
+$("reload").addEventListener("click", () => {
+  $("model").value = "demo-slow";
+  $("classify").click();
+  setTimeout(() => location.reload(), 1200);
+});
+$("offline").addEventListener("click", () => {
+  offlineUntil = Date.now() + 3000;
+  setNet(false);
+  setTimeout(() => setNet(navigator.onLine), 3000);
+  $("classify").click();
+});
+
+function setNet(online) {
+  $("net").textContent = online ? "online" : "offline";
+  $("net").className = `pill ${online ? "ok" : "bad"}`;
+}
+addEventListener("online", () => setNet(Date.now() >= offlineUntil));
+addEventListener("offline", () => setNet(false));
+setNet(navigator.onLine);
+$("storage").textContent = `intents kept in ${oj.storage === "local" ? "localStorage" : "memory"}`;
+
+// After a reload: finish what was in flight, with the original keys.
+const unfinished = oj.intents().filter((i) => i.state !== "delivered");
+if (unfinished.length > 0) {
+  reset(unfinished[0].key);
+  addLine("resumed", `page reloaded: resuming ${unfinished.length} unfinished intent(s) with their original key`);
+  for (const { key, response } of await oj.resume()) {
+    addLine("resumed", `resumed intent finished (status ${response.status})`);
+    showResult(key, response.status, await response.text());
+  }
+}
+document.body.dataset.ready = "true";
