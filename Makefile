@@ -32,6 +32,9 @@ build-client:
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
 	@cp crates/client/js/* crates/client/pkg/
+	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
+	@# lib; drop it so the types check with an ES2022 lib (free() remains).
+	@sed -i '/\[Symbol\.dispose\]/d' crates/client/pkg/onejob.d.ts
 	@rm -rf www/sdk www/onejob && cp -r crates/client/pkg www/sdk
 	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
 

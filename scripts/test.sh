@@ -26,7 +26,7 @@ run() {
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
   # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖)'
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball)'
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
@@ -46,6 +46,10 @@ run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test
 run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
+run client-node wasm-pack test --node crates/client -- --nocapture
+run client-chrome wasm-pack test --headless --chrome crates/client -- --nocapture
+run browser-e2e node --test --test-reporter=spec tests/browser/*.test.mjs
+run package node --test --test-reporter=spec tests/package/*.test.mjs
 
 echo
 echo "=== summary"

@@ -70,6 +70,10 @@ export async function startFakeLlm() {
     calls(key) {
       return calls.get(key) ?? [];
     },
+    /** Every call, whatever its key. */
+    allCalls() {
+      return [...calls.values()].flat();
+    },
     async close() {
       for (const res of hanging) res.socket?.destroy();
       server.closeAllConnections?.();

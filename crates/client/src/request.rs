@@ -172,6 +172,9 @@ fn path_of(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::path_of;
 
     #[test]

@@ -7,7 +7,8 @@ use support::{calls, client, events, post, script, text};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
-const FAST: &str = r#"{ endpoint: "https://gateway.test", token: "tenant-key", storage: "memory", retry: { baseMs: 1, capMs: 5 } }"#;
+const FAST: &str =
+    r#"{ endpoint: "https://gateway.test", token: "tenant-key", storage: "memory", retry: { baseMs: 1, capMs: 5 } }"#;
 
 #[wasm_bindgen_test]
 async fn retries_with_the_same_key_and_reports_events_in_order() {
@@ -74,7 +75,9 @@ async fn final_errors_are_not_retried_and_should_retry_false_wins() {
 #[wasm_bindgen_test]
 async fn network_errors_retry_with_the_same_key_then_fail_with_a_named_error() {
     script(r#"[{"networkError": true}, {"networkError": true}]"#);
-    let oj = client(r#"{ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 2, baseMs: 1, capMs: 2 } }"#);
+    let oj = client(
+        r#"{ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 2, baseMs: 1, capMs: 2 } }"#,
+    );
     let error = post(&oj, "{}", None, None).await.unwrap_err();
     let name = js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string();
     assert_eq!(name.as_deref(), Some("OneJobNetworkError"));
@@ -175,7 +178,8 @@ fn abort(controller: &JsValue) {
 
 async fn sleep_ms(ms: i32) {
     let promise = js_sys::Promise::new(&mut |resolve, _| {
-        let set_timeout: js_sys::Function = js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into()).unwrap().into();
+        let set_timeout: js_sys::Function =
+            js_sys::Reflect::get(&js_sys::global(), &"setTimeout".into()).unwrap().into();
         set_timeout.call2(&JsValue::UNDEFINED, &resolve, &ms.into()).unwrap();
     });
     wasm_bindgen_futures::JsFuture::from(promise).await.unwrap();

@@ -1,5 +1,7 @@
 //! Test support: a scripted `globalThis.fetch` (these tests check the SDK's
 //! own logic; the end-to-end tests run it against the real gateway).
+// Shared by several test crates; each uses a part of it.
+#![allow(dead_code)]
 
 use js_sys::{Function, JSON, Reflect};
 use onejob_client::OneJob;
@@ -86,15 +88,15 @@ pub fn post(
     if let Some(intent) = intent {
         Reflect::set(&options, &"intent".into(), &intent.into()).unwrap();
     }
-    let promise = oj.fetch(JsValue::from("/v1/chat/completions").unchecked_into(), Some(init.unchecked_into()), Some(options.unchecked_into()));
+    let promise = oj.fetch(
+        JsValue::from("/v1/chat/completions").unchecked_into(),
+        Some(init.unchecked_into()),
+        Some(options.unchecked_into()),
+    );
     let future = JsFuture::from(js_sys::Promise::from(JsValue::from(promise)));
     async move { Ok(future.await?.unchecked_into()) }
 }
 
 pub async fn text(response: &web_sys::Response) -> String {
     JsFuture::from(response.text().unwrap()).await.unwrap().as_string().unwrap()
-}
-
-pub fn now() -> f64 {
-    js_sys::Date::now()
 }

@@ -1,0 +1,122 @@
+// The npm package as a user gets it: `npm pack`, installed into a fresh app,
+// imported from Node, type-checked with tsc, bundled with Vite, and the
+// bundle run in headless Chromium against the gateway (cross-origin, so CORS
+// is exercised too).
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import http from "node:http";
+import { readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { after, before, describe, test } from "node:test";
+
+import { launchChromium, screenshot } from "../support/browser.mjs";
+import { DEV_KEY, startWorker } from "../support/worker.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const bin = (name) => path.join(root, "node_modules/.bin", name);
+const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+
+let app;
+let tarball;
+let worker;
+let persistTo;
+
+before(async () => {
+  app = mkdtempSync(path.join(tmpdir(), "onejob-app-"));
+  const packed = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", app, path.join(root, "crates/client/pkg")], root));
+  tarball = { file: path.join(app, packed[0].filename), files: packed[0].files.map((f) => f.path), size: packed[0].size };
+  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], app);
+  persistTo = mkdtempSync(path.join(tmpdir(), "onejob-pkg-"));
+  worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });
+});
+
+after(async () => {
+  await worker?.stop();
+  for (const dir of [app, persistTo]) if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("the npm package `onejob`", () => {
+  test("packs the wasm, the typed entries, and nothing else", () => {
+    for (const file of ["package.json", "onejob_bg.wasm", "onejob.js", "index.js", "node.js", "workerd.js", "index.d.ts", "onejob.d.ts", "README.md"]) {
+      assert.ok(tarball.files.includes(file), `${file} is packed`);
+    }
+    assert.ok(tarball.files.every((f) => !f.includes("/")), tarball.files.join(", "));
+    console.log(`package tarball: ${tarball.size} bytes, ${tarball.files.length} files`);
+  });
+
+  test("imports from Node ≥ 20 through the node condition", () => {
+    const out = run("node", ["--input-type=module", "-e", `import { OneJob } from "onejob"; const oj = new OneJob({ endpoint: "https://gw.test" }); console.log(typeof oj.fetch, oj.storage);`], app);
+    assert.equal(out.trim(), "function memory");
+  });
+
+  test("type-checks a correct use and rejects a wrong one", () => {
+    const tsconfig = { compilerOptions: { strict: true, noEmit: true, module: "nodenext", moduleResolution: "nodenext", target: "es2022", lib: ["es2022", "dom"], skipLibCheck: false } };
+    writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ ...tsconfig, files: ["good.ts"] }));
+    writeFileSync(
+      path.join(app, "good.ts"),
+      `import { OneJob, type OneJobEvent, type IntentRecord } from "onejob";
+const seen: string[] = [];
+const oj = new OneJob({ endpoint: "https://gw.test", token: "t", storage: "memory", retry: { maxAttempts: 3, baseMs: 100 },
+  onEvent: (e: OneJobEvent) => { if (e.type === "backoff") seen.push(e.reason + e.delayMs.toFixed()); } });
+const response: Promise<Response> = oj.fetch("/v1/chat/completions", { method: "POST", body: "{}" }, { intent: "triage:1" });
+const f: (input: RequestInfo | URL, init?: RequestInit) => Promise<Response> = oj.fetcher();
+const records: IntentRecord[] = oj.intents();
+const resumed = oj.resume().then((all) => all.map((r) => r.key + r.response.status));
+void [response, f, records, resumed, oj.forget("triage:1") satisfies boolean];
+`,
+    );
+    run(bin("tsc"), ["-p", "tsconfig.json"], app);
+    writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ ...tsconfig, files: ["bad.ts"] }));
+    writeFileSync(path.join(app, "bad.ts"), `import { OneJob } from "onejob";\nnew OneJob({ storage: "disk" });\n`);
+    assert.throws(() => run(bin("tsc"), ["-p", "tsconfig.json"], app), (error) => /disk/.test(error.stdout + error.stderr));
+  });
+
+  test("bundles with Vite and runs in Chromium against the gateway, cross-origin", async () => {
+    const web = path.join(app, "web");
+    mkdirSync(web);
+    writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
+    writeFileSync(
+      path.join(web, "main.js"),
+      `import { OneJob } from "onejob";
+const endpoint = new URLSearchParams(location.search).get("endpoint");
+const oj = new OneJob({ endpoint, token: "${DEV_KEY}" });
+const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+  body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "bundled app: refund please" }] }) });
+document.body.dataset.status = String(res.status);
+document.body.dataset.key = res.headers.get("Idempotency-Key") ?? "";
+document.body.textContent = await res.text();
+`,
+    );
+    run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
+    const assets = readdirSync(path.join(web, "dist/assets"));
+    assert.ok(assets.some((f) => f.endsWith(".wasm")), `the wasm is emitted: ${assets}`);
+
+    const server = http.createServer(async (req, res) => {
+      const file = path.join(web, "dist", new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
+      if (!existsSync(file)) return res.writeHead(404).end();
+      const type = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" }[path.extname(file)] ?? "application/octet-stream";
+      res.writeHead(200, { "Content-Type": type }).end(await readFile(file));
+    });
+    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      const errors = [];
+      page.on("pageerror", (e) => errors.push(e.message));
+      // localhost vs 127.0.0.1: a different origin, so the gateway's CORS headers must work.
+      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(worker.url)}`);
+      await page.waitForFunction(() => document.body.dataset.status, null, { timeout: 20_000 });
+      assert.equal(await page.getAttribute("body", "data-status"), "200", (await page.textContent("body")) + errors.join("\n"));
+      assert.match(await page.getAttribute("body", "data-key"), /^[0-9a-f-]{36}$/, "the Idempotency-Key header is exposed");
+      await screenshot(page, "bundled-app");
+      assert.deepEqual(errors, []);
+    } finally {
+      await browser.close();
+      server.close();
+    }
+  });
+});
