@@ -129,6 +129,24 @@ fn malformed_options_throw_named_errors() {
     }
 }
 
+/// JCS numbers must be exactly what JavaScript's Number#toString writes:
+/// JSON.stringify is the oracle, on random doubles of every magnitude.
+#[wasm_bindgen_test]
+fn jcs_numbers_match_javascript() {
+    let mut rng = onejob_core::random::SplitMix64::new(2026);
+    let mut checked = 0;
+    while checked < 5_000 {
+        let x = f64::from_bits(onejob_core::random::RandomSource::next_u64(&mut rng));
+        if !x.is_finite() {
+            continue;
+        }
+        let ours = onejob_core::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
+        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&JsValue::from_f64(x))).unwrap().as_string().unwrap();
+        assert_eq!(ours, theirs, "bits {:#018x}", x.to_bits());
+        checked += 1;
+    }
+}
+
 // Small helpers, kept here so the SDK itself needs no futures crate.
 
 /// The requests are already running (`post` calls fetch at once); await each.

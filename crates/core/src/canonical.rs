@@ -241,44 +241,20 @@ fn write_value(value: &Json, out: &mut String) {
 /// The shortest decimal digits that round-trip to `x` (positive, finite) and
 /// the decimal exponent of the first digit: `(d1d2…dk, e)` for d1.d2…dk × 10^e.
 ///
-/// Rust's `{:e}` already yields the shortest round-tripping digits. It differs
-/// from ECMAScript only when two equally short candidates are equally close
-/// to `x`: ECMA-262 then takes the even one, Rust rounds half up. That needs
-/// the exact decimal value of `x`, so it is checked only when Rust's last
-/// digit is odd and the next digit rounds to 5 (the only cases where the
-/// choice can differ).
+/// Ryū finds them, and breaks a tie between two equally close shortest
+/// candidates toward the even one, exactly as ECMA-262 requires (Rust's own
+/// `{:e}` rounds such ties up: RFC 8785's `1424953923781206.2` row).
 fn shortest_digits(x: f64) -> (String, i32) {
-    let sci = format!("{x:e}");
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let mut buffer = ryu::Buffer::new();
+    let text = buffer.format_finite(x);
+    let (mantissa, exponent) = text.split_once(['e', 'E']).unwrap_or((text, "0"));
     let exponent: i32 = exponent.parse().unwrap_or(0);
-    let last_is_odd = digits.bytes().last().is_some_and(|d| (d - b'0') % 2 == 1);
-    // Cheap filter first: a tie needs digit k+1 of the exact value to be 5.
-    let k = digits.len();
-    let one_more = format!("{x:.k$e}");
-    let next_digit_is_5 = one_more.split_once('e').is_some_and(|(m, _)| m.ends_with('5'));
-    if !last_is_odd || !next_digit_is_5 {
-        return (digits, exponent);
-    }
-    // A double's exact decimal expansion has at most 767 significant digits.
-    let exact = format!("{x:.800e}");
-    let (exact_mantissa, exact_exponent) = exact.split_once('e').unwrap_or((&exact, "0"));
-    let exact_digits: String = exact_mantissa.chars().filter(|c| *c != '.').collect();
-    let exact_digits = exact_digits.trim_end_matches('0');
-    let is_tie = exact_exponent.parse() == Ok(exponent) && exact_digits.len() == k + 1 && exact_digits.ends_with('5');
-    if !is_tie {
-        return (digits, exponent);
-    }
-    // Candidates are the exact value truncated to k digits, and that plus one.
-    let Ok(truncated) = exact_digits[..k].parse::<u64>() else {
-        return (digits, exponent);
-    };
-    let even = if truncated % 2 == 0 { truncated } else { truncated + 1 };
-    let even_text = even.to_string();
-    // truncated + 1 may carry into a new digit (99…9 + 1); that shifts the exponent.
-    let even_exponent = exponent + (even_text.len() as i32 - k as i32);
-    let round_trips = format!("{even_text}e{}", exponent - (k as i32 - 1)).parse::<f64>() == Ok(x);
-    if round_trips { (even_text.trim_end_matches('0').to_owned(), even_exponent) } else { (digits, exponent) }
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all: String = [int_part, frac_part].concat();
+    let first = all.bytes().position(|b| b != b'0').unwrap_or(0);
+    let digits = all[first..].trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    (digits.to_owned(), int_part.len() as i32 - 1 - first as i32 + exponent)
 }
 
 /// RFC 8785 §3.2.2.2: strings keep every character as UTF-8 except `"`, `\`
@@ -429,6 +405,24 @@ mod tests {
                 "Hebrew Letter Dalet With Dagesh"
             ]
         );
+    }
+
+    proptest::proptest! {
+        /// Every finite double is written in the fewest digits that read back
+        /// as the same double.
+        #[test]
+        fn numbers_round_trip_in_the_fewest_digits(bits: u64) {
+            let x = f64::from_bits(bits);
+            proptest::prop_assume!(x.is_finite());
+            let mut out = String::new();
+            write_number(x, &mut out);
+            let back: f64 = out.parse().unwrap();
+            proptest::prop_assert!(back == x, "{out} reads back as {back}, not {x}");
+            let shortest = format!("{:e}", x.abs());
+            let rust_digits = shortest.split('e').next().unwrap().replace('.', "").trim_start_matches('0').len().max(1);
+            let our_digits = shortest_digits(x.abs()).0.len();
+            proptest::prop_assert!(x == 0.0 || our_digits == rust_digits, "{out}: {our_digits} digits, Rust {shortest}");
+        }
     }
 
     #[test]
