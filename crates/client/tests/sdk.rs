@@ -164,15 +164,15 @@ async fn futures_join<A: std::future::Future, B: std::future::Future>(a: A, b: B
     let mut a_out = None;
     let mut b_out = None;
     std::future::poll_fn(|cx| {
-        if a_out.is_none() {
-            if let std::task::Poll::Ready(v) = a.as_mut().poll(cx) {
-                a_out = Some(v);
-            }
+        if a_out.is_none()
+            && let std::task::Poll::Ready(v) = a.as_mut().poll(cx)
+        {
+            a_out = Some(v);
         }
-        if b_out.is_none() {
-            if let std::task::Poll::Ready(v) = b.as_mut().poll(cx) {
-                b_out = Some(v);
-            }
+        if b_out.is_none()
+            && let std::task::Poll::Ready(v) = b.as_mut().poll(cx)
+        {
+            b_out = Some(v);
         }
         if a_out.is_some() && b_out.is_some() { std::task::Poll::Ready(()) } else { std::task::Poll::Pending }
     })

@@ -336,11 +336,7 @@ impl Ledger {
                 }
                 CallResult::Transport { failure, detail } => {
                     let problem = Problem::new(ProblemType::UpstreamFailed, detail);
-                    let response = StoredResponse {
-                        status: problem.status,
-                        content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
-                        body: problem.to_json().into_bytes(),
-                    };
+                    let response = StoredResponse::problem(&problem);
                     (Outcome::Transport(failure), Some(response), None)
                 }
             };
@@ -377,11 +373,7 @@ impl Ledger {
                         "the provider did not answer in time and may still be processing the request; retry with the same key after Retry-After",
                     )
                     .with("retry_after_ms", lease);
-                    let response = StoredResponse {
-                        status: problem.status,
-                        content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
-                        body: problem.to_json().into_bytes(),
-                    };
+                    let response = StoredResponse::problem(&problem);
                     return Ok(Settled {
                         response,
                         state: job.state(),
@@ -496,12 +488,7 @@ fn add_retry_after(mut response: Response, retry_after_ms: Option<u64>) -> Resul
 /// outcome was unknown when the attempts ran out).
 fn gave_up_response(job: &Job) -> StoredResponse {
     let detail = format!("onejob gave up after {} attempts; the last outcome was unknown", job.attempts().len());
-    let problem = Problem::new(ProblemType::UpstreamFailed, detail);
-    StoredResponse {
-        status: problem.status,
-        content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
-        body: problem.to_json().into_bytes(),
-    }
+    StoredResponse::problem(&Problem::new(ProblemType::UpstreamFailed, detail))
 }
 
 fn transition_error(error: JobError) -> worker::Error {

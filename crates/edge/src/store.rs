@@ -14,6 +14,17 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
+impl StoredResponse {
+    /// An error of onejob's own (no upstream response to keep), as problem+json.
+    pub fn problem(problem: &onejob_core::protocol::Problem) -> Self {
+        Self {
+            status: problem.status,
+            content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
+            body: problem.to_json().into_bytes(),
+        }
+    }
+}
+
 pub struct Store {
     sql: SqlStorage,
 }
