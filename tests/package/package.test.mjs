@@ -49,8 +49,42 @@ describe("the npm package `onejob`", () => {
   });
 
   test("imports from Node ≥ 20 through the node condition", () => {
-    const out = run("node", ["--input-type=module", "-e", `import { OneJob } from "onejob"; const oj = new OneJob({ endpoint: "https://gw.test" }); console.log(typeof oj.fetch, oj.storage);`], app);
-    assert.equal(out.trim(), "function memory");
+    const script = `import { OneJob } from "onejob"; const oj = new OneJob({ endpoint: "https://gw.test" }); console.log(typeof oj.fetch, oj.storage);`;
+    assert.equal(run("node", ["--input-type=module", "-e", script], app).trim(), "function memory");
+    // The machine's own Node, when it is the oldest supported line (20).
+    const system = "/usr/bin/node";
+    if (existsSync(system) && run(system, ["--version"], app).startsWith("v20.")) {
+      assert.equal(run(system, ["--input-type=module", "-e", script], app).trim(), "function memory", "Node 20");
+      console.log(`package imported on Node ${run(system, ["--version"], app).trim()} too`);
+    }
+  });
+
+  test("runs inside a Cloudflare Worker through the workerd condition", async () => {
+    const dir = path.join(app, "worker");
+    mkdirSync(path.join(dir, "src"), { recursive: true });
+    writeFileSync(
+      path.join(dir, "src/index.js"),
+      `import { OneJob } from "onejob";
+export default {
+  async fetch(request, env) {
+    const oj = new OneJob({ endpoint: env.GATEWAY, token: "${DEV_KEY}", storage: "memory" });
+    const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "from a worker" }] }) });
+    return Response.json({ status: res.status, key: res.headers.get("Idempotency-Key"), storage: oj.storage });
+  },
+};
+`,
+    );
+    writeFileSync(path.join(dir, "wrangler.toml"), `name = "onejob-user-worker"\nmain = "src/index.js"\ncompatibility_date = "2026-11-01"\n`);
+    const user = await startWorker({ vars: { GATEWAY: worker.url }, persistTo: path.join(dir, ".state"), cwd: dir, config: "wrangler.toml" });
+    try {
+      const result = await (await fetch(`${user.url}/`)).json();
+      assert.equal(result.status, 200, JSON.stringify(result));
+      assert.match(result.key, /^[0-9a-f-]{36}$/);
+      assert.equal(result.storage, "memory");
+    } finally {
+      await user.stop();
+    }
   });
 
   test("type-checks a correct use and rejects a wrong one", () => {
