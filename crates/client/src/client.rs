@@ -21,6 +21,7 @@ use crate::events::{Events, Field};
 use crate::js::{self, CryptoRandom, error};
 use crate::options::{Options, RetryPolicy};
 use crate::request::Outgoing;
+use crate::running::{self, Running};
 use crate::store::IntentStore;
 
 pub struct Client {
@@ -32,7 +33,7 @@ pub struct Client {
     budget: RefCell<RetryBudget>,
     events: Events,
     /// Intents being sent right now, so a second submission joins the first.
-    inflight: RefCell<HashMap<String, Promise>>,
+    inflight: RefCell<HashMap<String, Rc<Running>>>,
 }
 
 impl Client {
@@ -62,8 +63,8 @@ impl Client {
     pub fn submit(self: &Rc<Self>, request: Outgoing, name: Option<String>) -> Promise {
         let fingerprint = request.fingerprint();
         let intent = intent_id(name.as_deref(), &fingerprint);
-        if let Some(running) = self.joined(&intent) {
-            return running;
+        if let Some(running) = self.running(&intent) {
+            return running.join(request.signal.clone());
         }
         let stored = self.load(&intent);
         let (mut record, _is_new) = submit(
@@ -78,7 +79,11 @@ impl Client {
         if record.request.is_none() {
             record.request = Some(request.saved());
         }
-        self.start(record, request)
+        let caller_signal = request.signal.clone();
+        match self.start(record, request) {
+            Ok(running) => running.join(caller_signal),
+            Err(error) => Promise::reject(&error),
+        }
     }
 
     /// Re-sends every unresolved intent with its original key.
@@ -99,11 +104,14 @@ impl Client {
             }
             let intent = record.intent.clone();
             let key = record.key.to_string();
-            let running = match (self.joined(&intent), &record.request) {
-                (Some(running), _) => running,
+            let running = match (self.running(&intent), &record.request) {
+                (Some(running), _) => running.join(None),
                 (None, Some(saved)) => {
                     let request = Outgoing::from_saved(saved);
-                    self.start(record, request)
+                    match self.start(record, request) {
+                        Ok(running) => running.join(None),
+                        Err(error) => Promise::reject(&error),
+                    }
                 }
                 (None, None) => continue,
             };
@@ -139,10 +147,9 @@ impl Client {
         self.store.remove(intent)
     }
 
-    /// A clone of the running send's response, if `intent` is being sent.
-    fn joined(&self, intent: &str) -> Option<Promise> {
-        let running = self.inflight.borrow().get(intent).cloned()?;
-        Some(js::then(&running, clone_response()))
+    /// The send of `intent`, if one is running.
+    fn running(&self, intent: &str) -> Option<Rc<Running>> {
+        self.inflight.borrow().get(intent).cloned()
     }
 
     fn load(&self, intent: &str) -> Option<IntentRecord> {
@@ -162,19 +169,22 @@ impl Client {
     }
 
     /// Starts sending and registers the send so later submissions join it.
-    /// Callers get clones; the original response is kept unread for them.
-    fn start(self: &Rc<Self>, record: IntentRecord, request: Outgoing) -> Promise {
+    /// The send has its own abort controller (see [`Running`]).
+    fn start(self: &Rc<Self>, record: IntentRecord, mut request: Outgoing) -> Result<Rc<Running>, JsValue> {
         self.save(&record);
+        let (controller, signal) = running::controller()?;
+        request.signal = Some(signal);
         let intent = record.intent.clone();
         let this = Rc::clone(self);
-        let shared = future_to_promise(async move {
+        let result = future_to_promise(async move {
             let intent = record.intent.clone();
             let result = this.send(record, request).await;
             this.inflight.borrow_mut().remove(&intent);
             result.map(JsValue::from)
         });
-        self.inflight.borrow_mut().insert(intent, shared.clone());
-        js::then(&shared, clone_response())
+        let running = Running::new(result, controller);
+        self.inflight.borrow_mut().insert(intent, Rc::clone(&running));
+        Ok(running)
     }
 
     /// The retry loop of one intent.
@@ -317,15 +327,6 @@ fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
         Some(ms) => format!("{what}; server asked to wait {ms} ms"),
         None => what,
     }
-}
-
-/// `response => response.clone()`, as a JS callback owned by the JS GC.
-fn clone_response() -> JsValue {
-    Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(|response: JsValue| {
-        let response: Response = response.dyn_into()?;
-        Ok(response.clone()?.into())
-    })
-    .into_js_value()
 }
 
 /// A final decision always comes with a response; this only satisfies types.

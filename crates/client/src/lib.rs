@@ -13,6 +13,7 @@ mod events;
 mod js;
 mod options;
 mod request;
+mod running;
 mod store;
 
 use std::rc::Rc;

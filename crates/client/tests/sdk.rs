@@ -120,6 +120,41 @@ async fn abort_during_a_3_s_backoff_settles_at_once() {
 }
 
 #[wasm_bindgen_test]
+async fn one_joined_caller_aborting_does_not_cancel_the_others() {
+    script(r#"[{"status": 503, "headers": {"Retry-After": "1"}}, {"status": 200}]"#);
+    let oj = client(FAST);
+    let impatient = web_sys_abort_controller();
+    let first = post(&oj, r#"{"joined":1}"#, None, Some(&abort_signal(&impatient)));
+    let patient = web_sys_abort_controller();
+    let second = post(&oj, r#"{"joined":1}"#, None, Some(&abort_signal(&patient)));
+    sleep_ms(100).await;
+    abort(&impatient);
+    let error = first.await.unwrap_err();
+    assert_eq!(js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string().as_deref(), Some("AbortError"));
+    let response = second.await.unwrap();
+    assert_eq!(response.status(), 200, "the other caller still gets the result");
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].key, calls[1].key);
+}
+
+#[wasm_bindgen_test]
+async fn when_every_joined_caller_aborts_the_send_stops() {
+    script(r#"[{"status": 503, "headers": {"Retry-After": "1"}}, {"status": 200}]"#);
+    let oj = client(FAST);
+    let (a, b) = (web_sys_abort_controller(), web_sys_abort_controller());
+    let first = post(&oj, r#"{"joined":2}"#, None, Some(&abort_signal(&a)));
+    let second = post(&oj, r#"{"joined":2}"#, None, Some(&abort_signal(&b)));
+    sleep_ms(100).await;
+    abort(&a);
+    abort(&b);
+    assert!(first.await.is_err() && second.await.is_err());
+    sleep_ms(1_300).await;
+    assert_eq!(calls().len(), 1, "no retry after everyone gave up waiting");
+    assert_eq!(events().last().map(String::as_str), Some("backoff"));
+}
+
+#[wasm_bindgen_test]
 fn malformed_options_throw_named_errors() {
     for options in [r#"{ storage: "disk" }"#, r#"{ retry: { baseMs: -1 } }"#, r#"{ onEvent: 3 }"#] {
         let value = js_sys::Function::new_no_args(&format!("return {options};")).call0(&JsValue::UNDEFINED).unwrap();
