@@ -4,7 +4,6 @@
 //! budget) comes from `onejob-core`.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use js_sys::{Object, Promise, Reflect};
@@ -33,7 +32,8 @@ pub struct Client {
     budget: RefCell<RetryBudget>,
     events: Events,
     /// Intents being sent right now, so a second submission joins the first.
-    inflight: RefCell<HashMap<String, Rc<Running>>>,
+    /// (A few entries at most: a list beats a hash map's code size.)
+    inflight: RefCell<Vec<(String, Rc<Running>)>>,
 }
 
 impl Client {
@@ -46,7 +46,7 @@ impl Client {
             retry: options.retry,
             retention_ms: options.retention_ms,
             events: Events::new(options.on_event),
-            inflight: RefCell::new(HashMap::new()),
+            inflight: RefCell::new(Vec::new()),
         }
     }
 
@@ -149,7 +149,7 @@ impl Client {
 
     /// The send of `intent`, if one is running.
     fn running(&self, intent: &str) -> Option<Rc<Running>> {
-        self.inflight.borrow().get(intent).cloned()
+        self.inflight.borrow().iter().find(|(i, _)| i == intent).map(|(_, running)| Rc::clone(running))
     }
 
     fn load(&self, intent: &str) -> Option<IntentRecord> {
@@ -179,11 +179,11 @@ impl Client {
         let result = future_to_promise(async move {
             let intent = record.intent.clone();
             let result = this.send(record, request).await;
-            this.inflight.borrow_mut().remove(&intent);
+            this.inflight.borrow_mut().retain(|(i, _)| *i != intent);
             result.map(JsValue::from)
         });
         let running = Running::new(result, controller);
-        self.inflight.borrow_mut().insert(intent, Rc::clone(&running));
+        self.inflight.borrow_mut().push((intent, Rc::clone(&running)));
         Ok(running)
     }
 

@@ -6,7 +6,6 @@
 //! as a warning; it never breaks a request.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 use onejob_core::intent::IntentRecord;
 use wasm_bindgen::JsCast;
@@ -19,7 +18,8 @@ const PREFIX: &str = "onejob:v1:intent:";
 /// Intent records, by intent id.
 pub enum IntentStore {
     Local(Storage),
-    Memory(RefCell<BTreeMap<String, String>>),
+    /// Entries by name (few: a list beats a tree's code size).
+    Memory(RefCell<Vec<(String, String)>>),
 }
 
 /// A record that was dropped because it could not be read.
@@ -35,7 +35,7 @@ impl IntentStore {
     }
 
     pub fn memory() -> Self {
-        Self::Memory(RefCell::new(BTreeMap::new()))
+        Self::Memory(RefCell::new(Vec::new()))
     }
 
     /// `localStorage`, if present and usable (it throws in some private modes).
@@ -71,7 +71,9 @@ impl IntentStore {
                 storage.set_item(&name, &text).map_err(|_| "localStorage refused the write (quota?)".to_owned())
             }
             Self::Memory(map) => {
-                map.borrow_mut().insert(name, text);
+                let mut entries = map.borrow_mut();
+                entries.retain(|(n, _)| *n != name);
+                entries.push((name, text));
                 Ok(())
             }
         }
@@ -85,7 +87,7 @@ impl IntentStore {
                 let _ = storage.remove_item(&name);
             }
             Self::Memory(map) => {
-                map.borrow_mut().remove(&name);
+                map.borrow_mut().retain(|(n, _)| *n != name);
             }
         }
         existed
@@ -98,7 +100,7 @@ impl IntentStore {
                 let len = storage.length().unwrap_or(0);
                 (0..len).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(PREFIX)).collect()
             }
-            Self::Memory(map) => map.borrow().keys().cloned().collect(),
+            Self::Memory(map) => map.borrow().iter().map(|(n, _)| n.clone()).collect(),
         };
         let mut records = Vec::new();
         let mut dropped = Vec::new();
@@ -116,7 +118,7 @@ impl IntentStore {
     fn get(&self, name: &str) -> Option<String> {
         match self {
             Self::Local(storage) => storage.get_item(name).ok().flatten(),
-            Self::Memory(map) => map.borrow().get(name).cloned(),
+            Self::Memory(map) => map.borrow().iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()),
         }
     }
 }
