@@ -7,11 +7,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Object, Promise, Reflect};
-use onejob_core::backoff::budget::{RetryBudget, RetryCause};
+use onejob_core::backoff::budget::RetryBudget;
+use onejob_core::backoff::retries::{Retries, UnknownOutcomes};
 use onejob_core::backoff::retry_after::RetryAfter;
 use onejob_core::classify::{Decision, ErrorClass, Outcome, classify};
 use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit};
-use onejob_core::protocol::header;
+use onejob_core::protocol::{header, parse_should_retry};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 use web_sys::Response;
@@ -193,8 +194,8 @@ impl Client {
         let key = record.key.to_string();
         let signal = request.signal.clone();
         let mut sent = 0u32;
-        let mut previous_delay = None;
-        let mut retried_server_error = false;
+        // Every resend carries the same key, so even an unknown outcome may be resent.
+        let mut retries = Retries::new(self.retry.backoff, UnknownOutcomes::Resend);
         loop {
             record.record_attempt(js::now_ms());
             self.save(&record);
@@ -213,7 +214,7 @@ impl Client {
                             &[("status", Field::Num(f64::from(response.status())))],
                         );
                     }
-                    let should_retry = get(header::SHOULD_RETRY).and_then(|v| v.parse::<bool>().ok());
+                    let should_retry = get(header::SHOULD_RETRY).as_deref().and_then(parse_should_retry);
                     let hint = RetryAfter::from_headers(
                         get(header::RETRY_AFTER_MS).as_deref(),
                         get(header::RETRY_AFTER).as_deref(),
@@ -248,39 +249,30 @@ impl Client {
                     return Ok(response);
                 }
                 Decision::Retry | Decision::RetryOnce | Decision::Unknown => {
-                    let is_server_error = classification.decision == Decision::RetryOnce;
-                    let cause = if classification.class == ErrorClass::Timeout {
-                        RetryCause::Timeout
-                    } else {
-                        RetryCause::Error
-                    };
                     let why = reason(classification.class, status, hint_ms);
-                    let may_retry = sent < self.retry.max_attempts
-                        && !(is_server_error && retried_server_error)
-                        && self.budget.borrow_mut().try_withdraw(cause);
-                    if !may_retry {
+                    let may_try_again = sent < self.retry.max_attempts;
+                    let delay = retries.after(
+                        classification,
+                        may_try_again,
+                        hint_ms,
+                        &mut self.budget.borrow_mut(),
+                        &mut CryptoRandom,
+                    );
+                    let Some(delay) = delay else {
                         record.mark_gave_up(js::now_ms());
                         self.save(&record);
-                        self.events.emit(
-                            "gave_up",
-                            &intent,
-                            &key,
-                            &[("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))],
-                        );
+                        let fields = [("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))];
+                        self.events.emit("gave_up", &intent, &key, &fields);
                         return response.ok_or_else(|| {
                             error("OneJobNetworkError", &format!("onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"))
                         });
-                    }
-                    retried_server_error |= is_server_error;
-                    let delay =
-                        self.retry.backoff.delay_with_hint_ms(sent - 1, previous_delay, hint_ms, &mut CryptoRandom);
+                    };
                     let fields = [
                         ("delayMs", Field::Num(delay as f64)),
                         ("reason", Field::Str(&why)),
                         ("serverAsked", Field::Bool(hint_ms.is_some())),
                     ];
                     self.events.emit("backoff", &intent, &key, &fields);
-                    previous_delay = Some(delay);
                     js::sleep(delay, signal.as_ref()).await?;
                 }
             }

@@ -212,6 +212,16 @@ impl Problem {
     }
 }
 
+/// Reads an `x-should-retry` header value: `true` or `false` (any case);
+/// anything else is no opinion.
+pub fn parse_should_retry(value: &str) -> Option<bool> {
+    match value.trim() {
+        v if v.eq_ignore_ascii_case("true") => Some(true),
+        v if v.eq_ignore_ascii_case("false") => Some(false),
+        _ => None,
+    }
+}
+
 /// Reads `wait=N` (seconds) from a `Prefer` header, e.g. `respond-async, wait=5`.
 pub fn prefer_wait_seconds(prefer: &str) -> Option<u64> {
     prefer.split(',').find_map(|pref| {
@@ -304,6 +314,13 @@ mod tests {
         assert_eq!(v["status"], 422);
         assert_eq!(v["key"], "abc");
         assert_eq!(serde_json::from_value::<Problem>(v).unwrap(), p);
+    }
+
+    #[test]
+    fn should_retry_values() {
+        assert_eq!(parse_should_retry("true"), Some(true));
+        assert_eq!(parse_should_retry(" FALSE "), Some(false));
+        assert_eq!(parse_should_retry("yes"), None);
     }
 
     #[test]

@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
-use onejob_core::backoff::budget::{RetryBudget, RetryCause};
+use onejob_core::backoff::budget::RetryBudget;
+use onejob_core::backoff::retries::{Retries, UnknownOutcomes};
 use onejob_core::backoff::retry_after::RetryAfter;
-use onejob_core::classify::{BodyHint, Decision, ErrorClass, Outcome, body_hint, classify};
+use onejob_core::classify::{BodyHint, Decision, Outcome, body_hint, classify};
 use onejob_core::job::{AttemptReport, Job, JobError, JobState, Usage};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
@@ -300,9 +301,8 @@ impl Ledger {
             .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
         let api_key = self.env.secret("UPSTREAM_API_KEY").ok().map(|s| s.to_string());
         let mut rng = MathRandom;
-        let mut retry = 0u32;
-        let mut previous_delay = None;
-        let mut retried_server_error = false;
+        // Nothing dedups a resend to the provider: an unknown outcome stops here.
+        let mut retries = Retries::new(config.backoff, UnknownOutcomes::Stop);
         loop {
             let ticket = job
                 .claim(job.version(), now_ms(), &provider, model.as_deref())
@@ -386,24 +386,15 @@ impl Ledger {
                     store.save_response(ticket.attempt, &response)?;
                     let state = job.fail(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
-                    let is_server_error = classification.decision == Decision::RetryOnce;
-                    let cause = if classification.class == ErrorClass::Timeout {
-                        RetryCause::Timeout
-                    } else {
-                        RetryCause::Error
-                    };
-                    let may_retry = state == JobState::Failed
-                        && !(is_server_error && retried_server_error)
-                        && BUDGET.with(|b| b.borrow_mut().try_withdraw(cause));
-                    if !may_retry {
-                        let retry_after_ms = (state == JobState::Failed).then(|| server_hint.unwrap_or(1_000));
+                    let may_try_again = state == JobState::Failed;
+                    let delay = BUDGET.with(|b| {
+                        retries.after(classification, may_try_again, server_hint, &mut b.borrow_mut(), &mut rng)
+                    });
+                    let Some(delay) = delay else {
+                        let retry_after_ms = may_try_again.then(|| server_hint.unwrap_or(1_000));
                         return Ok(Settled { response, state, attempt: Some(ticket.attempt), retry_after_ms });
-                    }
-                    retried_server_error |= is_server_error;
-                    let delay = config.backoff.delay_with_hint_ms(retry, previous_delay, server_hint, &mut rng);
+                    };
                     Delay::from(Duration::from_millis(delay)).await;
-                    retry += 1;
-                    previous_delay = Some(delay);
                 }
             }
         }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
+use onejob_core::protocol::parse_should_retry;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::config::Upstream;
@@ -122,11 +123,7 @@ fn reply_of(response: &worker::Response, mut body: Vec<u8>) -> Reply {
         body,
         retry_after: header("Retry-After"),
         retry_after_ms: header("retry-after-ms"),
-        should_retry: header("x-should-retry").and_then(|v| match v.as_str() {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        }),
+        should_retry: header("x-should-retry").as_deref().and_then(parse_should_retry),
     }
 }
 

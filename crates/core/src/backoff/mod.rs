@@ -7,10 +7,12 @@
 //! - [`retry_after`]: what the server asked for (`retry-after-ms`,
 //!   `Retry-After` as seconds or an HTTP-date), clamped to a cap.
 //! - [`budget`]: a token bucket that stops retry storms when most calls fail.
+//! - [`retries`]: the rule combining them: retry (after how long) or give up.
 //!
 //! Nothing here sleeps or reads a clock: delays are returned, `now_ms` is passed in.
 
 pub mod budget;
+pub mod retries;
 pub mod retry_after;
 
 use std::fmt;
