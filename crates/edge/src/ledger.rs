@@ -75,11 +75,19 @@ pub struct Ledger {
     driving: Cell<bool>,
     /// Duplicates waiting for the driver's result.
     waiters: RefCell<Vec<oneshot::Sender<Settled>>>,
+    /// Whether this instance has created its tables.
+    schema_ready: Cell<bool>,
 }
 
 impl DurableObject for Ledger {
     fn new(state: State, env: Env) -> Self {
-        Self { state, env, driving: Cell::new(false), waiters: RefCell::new(Vec::new()) }
+        Self {
+            state,
+            env,
+            driving: Cell::new(false),
+            waiters: RefCell::new(Vec::new()),
+            schema_ready: Cell::new(false),
+        }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -100,6 +108,10 @@ impl DurableObject for Ledger {
             Some(job) if job.is_expired(now_ms()) && !self.driving.get() => {
                 store.delete_everything()?;
             }
+            // Expired while an attempt still runs: look again in a minute.
+            Some(job) if job.is_expired(now_ms()) => {
+                self.state.storage().set_alarm(Duration::from_secs(60)).await?;
+            }
             Some(job) => self.schedule_expiry(&job).await?,
             None => {}
         }
@@ -108,8 +120,15 @@ impl DurableObject for Ledger {
 }
 
 impl Ledger {
+    /// The job's tables, created on this instance's first use (not on every
+    /// request: the replay path stays two reads).
     fn store(&self) -> Result<Store> {
-        Store::open(self.state.storage().sql())
+        let store = Store::new(self.state.storage().sql());
+        if !self.schema_ready.get() {
+            store.create_tables()?;
+            self.schema_ready.set(true);
+        }
+        Ok(store)
     }
 
     fn config(&self) -> std::result::Result<Config, String> {

@@ -55,8 +55,13 @@ mod serde_bytes_compat {
 }
 
 impl Store {
-    pub fn open(sql: SqlStorage) -> worker::Result<Self> {
-        sql.exec(
+    pub fn new(sql: SqlStorage) -> Self {
+        Self { sql }
+    }
+
+    /// Creates the tables if they do not exist yet.
+    pub fn create_tables(&self) -> worker::Result<()> {
+        self.sql.exec(
             "CREATE TABLE IF NOT EXISTS job (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 idempotency_key TEXT NOT NULL,
@@ -64,7 +69,7 @@ impl Store {
             )",
             None,
         )?;
-        sql.exec(
+        self.sql.exec(
             "CREATE TABLE IF NOT EXISTS response (
                 attempt INTEGER PRIMARY KEY,
                 status INTEGER NOT NULL,
@@ -73,7 +78,7 @@ impl Store {
             )",
             None,
         )?;
-        Ok(Self { sql })
+        Ok(())
     }
 
     pub fn load_job(&self) -> worker::Result<Option<Job>> {
