@@ -194,6 +194,7 @@ impl Client {
         let key = record.key.to_string();
         let signal = request.signal.clone();
         let mut sent = 0u32;
+        let mut last_network_error = JsValue::UNDEFINED;
         // Every resend carries the same key, so even an unknown outcome may be resent.
         let mut retries = Retries::new(self.retry.backoff, UnknownOutcomes::Resend);
         loop {
@@ -231,7 +232,7 @@ impl Client {
                     }
                     // Lost before or after reaching the gateway: with the same
                     // key a resend is safe either way.
-                    let _ = failure;
+                    last_network_error = failure;
                     (Outcome::Transport(onejob_core::classify::TransportFailure::DroppedAfterSend), None, None)
                 }
             };
@@ -264,7 +265,12 @@ impl Client {
                         let fields = [("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))];
                         self.events.emit("gave_up", &intent, &key, &fields);
                         return response.ok_or_else(|| {
-                            error("OneJobNetworkError", &format!("onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"))
+                            let message = format!(
+                                "onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"
+                            );
+                            let gave_up = error("OneJobNetworkError", &message);
+                            let _ = Reflect::set(&gave_up, &"cause".into(), &last_network_error);
+                            gave_up
                         });
                     };
                     let fields = [

@@ -90,7 +90,8 @@ export interface ResumedIntent { intent: string; key: string; response: Response
  * signal's reason (a DOMException named "AbortError" by default).
  */
 export type OneJobErrorName = "OneJobConfigError" | "OneJobNetworkError" | "OneJobError";
-export interface OneJobError extends Error { name: OneJobErrorName }
+/** `cause` holds the last underlying error (e.g. fetch's TypeError) when there is one. */
+export interface OneJobError extends Error { name: OneJobErrorName; cause?: unknown }
 "#;
 
 #[wasm_bindgen]

@@ -81,6 +81,12 @@ async fn network_errors_retry_with_the_same_key_then_fail_with_a_named_error() {
     let error = post(&oj, "{}", None, None).await.unwrap_err();
     let name = js_sys::Reflect::get(&error, &"name".into()).unwrap().as_string();
     assert_eq!(name.as_deref(), Some("OneJobNetworkError"));
+    let cause = js_sys::Reflect::get(&error, &"cause".into()).unwrap();
+    assert_eq!(
+        js_sys::Reflect::get(&cause, &"name".into()).unwrap().as_string().as_deref(),
+        Some("TypeError"),
+        "the fetch error is the cause"
+    );
     let calls = calls();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0].key, calls[1].key);
