@@ -137,11 +137,7 @@ impl Client {
         for d in dropped {
             self.events.warning(&d.intent, &d.reason);
         }
-        records
-            .iter()
-            .filter_map(|record| serde_json::to_string(record).ok())
-            .filter_map(|text| js_sys::JSON::parse(&text).ok())
-            .collect()
+        records.iter().filter_map(|record| js_sys::JSON::parse(&record.to_json()).ok()).collect()
     }
 
     pub fn forget(&self, intent: &str) -> bool {

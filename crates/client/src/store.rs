@@ -64,7 +64,7 @@ impl IntentStore {
 
     /// Saves a record; `Err` explains why it could not be persisted (quota).
     pub fn save(&self, record: &IntentRecord) -> Result<(), String> {
-        let text = serde_json::to_string(record).map_err(|e| e.to_string())?;
+        let text = record.to_json();
         let name = format!("{PREFIX}{}", record.intent);
         match self {
             Self::Local(storage) => {
@@ -124,7 +124,7 @@ impl IntentStore {
 }
 
 fn parse(intent: &str, text: &str) -> Result<IntentRecord, Dropped> {
-    let record: IntentRecord = serde_json::from_str(text)
+    let record = IntentRecord::from_json(text)
         .map_err(|e| Dropped { intent: intent.to_owned(), reason: format!("unreadable entry dropped: {e}") })?;
     if record.intent != intent {
         return Err(Dropped { intent: intent.to_owned(), reason: "entry belongs to another intent; dropped".into() });

@@ -80,7 +80,9 @@ pub fn canonicalize(json: &[u8]) -> Result<String, CanonicalError> {
 }
 
 /// A parsed JSON value. Numbers are doubles, as JCS (and JavaScript) see them.
-enum Json {
+/// Other modules read small documents through it (see [`crate::intent`]), so
+/// the crate carries one JSON reader, not one per type.
+pub(crate) enum Json {
     Null,
     Bool(bool),
     Number(f64),
@@ -89,7 +91,8 @@ enum Json {
     Object(Vec<(String, Json)>),
 }
 
-fn parse(json: &[u8]) -> Result<Json, CanonicalError> {
+/// Parses a JSON text with the same rules as [`canonicalize`].
+pub(crate) fn parse(json: &[u8]) -> Result<Json, CanonicalError> {
     let mut de = serde_json::Deserializer::from_slice(json);
     let value = Json::deserialize(&mut de).map_err(classify_serde_error)?;
     de.end().map_err(classify_serde_error)?;
@@ -259,7 +262,7 @@ fn shortest_digits(x: f64) -> (String, i32) {
 
 /// RFC 8785 §3.2.2.2: strings keep every character as UTF-8 except `"`, `\`
 /// and the C0 controls, which get the short escapes or `\u00xx` (lower case).
-fn write_string(s: &str, out: &mut String) {
+pub(crate) fn write_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
         match c {

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::canonical::{self, Json};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::random::RandomSource;
@@ -129,6 +130,155 @@ impl IntentRecord {
     }
 }
 
+/// The stored JSON form of a record, written and read without serde's
+/// generic machinery: the browser SDK persists records on every attempt, and
+/// this keeps its wasm small. The shape is exactly what the serde derives
+/// produce (a test pins the two together).
+impl IntentRecord {
+    /// The record as JSON text.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(256);
+        out.push('{');
+        push_str_field(&mut out, "intent", &self.intent);
+        push_str_field(&mut out, "key", self.key.as_str());
+        push_str_field(&mut out, "fingerprint", self.fingerprint.as_str());
+        push_str_field(&mut out, "state", self.state.as_str());
+        for (name, value) in [
+            ("attempts", u64::from(self.attempts)),
+            ("created_ms", self.created_ms),
+            ("updated_ms", self.updated_ms),
+            ("expires_ms", self.expires_ms),
+        ] {
+            push_name(&mut out, name);
+            out.push_str(&value.to_string());
+            out.push(',');
+        }
+        push_name(&mut out, "request");
+        match &self.request {
+            None => out.push_str("null"),
+            Some(request) => {
+                out.push('{');
+                push_str_field(&mut out, "url", &request.url);
+                push_str_field(&mut out, "method", &request.method);
+                push_name(&mut out, "headers");
+                out.push('[');
+                for (i, (name, value)) in request.headers.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push('[');
+                    canonical::write_string(name, &mut out);
+                    out.push(',');
+                    canonical::write_string(value, &mut out);
+                    out.push(']');
+                }
+                out.push_str("],");
+                push_name(&mut out, "body");
+                match &request.body {
+                    Some(body) => canonical::write_string(body, &mut out),
+                    None => out.push_str("null"),
+                }
+                out.push('}');
+            }
+        }
+        out.push('}');
+        out
+    }
+
+    /// Reads a record written by [`IntentRecord::to_json`]; `Err` says what is wrong.
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        let Json::Object(members) = canonical::parse(text.as_bytes()).map_err(|e| e.to_string())? else {
+            return Err("not a JSON object".into());
+        };
+        let request = match field(&members, "request")? {
+            Json::Null => None,
+            Json::Object(request) => Some(SavedRequest {
+                url: string(request, "url")?,
+                method: string(request, "method")?,
+                headers: headers(field(request, "headers")?)?,
+                body: match field(request, "body")? {
+                    Json::Null => None,
+                    Json::String(body) => Some(body.clone()),
+                    _ => return Err("request.body must be a string or null".into()),
+                },
+            }),
+            _ => return Err("request must be an object or null".into()),
+        };
+        let state = match string(&members, "state")?.as_str() {
+            "pending" => IntentState::Pending,
+            "delivered" => IntentState::Delivered,
+            "gave_up" => IntentState::GaveUp,
+            other => return Err(format!("unknown state {other:?}")),
+        };
+        Ok(Self {
+            intent: string(&members, "intent")?,
+            key: IdempotencyKey::parse(&string(&members, "key")?).map_err(|e| e.to_string())?,
+            fingerprint: Fingerprint::parse(&string(&members, "fingerprint")?).ok_or("malformed fingerprint")?,
+            state,
+            attempts: u32::try_from(whole(&members, "attempts")?).map_err(|_| "attempts out of range")?,
+            created_ms: whole(&members, "created_ms")?,
+            updated_ms: whole(&members, "updated_ms")?,
+            expires_ms: whole(&members, "expires_ms")?,
+            request,
+        })
+    }
+}
+
+impl IntentState {
+    /// The state's name as stored (`pending`, `delivered`, `gave_up`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::GaveUp => "gave_up",
+        }
+    }
+}
+
+fn push_name(out: &mut String, name: &str) {
+    canonical::write_string(name, out);
+    out.push(':');
+}
+
+fn push_str_field(out: &mut String, name: &str, value: &str) {
+    push_name(out, name);
+    canonical::write_string(value, out);
+    out.push(',');
+}
+
+fn field<'a>(members: &'a [(String, Json)], name: &str) -> Result<&'a Json, String> {
+    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| format!("missing field {name}"))
+}
+
+fn string(members: &[(String, Json)], name: &str) -> Result<String, String> {
+    match field(members, name)? {
+        Json::String(s) => Ok(s.clone()),
+        _ => Err(format!("{name} must be a string")),
+    }
+}
+
+/// A whole number JavaScript can hold exactly (timestamps, counts).
+fn whole(members: &[(String, Json)], name: &str) -> Result<u64, String> {
+    match field(members, name)? {
+        Json::Number(n) if n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(n) => Ok(*n as u64),
+        _ => Err(format!("{name} must be a whole number")),
+    }
+}
+
+fn headers(value: &Json) -> Result<Vec<(String, String)>, String> {
+    let Json::Array(pairs) = value else { return Err("request.headers must be an array".into()) };
+    pairs
+        .iter()
+        .map(|pair| match pair {
+            Json::Array(two) => match two.as_slice() {
+                [Json::String(name), Json::String(value)] => Ok((name.clone(), value.clone())),
+                _ => Err("request.headers entries must be [name, value]".to_owned()),
+            },
+            _ => Err("request.headers entries must be [name, value]".to_owned()),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -199,5 +349,43 @@ mod tests {
         r.mark_delivered(3);
         assert_eq!(r.request, None);
         assert!(serde_json::from_str::<IntentRecord>(r#"{"intent":"x","key":"short"}"#).is_err());
+    }
+
+    #[test]
+    fn the_hand_written_json_form_is_the_serde_form() {
+        let mut rng = SplitMix64::new(9);
+        let request = SavedRequest {
+            url: "https://gw.test/v1/chat/completions".into(),
+            method: "POST".into(),
+            headers: vec![
+                ("Content-Type".into(), "application/json".into()),
+                ("X-Note".into(), "a \"quoted\" \u{1F600}".into()),
+            ],
+            body: Some(r#"{"model":"m","messages":[]}"#.into()),
+        };
+        let (mut with_request, _) =
+            submit(None, "triage:\n1", fp("{}"), Some(request), 1_796_000_000_000, DAY, &mut rng);
+        with_request.record_attempt(1_796_000_000_123);
+        let (mut without, _) = submit(None, "y", fp("[]"), None, 5, DAY, &mut rng);
+        without.mark_gave_up(6);
+        for record in [with_request, without] {
+            let ours = record.to_json();
+            assert_eq!(IntentRecord::from_json(&ours).unwrap(), record);
+            assert_eq!(serde_json::from_str::<IntentRecord>(&ours).unwrap(), record);
+            assert_eq!(IntentRecord::from_json(&serde_json::to_string(&record).unwrap()).unwrap(), record);
+        }
+    }
+
+    #[test]
+    fn unreadable_records_are_errors_not_panics() {
+        for bad in ["", "[]", "{", r#"{"intent":"x"}"#, r#"{"intent":1}"#] {
+            assert!(IntentRecord::from_json(bad).is_err(), "{bad:?}");
+        }
+        let mut rng = SplitMix64::new(10);
+        let good = submit(None, "x", fp("{}"), None, 0, DAY, &mut rng).0.to_json();
+        let tampered = good.replace("\"attempts\":0", "\"attempts\":1.5");
+        assert!(IntentRecord::from_json(&tampered).unwrap_err().contains("attempts"));
+        let tampered = good.replace("\"pending\"", "\"lost\"");
+        assert!(IntentRecord::from_json(&tampered).unwrap_err().contains("state"));
     }
 }
