@@ -9,10 +9,9 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::canonical::{CanonicalError, canonicalize};
-use crate::hex;
+use crate::digest;
 
 /// How the body of a request is to be read for fingerprinting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,15 +57,8 @@ impl Fingerprint {
         Self::from_parts(&[DOMAIN, method.to_ascii_uppercase().as_bytes(), path.as_bytes(), b"bytes", body])
     }
 
-    /// Hashes each part with its length in front, so no two different lists of
-    /// parts can produce the same byte stream.
     fn from_parts(parts: &[&[u8]]) -> Self {
-        let mut hasher = Sha256::new();
-        for part in parts {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part);
-        }
-        Self(hex::encode(&hasher.finalize()))
+        Self(digest::framed_sha256_hex(parts))
     }
 
     /// Accepts a fingerprint that was stored or sent as text; `None` unless it

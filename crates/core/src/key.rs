@@ -3,9 +3,8 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::hex;
+use crate::digest;
 use crate::random::RandomSource;
 
 /// Shortest key accepted: 16 characters leave room for ≥ 64 bits of entropy.
@@ -94,7 +93,7 @@ impl IdempotencyKey {
 pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0F) | 0x40;
     bytes[8] = (bytes[8] & 0x3F) | 0x80;
-    let hex = hex::encode(&bytes);
+    let hex = digest::encode(&bytes);
     format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
@@ -128,12 +127,7 @@ impl StorageId {
     /// Derives the storage id of `key` within `scope` (the tenant). Each part
     /// is length-prefixed, so `("a", "bc")` and `("ab", "c")` differ.
     pub fn derive(scope: &str, key: &IdempotencyKey) -> Self {
-        let mut hasher = Sha256::new();
-        for part in [b"onejob/storage/v1".as_slice(), scope.as_bytes(), key.as_str().as_bytes()] {
-            hasher.update((part.len() as u64).to_be_bytes());
-            hasher.update(part);
-        }
-        Self(hex::encode(&hasher.finalize()))
+        Self(digest::framed_sha256_hex(&[b"onejob/storage/v1", scope.as_bytes(), key.as_str().as_bytes()]))
     }
 
     /// The id as 64 lower-case hex digits.

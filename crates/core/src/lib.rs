@@ -20,8 +20,8 @@
 pub mod backoff;
 pub mod canonical;
 pub mod classify;
+mod digest;
 pub mod fingerprint;
-mod hex;
 pub mod intent;
 pub mod job;
 pub mod key;

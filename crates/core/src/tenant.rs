@@ -6,9 +6,7 @@
 
 use std::collections::HashMap;
 
-use sha2::{Digest, Sha256};
-
-use crate::hex;
+use crate::digest;
 
 /// The tenants of a deployment, by key digest.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,7 +39,7 @@ impl TenantDirectory {
 
 /// The hex SHA-256 of a bearer key, as `TENANTS` lists it.
 pub fn key_digest(token: &str) -> String {
-    hex::encode(&Sha256::digest(token.as_bytes()))
+    digest::sha256_hex(token.as_bytes())
 }
 
 /// Reads the token out of an `Authorization: Bearer <token>` header value.
