@@ -19,6 +19,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::job::Usage;
+
 /// Where a transport-level failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportFailure {
@@ -167,14 +169,34 @@ pub fn classify(outcome: Outcome) -> Classification {
     Classification { decision, class }
 }
 
+/// What an LLM response body says, read in one pass: the hint [`classify`]
+/// cares about and the token usage the audit trail records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplyFacts {
+    /// See [`body_hint`].
+    pub hint: BodyHint,
+    /// The OpenAI-style `usage` object, when present and well-formed.
+    pub usage: Option<Usage>,
+}
+
+/// Reads an LLM response body once for its [`ReplyFacts`].
+pub fn read_reply(body: &[u8]) -> ReplyFacts {
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return ReplyFacts::default();
+    };
+    let usage = value.get("usage").and_then(|u| Usage::deserialize(u).ok());
+    ReplyFacts { hint: hint_of(&value), usage }
+}
+
 /// Reads an LLM response body for the hints [`classify`] cares about:
 /// an OpenAI-style `choices[].finish_reason == "content_filter"`, or every
 /// choice with empty content and no tool calls. Bodies that are not chat or
 /// completion objects (embeddings, say) give [`BodyHint::None`].
 pub fn body_hint(body: &[u8]) -> BodyHint {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return BodyHint::None;
-    };
+    read_reply(body).hint
+}
+
+fn hint_of(value: &serde_json::Value) -> BodyHint {
     let Some(choices) = value.get("choices").and_then(|c| c.as_array()) else {
         return BodyHint::None;
     };
@@ -260,6 +282,11 @@ mod tests {
         assert_eq!(body_hint(fine), BodyHint::None);
         assert_eq!(body_hint(br#"{"data":[{"embedding":[0.1]}]}"#), BodyHint::None);
         assert_eq!(body_hint(b"not json"), BodyHint::None);
+        let with_usage = br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
+        let facts = read_reply(with_usage);
+        assert_eq!(facts.hint, BodyHint::None);
+        assert_eq!(facts.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }));
+        assert_eq!(read_reply(br#"{"usage":{"prompt_tokens":"many"}}"#).usage, None);
         for hint in [BodyHint::ContentFilter, BodyHint::EmptyCompletion] {
             let c = classify(Outcome::Http { status: 200, should_retry: None, hint });
             assert_eq!(c.decision, Decision::Never);

@@ -21,8 +21,8 @@ use futures_util::future::{Either, select};
 use onejob_core::backoff::budget::RetryBudget;
 use onejob_core::backoff::retries::{Retries, UnknownOutcomes};
 use onejob_core::backoff::retry_after::RetryAfter;
-use onejob_core::classify::{BodyHint, Decision, Outcome, body_hint, classify};
-use onejob_core::job::{AttemptReport, Job, JobError, JobState, Usage};
+use onejob_core::classify::{BodyHint, Decision, Outcome, classify, read_reply};
+use onejob_core::job::{AttemptReport, Job, JobError, JobState};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::random::RandomSource;
@@ -266,9 +266,8 @@ impl Ledger {
                 let response = respond(&settled.response, key, settled.state, settled.attempt, true)?;
                 add_retry_after(response, settled.retry_after_ms)
             }
-            // The driver went away without a result (it failed): try again soon.
-            Either::Left((Err(_), _)) => in_progress(1_000),
-            Either::Right(_) => in_progress(1_000),
+            // The wait ran out, or the driver failed without a result.
+            _ => in_progress(1_000),
         }
     }
 
@@ -338,10 +337,13 @@ impl Ledger {
             };
             let result = upstream::call(&config.upstream, api_key.as_deref(), call).await;
             let now = now_ms();
-            let (outcome, response, server_hint) = match result {
+            // Every outcome leaves a response to store: the provider's, or a
+            // problem describing the failure.
+            let (outcome, response, usage, server_hint) = match result {
                 CallResult::Reply(reply) => {
+                    let facts = read_reply(&reply.body);
                     let is_success = (200..300).contains(&reply.status);
-                    let hint = if is_success { body_hint(&reply.body) } else { BodyHint::None };
+                    let hint = if is_success { facts.hint } else { BodyHint::None };
                     let outcome = Outcome::Http { status: reply.status, should_retry: reply.should_retry, hint };
                     let server_hint = RetryAfter::from_headers(
                         reply.retry_after_ms.as_deref(),
@@ -351,12 +353,11 @@ impl Ledger {
                     );
                     let response =
                         StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
-                    (outcome, Some(response), server_hint.map(|h| h.delay_ms))
+                    (outcome, response, facts.usage, server_hint.map(|h| h.delay_ms))
                 }
                 CallResult::Transport { failure, detail } => {
-                    let problem = Problem::new(ProblemType::UpstreamFailed, detail);
-                    let response = StoredResponse::problem(&problem);
-                    (Outcome::Transport(failure), Some(response), None)
+                    let response = StoredResponse::problem(&Problem::new(ProblemType::UpstreamFailed, detail));
+                    (Outcome::Transport(failure), response, None, None)
                 }
             };
             let classification = classify(outcome);
@@ -364,12 +365,10 @@ impl Ledger {
                 Outcome::Http { status, .. } => Some(status),
                 Outcome::Transport(_) => None,
             };
-            let usage = response.as_ref().and_then(|r| usage_of(&r.body));
             let report = AttemptReport { status, usage, error_class: Some(classification.class) };
 
             match classification.decision {
                 Decision::Accept | Decision::Never => {
-                    let response = response.unwrap_or_else(|| gave_up_response(job));
                     store.save_response(ticket.attempt, &response)?;
                     job.complete(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
@@ -387,6 +386,7 @@ impl Ledger {
                     job.mark_unknown(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
                     let lease = job.lease_remaining_ms(now);
+                    // The response is not stored: a later attempt may still win.
                     let problem = Problem::new(
                         ProblemType::UpstreamTimeout,
                         "the provider did not answer in time and may still be processing the request; retry with the same key after Retry-After",
@@ -401,7 +401,6 @@ impl Ledger {
                     });
                 }
                 Decision::Retry | Decision::RetryOnce => {
-                    let response = response.unwrap_or_else(|| gave_up_response(job));
                     store.save_response(ticket.attempt, &response)?;
                     let state = job.fail(ticket, now, report).map_err(transition_error)?;
                     store.save_job(key, job)?;
@@ -503,11 +502,6 @@ fn gave_up_response(job: &Job) -> StoredResponse {
 
 fn transition_error(error: JobError) -> worker::Error {
     worker::Error::RustError(format!("job transition refused: {error}"))
-}
-
-fn usage_of(body: &[u8]) -> Option<Usage> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    serde_json::from_value(value.get("usage")?.clone()).ok()
 }
 
 fn header_of(req: &Request, name: &str) -> Option<String> {
