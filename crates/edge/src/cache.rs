@@ -3,11 +3,10 @@
 //! to the Ledger, which alone decides.
 
 use onejob_core::fingerprint::Fingerprint;
-use onejob_core::protocol::header;
 use serde::{Deserialize, Serialize};
-use worker::{Env, Headers, Response, Result};
+use worker::{Env, Response};
 
-use crate::http;
+use crate::http::{self, JobHeaders};
 
 /// Stored beside the body as the KV entry's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,15 +26,6 @@ pub async fn replay(env: &Env, storage_id: &str, fingerprint: &Fingerprint, key:
     if meta.fingerprint != fingerprint.as_str() {
         return None; // same key, other request: the Ledger answers 422
     }
-    build(body, &meta, key).ok()
-}
-
-fn build(body: Vec<u8>, meta: &CachedMeta, key: &str) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("Content-Type", &meta.content_type)?;
-    headers.set(header::IDEMPOTENCY_KEY, key)?;
-    headers.set(header::JOB_STATE, &meta.state)?;
-    headers.set(header::ATTEMPT, &meta.attempt.to_string())?;
-    headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
-    http::with_cors(Response::from_bytes(body)?.with_status(meta.status).with_headers(headers))
+    let job = JobHeaders { key, state: &meta.state, attempt: Some(meta.attempt), replayed: true };
+    http::job_result(meta.status, &meta.content_type, body, &job).ok()
 }

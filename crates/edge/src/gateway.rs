@@ -86,8 +86,7 @@ pub async fn proxy(mut req: Request, env: &Env, _ctx: &Context) -> Result<Respon
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
-    let ledger = env.durable_object("LEDGER")?.get_by_name(storage_id.as_str())?;
-    ledger.fetch_with_request(Request::new_with_init("https://ledger/run", &init)?).await
+    call_ledger(env, &storage_id, "/run", &init).await
 }
 
 /// `GET /onejob/v1/jobs/{key}`.
@@ -109,8 +108,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
     headers.set(internal::KEY, key.as_str())?;
     let mut init = RequestInit::new();
     init.with_method(Method::Get).with_headers(headers);
-    let ledger = env.durable_object("LEDGER")?.get_by_name(storage_id.as_str())?;
-    ledger.fetch_with_request(Request::new_with_init("https://ledger/job", &init)?).await
+    call_ledger(env, &storage_id, "/job", &init).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
@@ -129,6 +127,12 @@ pub fn problem_doc(slug: &str) -> Result<Response> {
         }
         None => problem_of(ProblemType::NotFound, format!("no problem type {slug:?}")),
     }
+}
+
+/// Sends `init` to `route` of the Ledger that owns `storage_id`.
+async fn call_ledger(env: &Env, storage_id: &StorageId, route: &str, init: &RequestInit) -> Result<Response> {
+    let ledger = env.durable_object("LEDGER")?.get_by_name(storage_id.as_str())?;
+    ledger.fetch_with_request(Request::new_with_init(&format!("https://ledger{route}"), init)?).await
 }
 
 fn authenticate(req: &Request, env: &Env) -> std::result::Result<String, Result<Response>> {

@@ -26,10 +26,10 @@ use onejob_core::job::{AttemptReport, Job, JobError, JobState};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::random::RandomSource;
-use worker::{Date, Delay, DurableObject, Env, Headers, Request, Response, Result, State, durable_object};
+use worker::{Date, Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::config::Config;
-use crate::http;
+use crate::http::{self, JobHeaders};
 use crate::store::{Store, StoredResponse};
 use crate::upstream::{self, Call, CallResult};
 
@@ -208,7 +208,7 @@ impl Ledger {
                 let problem = Problem::new(ProblemType::OutcomeUnknown, detail)
                     .with("key", key.as_str())
                     .with("retry_after_ms", retry_after_ms);
-                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
+                return problem_about(&problem, &key, job.state());
             }
             Err(JobError::Blocked) => {
                 let problem = Problem::new(
@@ -216,14 +216,14 @@ impl Ledger {
                     "the last attempt's outcome is unknown and this deployment blocks retries; an operator must resolve the job",
                 )
                 .with("key", key.as_str());
-                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
+                return problem_about(&problem, &key, job.state());
             }
             Err(JobError::InFlight { lease_remaining_ms, .. }) => {
                 // Held by an attempt this instance does not know (the object
                 // restarted mid-call): wait out its lease.
                 let problem = Problem::new(ProblemType::RequestInProgress, "an earlier attempt still holds this job")
                     .with("retry_after_ms", lease_remaining_ms.max(1));
-                return with_job_headers(http::problem(&problem)?, &key, job.state(), None, false);
+                return problem_about(&problem, &key, job.state());
             }
             Err(error @ (JobError::VersionConflict { .. } | JobError::StaleAttempt { .. })) => {
                 return Err(transition_error(error));
@@ -242,7 +242,7 @@ impl Ledger {
             None => None,
         };
         let response = stored.unwrap_or_else(|| gave_up_response(job));
-        respond(&response, key, job.state(), attempt, true)
+        respond(response, key, job.state(), attempt, true)
     }
 
     async fn wait_for_driver(&self, key: &str, wait_ms: u64) -> Result<Response> {
@@ -253,7 +253,7 @@ impl Ledger {
             )
             .with("key", key)
             .with("retry_after_ms", retry_after_ms);
-            with_job_headers(http::problem(&problem)?, key, JobState::InFlight, None, false)
+            problem_about(&problem, key, JobState::InFlight)
         };
         if wait_ms == 0 {
             return in_progress(1_000);
@@ -263,7 +263,7 @@ impl Ledger {
         let timer = Delay::from(Duration::from_millis(wait_ms));
         match select(receiver, timer).await {
             Either::Left((Ok(settled), _)) => {
-                let response = respond(&settled.response, key, settled.state, settled.attempt, true)?;
+                let response = respond(settled.response, key, settled.state, settled.attempt, true)?;
                 add_retry_after(response, settled.retry_after_ms)
             }
             // The wait ran out, or the driver failed without a result.
@@ -305,7 +305,7 @@ impl Ledger {
         if settled.state.is_terminal() {
             self.cache_result(request.storage_id, &job, &settled);
         }
-        let response = respond(&settled.response, request.key, settled.state, settled.attempt, false)?;
+        let response = respond(settled.response, request.key, settled.state, settled.attempt, false)?;
         add_retry_after(response, settled.retry_after_ms)
     }
 
@@ -450,44 +450,27 @@ impl Ledger {
     }
 }
 
-/// Builds the client-facing response for a stored result.
+/// Builds the client-facing response for a stored result (moved, not copied).
 fn respond(
-    stored: &StoredResponse,
+    stored: StoredResponse,
     key: &str,
     state: JobState,
     attempt: Option<u32>,
     replayed: bool,
 ) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("Content-Type", &stored.content_type)?;
-    let response = Response::from_bytes(stored.body.clone())?.with_status(stored.status).with_headers(headers);
-    with_job_headers(http::with_cors(response)?, key, state, attempt, replayed)
+    let job = JobHeaders { key, state: state.as_str(), attempt, replayed };
+    http::job_result(stored.status, &stored.content_type, stored.body, &job)
 }
 
-fn with_job_headers(
-    mut response: Response,
-    key: &str,
-    state: JobState,
-    attempt: Option<u32>,
-    replayed: bool,
-) -> Result<Response> {
-    let headers = response.headers_mut();
-    headers.set(header::IDEMPOTENCY_KEY, key)?;
-    headers.set(header::JOB_STATE, state.as_str())?;
-    if let Some(attempt) = attempt {
-        headers.set(header::ATTEMPT, &attempt.to_string())?;
-    }
-    if replayed {
-        headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
-    }
-    Ok(response)
+/// onejob's headers on a problem about the job.
+fn problem_about(problem: &Problem, key: &str, state: JobState) -> Result<Response> {
+    JobHeaders { key, state: state.as_str(), attempt: None, replayed: false }.apply(http::problem(problem)?)
 }
 
 fn add_retry_after(mut response: Response, retry_after_ms: Option<u64>) -> Result<Response> {
     if let Some(ms) = retry_after_ms {
         let headers = response.headers_mut();
-        headers.set(header::RETRY_AFTER, &ms.div_ceil(1000).max(1).to_string())?;
-        headers.set(header::RETRY_AFTER_MS, &ms.to_string())?;
+        http::set_retry_after(headers, ms)?;
         headers.set(header::SHOULD_RETRY, "true")?;
     }
     Ok(response)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
-use onejob_core::protocol::parse_should_retry;
+use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, parse_should_retry};
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::config::Upstream;
@@ -110,15 +110,24 @@ fn build_request(base_url: &str, api_key: Option<&str>, call: &Call<'_>) -> Resu
     Request::new_with_init(&url, &init).map_err(|e| format!("cannot build the upstream request for {url}: {e}"))
 }
 
-fn reply_of(response: &worker::Response, mut body: Vec<u8>) -> Reply {
-    let header = |name: &str| response.headers().get(name).ok().flatten();
-    let status = response.status_code();
-    let oversized = body.len() > MAX_RESPONSE_BYTES;
-    if oversized {
-        body.truncate(0);
+fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {
+    if body.len() > MAX_RESPONSE_BYTES {
+        // Kept as a final error: asking again would pay for the same answer.
+        let detail =
+            format!("the provider's response of {} bytes exceeds the {MAX_RESPONSE_BYTES}-byte limit", body.len());
+        let problem = Problem::new(ProblemType::UpstreamFailed, detail);
+        return Reply {
+            status: problem.status,
+            content_type: PROBLEM_CONTENT_TYPE.into(),
+            body: problem.to_json().into_bytes(),
+            retry_after: None,
+            retry_after_ms: None,
+            should_retry: Some(false),
+        };
     }
+    let header = |name: &str| response.headers().get(name).ok().flatten();
     Reply {
-        status: if oversized { 502 } else { status },
+        status: response.status_code(),
         content_type: header("Content-Type").unwrap_or_else(|| "application/json".into()),
         body,
         retry_after: header("Retry-After"),
