@@ -89,13 +89,9 @@ impl Client {
 
     /// Re-sends every unresolved intent with its original key.
     pub fn resume(self: &Rc<Self>) -> Promise {
-        let (records, dropped) = self.store.all();
-        for d in dropped {
-            self.events.warning(&d.intent, &d.reason);
-        }
         let now = js::now_ms();
         let results = js_sys::Array::new();
-        for record in records {
+        for record in self.records() {
             if !is_live(&record, now) {
                 self.store.remove(&record.intent);
                 continue;
@@ -133,11 +129,16 @@ impl Client {
 
     /// The stored intents, as plain objects.
     pub fn intents(&self) -> js_sys::Array {
+        self.records().iter().filter_map(|record| js_sys::JSON::parse(&record.to_json()).ok()).collect()
+    }
+
+    /// Every readable stored record; unreadable ones are dropped with a warning.
+    fn records(&self) -> Vec<IntentRecord> {
         let (records, dropped) = self.store.all();
         for d in dropped {
             self.events.warning(&d.intent, &d.reason);
         }
-        records.iter().filter_map(|record| js_sys::JSON::parse(&record.to_json()).ok()).collect()
+        records
     }
 
     pub fn forget(&self, intent: &str) -> bool {

@@ -16,8 +16,24 @@ pub fn global(name: &str) -> Option<JsValue> {
 
 /// `promise.then(callback)`, with `callback` a JS function.
 pub fn then(promise: &Promise, callback: JsValue) -> Promise {
+    then_or(promise, callback, JsValue::UNDEFINED)
+}
+
+/// `promise.then(on_fulfilled, on_rejected)`, with JS functions (or undefined).
+pub fn then_or(promise: &Promise, on_fulfilled: JsValue, on_rejected: JsValue) -> Promise {
     let then: Option<Function> = Reflect::get(promise, &"then".into()).ok().and_then(|t| t.dyn_into().ok());
-    then.and_then(|then| then.call1(promise, &callback).ok()).map_or_else(|| promise.clone(), JsCast::unchecked_into)
+    then.and_then(|then| then.call2(promise, &on_fulfilled, &on_rejected).ok())
+        .map_or_else(|| promise.clone(), JsCast::unchecked_into)
+}
+
+/// Runs `callback` once, when `signal` aborts.
+pub fn on_abort(signal: &AbortSignal, callback: impl FnOnce() + 'static) {
+    let options = js_sys::Object::new();
+    let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
+    let add: Option<Function> = Reflect::get(signal, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
+    if let Some(add) = add {
+        let _ = add.call3(signal, &"abort".into(), &Closure::once_into_js(callback), &options);
+    }
 }
 
 /// Milliseconds since the Unix epoch.
@@ -49,20 +65,13 @@ pub async fn sleep(ms: u64, signal: Option<&AbortSignal>) -> Result<(), JsValue>
         };
         let timer = set_timeout.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from_f64(ms as f64)).unwrap_or_default();
         if let Some(signal) = &signal {
-            let on_abort_signal = signal.clone();
-            let on_abort = Closure::once_into_js(move || {
+            let aborted = signal.clone();
+            on_abort(signal, move || {
                 if let Some(clear) = clear_timeout {
                     let _ = clear.call1(&JsValue::UNDEFINED, &timer);
                 }
-                let _ = reject.call1(&JsValue::UNDEFINED, &on_abort_signal.reason());
+                let _ = reject.call1(&JsValue::UNDEFINED, &aborted.reason());
             });
-            let options = js_sys::Object::new();
-            let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
-            let add: Option<Function> =
-                Reflect::get(signal, &"addEventListener".into()).ok().map(JsCast::unchecked_into);
-            if let Some(add) = add {
-                let _ = add.call3(signal, &"abort".into(), &on_abort, &options);
-            }
         }
     });
     JsFuture::from(promise).await.map(|_| ())

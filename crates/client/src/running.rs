@@ -7,7 +7,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use js_sys::{Function, Object, Promise, Reflect};
+use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use web_sys::{AbortSignal, Response};
 
@@ -55,23 +55,13 @@ impl Running {
         self.waiting.set(self.waiting.get() + 1);
         let this = Rc::clone(self);
         Promise::new(&mut |resolve: Function, reject: Function| {
-            let then: Option<Function> = Reflect::get(&cloned, &"then".into()).ok().and_then(|t| t.dyn_into().ok());
-            if let Some(then) = then {
-                let _ = then.call2(&cloned, &resolve, &reject);
-            }
-            let (signal_for_abort, this) = (signal.clone(), Rc::clone(&this));
-            let on_abort = Closure::once_into_js(move || {
-                let reason = signal_for_abort.reason();
+            let _forwarded = js::then_or(&cloned, resolve.into(), reject.clone().into());
+            let (aborted, this) = (signal.clone(), Rc::clone(&this));
+            js::on_abort(&signal, move || {
+                let reason = aborted.reason();
                 let _ = reject.call1(&JsValue::UNDEFINED, &reason);
                 this.release(&reason);
             });
-            let options = Object::new();
-            let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
-            let add: Option<Function> =
-                Reflect::get(&signal, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
-            if let Some(add) = add {
-                let _ = add.call3(&signal, &"abort".into(), &on_abort, &options);
-            }
         })
     }
 
