@@ -2,17 +2,26 @@
 // Idempotency-Key, and injects scripted faults. The worker under test calls
 // it over the network exactly as it would call a real provider.
 //
+// The gateway never forwards the client's key: it sends one derived from
+// (tenant, key). `script` and `calls` take the client's key and the tenant
+// (default "dev") and look up the derived one (see keys.mjs).
+//
 //   const llm = await startFakeLlm();
 //   llm.script("key-…", ["503", "ok"]);   // per key, consumed call by call
-//   llm.calls("key-…")                     // → [{ at, body, headers }, …]
+//   llm.calls("key-…")                     // → [{ at, body, headers, path }, …]
 //
 // Faults: "ok", "delay:MS", "429:SECONDS", "500", "503", "400",
-// "content_filter", "hang" (never answers), "reset" (reads the request, then
-// destroys the socket). A fault ending in "*" repeats forever.
+// "content_filter", "big:BYTES" (a completion of that size), "hang" (never
+// answers), "reset" (reads the request, then destroys the socket). A fault
+// ending in "*" repeats forever; `llm.scriptAll([...])` applies to every key
+// without a script of its own.
 import http from "node:http";
+
+import { upstreamKey } from "./keys.mjs";
 
 export async function startFakeLlm() {
   const scripts = new Map();
+  let defaultScript = [];
   const calls = new Map();
   const hanging = new Set();
 
@@ -46,13 +55,18 @@ export async function startFakeLlm() {
         return answer(res, 400, error("invalid_request_error", "bad request"));
       case "content_filter":
         return answer(res, 200, completion(body, "content_filter"));
+      case "big": {
+        const reply = completion(body, "stop");
+        reply.choices[0].message.content = "x".repeat(Number(arg));
+        return answer(res, 200, reply);
+      }
       default:
         return answer(res, 200, completion(body, "stop"));
     }
   });
 
   function nextFault(key) {
-    const script = scripts.get(key);
+    const script = scripts.get(key) ?? defaultScript;
     if (!script || script.length === 0) return "ok";
     const head = script[0];
     if (head.endsWith("*")) return head.slice(0, -1);
@@ -64,11 +78,15 @@ export async function startFakeLlm() {
   return {
     port,
     baseUrl: `http://127.0.0.1:${port}/v1`,
-    script(key, faults) {
-      scripts.set(key, [...faults]);
+    script(key, faults, tenant = "dev") {
+      scripts.set(upstreamKey(key, tenant), [...faults]);
     },
-    calls(key) {
-      return calls.get(key) ?? [];
+    /** A script for every key that has none of its own. */
+    scriptAll(faults) {
+      defaultScript = [...faults];
+    },
+    calls(key, tenant = "dev") {
+      return calls.get(upstreamKey(key, tenant)) ?? [];
     },
     /** Every call, whatever its key. */
     allCalls() {

@@ -29,7 +29,7 @@ export async function freePort() {
  * Starts `wrangler dev` with `vars` overriding wrangler.toml, state persisted
  * in `persistTo`. Resolves once the worker answers.
  */
-export async function startWorker({ vars = {}, persistTo, cwd = root, config }) {
+export async function startWorker({ vars = {}, persistTo, cwd = root, config, logLevel }) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
@@ -40,7 +40,7 @@ export async function startWorker({ vars = {}, persistTo, cwd = root, config }) 
     "--port", String(port),
     "--inspector-port", String(inspectorPort),
     "--persist-to", persistTo,
-    "--log-level", "warn",
+    "--log-level", logLevel ?? "warn",
     "--show-interactive-dev-session=false",
   ];
   if (config) args.push("--config", config);

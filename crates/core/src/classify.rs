@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::Usage;
+use crate::reply::BodyHint;
 
 /// Where a transport-level failure happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,19 +32,6 @@ pub enum TransportFailure {
     TimeoutAfterSend,
     /// The connection was reset or closed after the request was sent.
     DroppedAfterSend,
-}
-
-/// What the body of a 2xx LLM answer said, as far as retrying cares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum BodyHint {
-    /// Nothing notable.
-    #[default]
-    None,
-    /// `finish_reason == "content_filter"`: retrying sends the same prompt
-    /// into the same filter, and pays again.
-    ContentFilter,
-    /// A completion with no content: a paid answer, not a transient error.
-    EmptyCompletion,
 }
 
 /// One observed outcome of a call.
@@ -169,54 +156,6 @@ pub fn classify(outcome: Outcome) -> Classification {
     Classification { decision, class }
 }
 
-/// What an LLM response body says, read in one pass: the hint [`classify`]
-/// cares about and the token usage the audit trail records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ReplyFacts {
-    /// See [`body_hint`].
-    pub hint: BodyHint,
-    /// The OpenAI-style `usage` object, when present and well-formed.
-    pub usage: Option<Usage>,
-}
-
-/// Reads an LLM response body once for its [`ReplyFacts`].
-pub fn read_reply(body: &[u8]) -> ReplyFacts {
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return ReplyFacts::default();
-    };
-    let usage = value.get("usage").and_then(|u| Usage::deserialize(u).ok());
-    ReplyFacts { hint: hint_of(&value), usage }
-}
-
-/// Reads an LLM response body for the hints [`classify`] cares about:
-/// an OpenAI-style `choices[].finish_reason == "content_filter"`, or every
-/// choice with empty content and no tool calls. Bodies that are not chat or
-/// completion objects (embeddings, say) give [`BodyHint::None`].
-pub fn body_hint(body: &[u8]) -> BodyHint {
-    read_reply(body).hint
-}
-
-fn hint_of(value: &serde_json::Value) -> BodyHint {
-    let Some(choices) = value.get("choices").and_then(|c| c.as_array()) else {
-        return BodyHint::None;
-    };
-    if choices.iter().any(|c| c.get("finish_reason").and_then(|f| f.as_str()) == Some("content_filter")) {
-        return BodyHint::ContentFilter;
-    }
-    let is_empty = |choice: &serde_json::Value| {
-        let message = choice.get("message");
-        let text = message
-            .and_then(|m| m.get("content"))
-            .or_else(|| choice.get("text"))
-            .and_then(|t| t.as_str())
-            .unwrap_or("");
-        let has_tool_calls =
-            message.and_then(|m| m.get("tool_calls")).and_then(|t| t.as_array()).is_some_and(|calls| !calls.is_empty());
-        text.trim().is_empty() && !has_tool_calls
-    };
-    if choices.is_empty() || choices.iter().all(is_empty) { BodyHint::EmptyCompletion } else { BodyHint::None }
-}
-
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -271,22 +210,6 @@ mod tests {
 
     #[test]
     fn llm_body_hints_are_final_and_never_retried() {
-        let filtered = br#"{"choices":[{"index":0,"finish_reason":"content_filter","message":{"role":"assistant","content":""}}]}"#;
-        assert_eq!(body_hint(filtered), BodyHint::ContentFilter);
-        let empty = br#"{"choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"  "}}]}"#;
-        assert_eq!(body_hint(empty), BodyHint::EmptyCompletion);
-        let tool =
-            br#"{"choices":[{"finish_reason":"tool_calls","message":{"content":null,"tool_calls":[{"id":"1"}]}}]}"#;
-        assert_eq!(body_hint(tool), BodyHint::None);
-        let fine = br#"{"choices":[{"finish_reason":"stop","message":{"content":"billing"}}]}"#;
-        assert_eq!(body_hint(fine), BodyHint::None);
-        assert_eq!(body_hint(br#"{"data":[{"embedding":[0.1]}]}"#), BodyHint::None);
-        assert_eq!(body_hint(b"not json"), BodyHint::None);
-        let with_usage = br#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}"#;
-        let facts = read_reply(with_usage);
-        assert_eq!(facts.hint, BodyHint::None);
-        assert_eq!(facts.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }));
-        assert_eq!(read_reply(br#"{"usage":{"prompt_tokens":"many"}}"#).usage, None);
         for hint in [BodyHint::ContentFilter, BodyHint::EmptyCompletion] {
             let c = classify(Outcome::Http { status: 200, should_retry: None, hint });
             assert_eq!(c.decision, Decision::Never);

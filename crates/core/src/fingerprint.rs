@@ -57,6 +57,14 @@ impl Fingerprint {
         Self::from_parts(&[DOMAIN, method.to_ascii_uppercase().as_bytes(), path.as_bytes(), b"bytes", body])
     }
 
+    /// Fingerprints a request given by its URL (absolute, or a path with an
+    /// optional query): the one definition of a request's identity that the
+    /// SDK and the edge share. The path **and** the query count (two
+    /// `?api-version=` values are two requests); a fragment never does.
+    pub fn of_url(method: &str, url: &str, body: Body<'_>) -> Result<Self, CanonicalError> {
+        Self::of_request(method, &request_target(url), body)
+    }
+
     fn from_parts(parts: &[&[u8]]) -> Self {
         Self(digest::framed_sha256_hex(parts))
     }
@@ -78,6 +86,18 @@ impl fmt::Display for Fingerprint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// The part of a URL that identifies a request: the path and the query,
+/// without scheme, host or fragment (`/v1/x?y=1` of
+/// `https://h.example/v1/x?y=1#z`); `/` when there is no path.
+pub fn request_target(url: &str) -> String {
+    let target = match url.split_once("://") {
+        Some((_, rest)) => rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]),
+        None => url,
+    };
+    let target = target.split('#').next().unwrap_or(target);
+    if target.starts_with('/') { target.to_owned() } else { format!("/{target}") }
 }
 
 #[cfg(test)]
@@ -127,6 +147,21 @@ mod tests {
     fn invalid_json_is_a_typed_error() {
         let err = Fingerprint::of_request("POST", "/", Body::Json(b"{\"a\":1,\"a\":2}")).unwrap_err();
         assert_eq!(err, CanonicalError::DuplicateName { name: "a".into() });
+    }
+
+    #[test]
+    fn the_query_is_part_of_the_identity_the_host_and_fragment_are_not() {
+        assert_eq!(request_target("https://a.example/v1/chat/completions"), "/v1/chat/completions");
+        assert_eq!(request_target("http://127.0.0.1:8787/v1/x?y=1#z"), "/v1/x?y=1");
+        assert_eq!(request_target("https://a.example"), "/");
+        assert_eq!(request_target("https://a.example?q=1"), "/?q=1");
+        assert_eq!(request_target("/v1/x?api-version=2024-10-21"), "/v1/x?api-version=2024-10-21");
+        let body = Body::Json(b"{}");
+        let fp = |url| Fingerprint::of_url("POST", url, body).unwrap();
+        assert_eq!(fp("https://gw.example/v1/x?v=1"), fp("/v1/x?v=1"));
+        assert_eq!(fp("https://gw.example/v1/x?v=1#frag"), fp("http://other:8787/v1/x?v=1"));
+        assert_ne!(fp("/v1/x?v=1"), fp("/v1/x?v=2"));
+        assert_ne!(fp("/v1/x?v=1"), fp("/v1/x"));
     }
 
     #[test]

@@ -134,6 +134,14 @@ impl StorageId {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The `Idempotency-Key` sent to the provider for this job: derived from
+    /// the storage id (so from tenant + key), never the client's raw key.
+    /// Every tenant shares the provider's API key, so a provider that honours
+    /// idempotency keys must never see two tenants' jobs under one key.
+    pub fn upstream_key(&self) -> String {
+        format!("onejob-{}", digest::framed_sha256_hex(&[b"onejob/upstream-key/v1", self.0.as_bytes()]))
+    }
 }
 
 impl fmt::Display for StorageId {
@@ -196,6 +204,25 @@ mod tests {
         assert_eq!(StorageId::derive("t", &k), StorageId::derive("t", &k));
         assert_eq!(StorageId::derive("t", &k).as_str().len(), 64);
     }
+
+    #[test]
+    fn upstream_keys_are_tenant_scoped_and_never_the_raw_key() {
+        let k = IdempotencyKey::parse("0123456789abcdef").unwrap();
+        let a = StorageId::derive("tenant-a", &k).upstream_key();
+        let b = StorageId::derive("tenant-b", &k).upstream_key();
+        assert_ne!(a, b);
+        assert!(!a.contains(k.as_str()));
+        assert!(IdempotencyKey::parse(&a).is_ok(), "a valid key for providers that check");
+        assert_ne!(a.trim_start_matches("onejob-"), StorageId::derive("tenant-a", &k).as_str());
+        // Pinned: the JavaScript test harness derives the same value.
+        assert_eq!(
+            StorageId::derive("dev", &IdempotencyKey::parse("0123456789abcdef").unwrap()).upstream_key(),
+            UPSTREAM_KEY_OF_DEV_0123456789ABCDEF
+        );
+    }
+
+    const UPSTREAM_KEY_OF_DEV_0123456789ABCDEF: &str =
+        "onejob-e1e1903b57891b94240cb266bcf6d9f4782d72810690395ea2187fecc99c5c93";
 
     #[test]
     fn serde_validates() {

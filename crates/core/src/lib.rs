@@ -6,17 +6,21 @@
 //! argument), no randomness (a [`random::RandomSource`] is), no sleeping
 //! (delays are returned).
 //!
+//! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
 //! - [`intent`]: which key a client-side intent uses, and when it changes.
 //! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
 //! - [`classify`]: which outcomes are retried, never retried, or unknown.
+//! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+//! - [`settings`]: a deployment's settings, their defaults and ranges.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod backoff;
 pub mod canonical;
 pub mod classify;
@@ -27,4 +31,6 @@ pub mod job;
 pub mod key;
 pub mod protocol;
 pub mod random;
+pub mod reply;
+pub mod settings;
 pub mod tenant;

@@ -70,11 +70,14 @@ pub enum ProblemType {
     UpstreamTimeout,
     /// 500: onejob itself failed.
     Internal,
+    /// 500: the deployment's configuration is malformed. The details go to
+    /// the operator's log, never into the response.
+    Misconfigured,
 }
 
 impl ProblemType {
     /// Every variant, for documentation and tests.
-    pub const ALL: [ProblemType; 15] = [
+    pub const ALL: [ProblemType; 16] = [
         Self::MissingIdempotencyKey,
         Self::InvalidIdempotencyKey,
         Self::InvalidJson,
@@ -90,6 +93,7 @@ impl ProblemType {
         Self::UpstreamFailed,
         Self::UpstreamTimeout,
         Self::Internal,
+        Self::Misconfigured,
     ];
 
     /// The last segment of the type URI.
@@ -110,6 +114,7 @@ impl ProblemType {
             Self::UpstreamFailed => "upstream-failed",
             Self::UpstreamTimeout => "upstream-timeout",
             Self::Internal => "internal",
+            Self::Misconfigured => "gateway-misconfigured",
         }
     }
 
@@ -132,7 +137,7 @@ impl ProblemType {
             Self::KeyReused => 422,
             Self::UpstreamFailed => 502,
             Self::UpstreamTimeout => 504,
-            Self::Internal => 500,
+            Self::Internal | Self::Misconfigured => 500,
         }
     }
 
@@ -154,6 +159,7 @@ impl ProblemType {
             Self::UpstreamFailed => "The upstream provider failed",
             Self::UpstreamTimeout => "The upstream provider did not answer in time",
             Self::Internal => "Internal error",
+            Self::Misconfigured => "Gateway misconfigured",
         }
     }
 
@@ -170,45 +176,80 @@ impl ProblemType {
     }
 }
 
-/// An RFC 9457 problem details object.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// An RFC 9457 problem details object, with onejob's extension members as
+/// typed fields (each is written only when set).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
-    /// The problem type's URI.
-    #[serde(rename = "type")]
-    pub type_uri: String,
-    /// The problem type's title.
-    pub title: String,
-    /// The HTTP status code.
-    pub status: u16,
+    /// What kind of problem: gives `type`, `title` and `status`.
+    pub kind: ProblemType,
     /// What went wrong with this request, for a human.
     pub detail: String,
-    /// Extension members (`retry_after_ms`, `key`, …).
-    #[serde(flatten)]
-    pub extensions: serde_json::Map<String, serde_json::Value>,
+    /// The idempotency key the problem is about.
+    pub key: Option<String>,
+    /// How long to wait before retrying with the same key.
+    pub retry_after_ms: Option<u64>,
+    /// The request body limit, on a 413.
+    pub max_bytes: Option<u64>,
+}
+
+/// The JSON form of a [`Problem`] (RFC 9457 members first).
+#[derive(Serialize)]
+struct ProblemJson<'a> {
+    #[serde(rename = "type")]
+    type_uri: String,
+    title: &'static str,
+    status: u16,
+    detail: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<u64>,
 }
 
 impl Problem {
     /// A problem of `kind` with a request-specific `detail`.
     pub fn new(kind: ProblemType, detail: impl Into<String>) -> Self {
-        Self {
-            type_uri: kind.type_uri(),
-            title: kind.title().to_owned(),
-            status: kind.status(),
-            detail: detail.into(),
-            extensions: serde_json::Map::new(),
-        }
+        Self { kind, detail: detail.into(), key: None, retry_after_ms: None, max_bytes: None }
     }
 
-    /// Adds an extension member.
-    pub fn with(mut self, name: &str, value: impl Into<serde_json::Value>) -> Self {
-        self.extensions.insert(name.to_owned(), value.into());
+    /// The problem is about this idempotency key.
+    pub fn with_key(mut self, key: &str) -> Self {
+        self.key = Some(key.to_owned());
         self
+    }
+
+    /// The client should retry after `ms` milliseconds.
+    pub fn with_retry_after_ms(mut self, ms: u64) -> Self {
+        self.retry_after_ms = Some(ms);
+        self
+    }
+
+    /// The body limit a 413 refers to.
+    pub fn with_max_bytes(mut self, bytes: u64) -> Self {
+        self.max_bytes = Some(bytes);
+        self
+    }
+
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        self.kind.status()
     }
 
     /// The problem as JSON text.
     pub fn to_json(&self) -> String {
-        // A struct of strings, numbers and a JSON map always serialises.
-        serde_json::to_string(self).unwrap_or_else(|_| String::from("{}"))
+        let json = ProblemJson {
+            type_uri: self.kind.type_uri(),
+            title: self.kind.title(),
+            status: self.kind.status(),
+            detail: &self.detail,
+            key: self.key.as_deref(),
+            retry_after_ms: self.retry_after_ms,
+            max_bytes: self.max_bytes,
+        };
+        // Strings and integers always serialise.
+        serde_json::to_string(&json).unwrap_or_else(|_| String::from("{}"))
     }
 }
 
@@ -283,6 +324,35 @@ mod tests {
 
     use super::*;
 
+    /// Fails to compile when a variant is added without a case here, and
+    /// fails when that variant is missing from `ALL`.
+    #[test]
+    fn all_lists_every_variant() {
+        for kind in ProblemType::ALL {
+            match kind {
+                ProblemType::MissingIdempotencyKey
+                | ProblemType::InvalidIdempotencyKey
+                | ProblemType::InvalidJson
+                | ProblemType::Unauthorized
+                | ProblemType::JobNotFound
+                | ProblemType::NotFound
+                | ProblemType::MethodNotAllowed
+                | ProblemType::RequestInProgress
+                | ProblemType::OutcomeUnknown
+                | ProblemType::PayloadTooLarge
+                | ProblemType::UnsupportedMediaType
+                | ProblemType::KeyReused
+                | ProblemType::UpstreamFailed
+                | ProblemType::UpstreamTimeout
+                | ProblemType::Internal
+                | ProblemType::Misconfigured => {}
+            }
+        }
+        // One case per variant above: 16 arms, 16 entries, all distinct.
+        let distinct: std::collections::HashSet<_> = ProblemType::ALL.iter().collect();
+        assert_eq!(distinct.len(), 16);
+    }
+
     #[test]
     fn every_problem_type_is_distinct_and_round_trips() {
         let mut slugs: Vec<&str> = ProblemType::ALL.iter().map(|p| p.slug()).collect();
@@ -308,12 +378,17 @@ mod tests {
 
     #[test]
     fn problem_serialises_as_rfc9457() {
-        let p = Problem::new(ProblemType::KeyReused, "key abc was first used for another body").with("key", "abc");
+        let p = Problem::new(ProblemType::KeyReused, "key abc was first used for another body").with_key("abc");
         let v: serde_json::Value = serde_json::from_str(&p.to_json()).unwrap();
         assert_eq!(v["type"], "/onejob/problems/idempotency-key-reused");
+        assert_eq!(v["title"], "Idempotency-Key was used with a different request");
         assert_eq!(v["status"], 422);
         assert_eq!(v["key"], "abc");
-        assert_eq!(serde_json::from_value::<Problem>(v).unwrap(), p);
+        assert_eq!(v.as_object().unwrap().len(), 5, "unset extensions are left out: {v}");
+        let waiting = Problem::new(ProblemType::RequestInProgress, "wait").with_retry_after_ms(1500);
+        let v: serde_json::Value = serde_json::from_str(&waiting.to_json()).unwrap();
+        assert_eq!(v["retry_after_ms"], 1500);
+        assert!(v.get("key").is_none());
     }
 
     #[test]

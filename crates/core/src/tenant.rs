@@ -15,16 +15,17 @@ pub struct TenantDirectory {
 }
 
 impl TenantDirectory {
-    /// Parses the JSON object; `Err` explains what is wrong with it.
-    pub fn from_json(json: &str) -> Result<Self, String> {
-        let map: HashMap<String, String> = serde_json::from_str(json)
-            .map_err(|e| format!("TENANTS must be a JSON object of digest → tenant id: {e}"))?;
+    /// Parses the JSON object; `Err` says what is wrong with it without
+    /// quoting any of it (an operator may have pasted a raw key).
+    pub fn from_json(json: &str) -> Result<Self, DirectoryError> {
+        let map: HashMap<String, String> = serde_json::from_str(json).map_err(|_| DirectoryError::NotAnObject)?;
         for (digest, tenant) in &map {
             let is_digest = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
-            if !is_digest || tenant.is_empty() {
-                return Err(format!(
-                    "TENANTS entry {digest:?} → {tenant:?}: keys must be 64 hex digits, ids non-empty"
-                ));
+            if !is_digest {
+                return Err(DirectoryError::NotADigest);
+            }
+            if tenant.is_empty() {
+                return Err(DirectoryError::EmptyTenant);
             }
         }
         let by_digest = map.into_iter().map(|(digest, tenant)| (digest.to_ascii_lowercase(), tenant)).collect();
@@ -36,6 +37,31 @@ impl TenantDirectory {
         self.by_digest.get(&key_digest(token)).map(String::as_str)
     }
 }
+
+/// Why a `TENANTS` value is refused. Never carries any of its text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectoryError {
+    /// Not a JSON object of strings.
+    NotAnObject,
+    /// A name is not 64 hex digits (perhaps a raw key instead of its digest).
+    NotADigest,
+    /// A tenant id is empty.
+    EmptyTenant,
+}
+
+impl std::fmt::Display for DirectoryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::NotAnObject => "TENANTS must be a JSON object of key digest → tenant id",
+            Self::NotADigest => {
+                "a TENANTS name is not a hex SHA-256 digest (64 hex digits: `echo -n KEY | sha256sum`, never the key itself)"
+            }
+            Self::EmptyTenant => "a TENANTS tenant id is empty",
+        })
+    }
+}
+
+impl std::error::Error for DirectoryError {}
 
 /// The hex SHA-256 of a bearer key, as `TENANTS` lists it.
 pub fn key_digest(token: &str) -> String {
@@ -67,15 +93,24 @@ mod tests {
 
     #[test]
     fn known_digest_of_the_development_key() {
-        assert_eq!(key_digest("onejob-dev-key").len(), 64);
+        // The digest wrangler.toml lists for the development tenant.
+        assert_eq!(key_digest("onejob-dev-key"), "e04218346c7d84c312e229e5dff72ae72d921e69dc413bb40839a2e33aeec80b");
         assert_eq!(key_digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
     #[test]
-    fn rejects_malformed_directories() {
-        assert!(TenantDirectory::from_json("[]").is_err());
-        assert!(TenantDirectory::from_json(r#"{"abc":"x"}"#).is_err());
-        assert!(TenantDirectory::from_json(&format!(r#"{{"{}":""}}"#, key_digest("k"))).is_err());
+    fn rejects_malformed_directories_without_quoting_them() {
+        assert_eq!(TenantDirectory::from_json("[]"), Err(DirectoryError::NotAnObject));
+        let raw_key = r#"{"sk-raw-bearer-key-pasted-by-mistake":"acme"}"#;
+        let error = TenantDirectory::from_json(raw_key).unwrap_err();
+        assert_eq!(error, DirectoryError::NotADigest);
+        assert!(!error.to_string().contains("sk-raw"));
+        let broken = r#"{"sk-raw-bearer-key": }"#;
+        assert!(!TenantDirectory::from_json(broken).unwrap_err().to_string().contains("sk-raw"));
+        assert_eq!(
+            TenantDirectory::from_json(&format!(r#"{{"{}":""}}"#, key_digest("k"))),
+            Err(DirectoryError::EmptyTenant)
+        );
         assert_eq!(TenantDirectory::from_json("{}").unwrap(), TenantDirectory::default());
     }
 

@@ -1,31 +1,58 @@
 //! The KV read-through cache of finished results. It only ever speeds up a
 //! replay: a miss, an unreadable entry or a fingerprint mismatch falls through
-//! to the Ledger, which alone decides.
+//! to the Ledger, which alone decides. Only finished (terminal) results are
+//! cached.
 
-use onejob_core::fingerprint::Fingerprint;
+use onejob_core::job::JobState;
 use serde::{Deserialize, Serialize};
-use worker::{Env, Response};
+use worker::Env;
 
-use crate::http::{self, JobHeaders};
+use crate::config::binding;
+use crate::http::JobResult;
 
 /// Stored beside the body as the KV entry's metadata.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct CachedMeta {
-    pub fingerprint: String,
-    pub status: u16,
-    pub content_type: String,
-    pub state: String,
-    pub attempt: u32,
+struct CachedMeta {
+    fingerprint: String,
+    status: u16,
+    content_type: String,
+    state: JobState,
+    attempt: Option<u32>,
 }
 
-/// The cached replay of a finished job, if KV has one for this very request.
-pub async fn replay(env: &Env, storage_id: &str, fingerprint: &Fingerprint, key: &str) -> Option<Response> {
-    let kv = env.kv("RESULTS").ok()?;
+/// The cached result of a finished job, if KV has one for this very request.
+pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<JobResult> {
+    let kv = env.kv(binding::RESULTS).ok()?;
     let (body, meta) = kv.get(storage_id).bytes_with_metadata::<CachedMeta>().await.ok()?;
     let (body, meta) = (body?, meta?);
-    if meta.fingerprint != fingerprint.as_str() {
+    if meta.fingerprint != fingerprint || !meta.state.is_terminal() {
         return None; // same key, other request: the Ledger answers 422
     }
-    let job = JobHeaders { key, state: &meta.state, attempt: Some(meta.attempt), replayed: true };
-    http::job_result(meta.status, &meta.content_type, body, &job).ok()
+    Some(JobResult {
+        status: meta.status,
+        content_type: meta.content_type,
+        body,
+        state: meta.state,
+        attempt: meta.attempt,
+        retry_after_ms: None,
+    })
+}
+
+/// Writes a finished result, kept for `ttl_s` (KV's minimum is 60 s).
+pub async fn store(env: &Env, storage_id: &str, fingerprint: &str, result: &JobResult, ttl_s: u64) {
+    let Ok(kv) = env.kv(binding::RESULTS) else { return };
+    let meta = CachedMeta {
+        fingerprint: fingerprint.to_owned(),
+        status: result.status,
+        content_type: result.content_type.clone(),
+        state: result.state,
+        attempt: result.attempt,
+    };
+    let put =
+        kv.put_bytes(storage_id, &result.body).and_then(|p| p.metadata(meta)).map(|p| p.expiration_ttl(ttl_s.max(60)));
+    if let Ok(put) = put
+        && let Err(error) = put.execute().await
+    {
+        worker::console_warn!("onejob: caching a result in KV failed: {error}");
+    }
 }

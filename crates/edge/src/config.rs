@@ -1,91 +1,65 @@
-//! Per-deployment settings, read from `wrangler.toml` vars (or secrets) with
-//! sane defaults. A malformed value is an operator error: the request gets a
-//! 500 problem naming the variable, never a silently different behaviour.
+//! The deployment's configuration, parsed once per isolate: the settings
+//! (see [`onejob_core::settings`]) and the tenant directory. A malformed
+//! value makes every request a 500 `gateway-misconfigured` whose body says
+//! nothing more; what is wrong goes to the operator's log.
 
-use onejob_core::backoff::Backoff;
-use onejob_core::job::{JobPolicy, UnknownPolicy};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use onejob_core::settings::Settings;
+use onejob_core::tenant::TenantDirectory;
 use worker::Env;
 
-/// Where upstream calls go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upstream {
-    /// The built-in demo provider (no network, no API key).
-    Demo,
-    /// An OpenAI-compatible API, e.g. `https://api.openai.com/v1`.
-    Http { base_url: String },
+/// Binding and secret names (`wrangler.toml`).
+pub mod binding {
+    /// The `Ledger` Durable Object namespace.
+    pub const LEDGER: &str = "LEDGER";
+    /// The KV namespace of finished results.
+    pub const RESULTS: &str = "RESULTS";
+    /// The provider's API key (a secret).
+    pub const UPSTREAM_API_KEY: &str = "UPSTREAM_API_KEY";
+    /// The tenant directory: key digest → tenant id.
+    pub const TENANTS: &str = "TENANTS";
 }
 
-/// Everything a deployment can tune.
-#[derive(Debug, Clone)]
+/// Everything read from the environment.
 pub struct Config {
-    pub upstream: Upstream,
-    pub max_body_bytes: usize,
-    pub coalesce_wait_ms: u64,
-    pub upstream_timeout_ms: u64,
-    pub retry_after_cap_ms: u64,
-    pub backoff: Backoff,
-    pub policy: JobPolicy,
+    pub settings: Settings,
+    pub tenants: TenantDirectory,
+    /// The provider's key, sent only upstream.
+    pub api_key: Option<String>,
 }
 
-/// Largest `Prefer: wait=N` honoured, so a duplicate cannot park a request forever.
-pub const MAX_WAIT_MS: u64 = 120_000;
+/// The deployment's configuration is unusable (the detail is logged).
+#[derive(Debug, Clone, Copy)]
+pub struct Misconfigured;
 
-impl Config {
-    /// Reads the configuration; `Err` names the variable that is wrong.
-    pub fn from_env(env: &Env) -> Result<Self, String> {
-        let upstream = match var(env, "UPSTREAM").as_deref() {
-            None | Some("") | Some("demo") => Upstream::Demo,
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-                Upstream::Http { base_url: url.trim_end_matches('/').to_owned() }
-            }
-            Some(other) => {
-                return Err(format!("UPSTREAM must be \"demo\" or an http(s) base URL, not {other:?}"));
-            }
-        };
-        let upstream_timeout_ms = number(env, "UPSTREAM_TIMEOUT_MS", 30_000)?;
-        let unknown_policy = match var(env, "UNKNOWN_POLICY").as_deref() {
-            None | Some("retry_after_lease") => UnknownPolicy::RetryAfterLease,
-            Some("block") => UnknownPolicy::Block,
-            Some(other) => {
-                return Err(format!("UNKNOWN_POLICY must be retry_after_lease or block, not {other:?}"));
-            }
-        };
-        // An attempt holds the job for its timeout plus slack for storage and
-        // scheduling; past that the runtime must have lost it.
-        let attempt_lease_ms = upstream_timeout_ms + 10_000;
-        let policy = JobPolicy::new(
-            number(env, "MAX_ATTEMPTS", 4)? as u32,
-            attempt_lease_ms,
-            number(env, "UNKNOWN_LEASE_MS", 60_000)?,
-            number(env, "RETENTION_SECONDS", 86_400)?.saturating_mul(1000),
-            unknown_policy,
-        )
-        .map_err(|e| format!("job policy: {e}"))?;
-        let backoff = Backoff::new(
-            number(env, "BACKOFF_BASE_MS", 250)?,
-            number(env, "BACKOFF_CAP_MS", 10_000)?,
-            Default::default(),
-        )
-        .map_err(|e| format!("BACKOFF_BASE_MS/BACKOFF_CAP_MS: {e}"))?;
-        Ok(Self {
-            upstream,
-            max_body_bytes: number(env, "MAX_BODY_BYTES", 1024 * 1024)? as usize,
-            coalesce_wait_ms: number(env, "COALESCE_WAIT_MS", 30_000)?.min(MAX_WAIT_MS),
-            upstream_timeout_ms,
-            retry_after_cap_ms: number(env, "RETRY_AFTER_CAP_MS", 60_000)?,
-            backoff,
-            policy,
-        })
+thread_local! {
+    /// Variables cannot change within an isolate: a new deployment gets new
+    /// isolates. So the first request parses, and the rest reuse it.
+    static CONFIG: RefCell<Option<Result<Rc<Config>, Misconfigured>>> = const { RefCell::new(None) };
+}
+
+/// The configuration of this isolate, parsed on first use.
+pub fn load(env: &Env) -> Result<Rc<Config>, Misconfigured> {
+    if let Some(parsed) = CONFIG.with(|c| c.borrow().clone()) {
+        return parsed;
     }
+    let parsed = parse(env).map(Rc::new).map_err(|detail| {
+        worker::console_error!("onejob: gateway misconfigured: {detail}");
+        Misconfigured
+    });
+    CONFIG.with(|c| *c.borrow_mut() = Some(parsed.clone()));
+    parsed
 }
 
-fn var(env: &Env, name: &str) -> Option<String> {
-    env.var(name).ok().map(|v| v.to_string())
-}
-
-fn number(env: &Env, name: &str, default: u64) -> Result<u64, String> {
-    match var(env, name) {
-        None => Ok(default),
-        Some(text) => text.trim().parse().map_err(|_| format!("{name} must be a whole number, not {text:?}")),
-    }
+fn parse(env: &Env) -> Result<Config, String> {
+    let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
+    let settings = Settings::parse(&var).map_err(|e| e.to_string())?;
+    let tenants = match var(binding::TENANTS) {
+        Some(text) => TenantDirectory::from_json(&text).map_err(|e| e.to_string())?,
+        None => TenantDirectory::default(),
+    };
+    let api_key = env.secret(binding::UPSTREAM_API_KEY).ok().map(|s| s.to_string());
+    Ok(Config { settings, tenants, api_key })
 }

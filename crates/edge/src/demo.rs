@@ -14,12 +14,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use worker::Delay;
 
-use crate::upstream::Reply;
+use crate::reply::Reply;
 
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
-pub async fn respond(path: &str, body: &[u8], attempt: u32) -> Reply {
+pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
+    let path = target.split('?').next().unwrap_or(target);
     if !path.ends_with("/chat/completions") {
         return error(404, "not_found", &format!("the demo provider serves /v1/chat/completions, not {path}"), None);
     }
@@ -64,14 +65,7 @@ pub async fn respond(path: &str, body: &[u8], attempt: u32) -> Reply {
             "total_tokens": prompt_tokens + completion_tokens
         }
     });
-    Reply {
-        status: 200,
-        content_type: "application/json".into(),
-        body: completion.to_string().into_bytes(),
-        retry_after: None,
-        retry_after_ms: None,
-        should_retry: None,
-    }
+    Reply::json(200, completion.to_string().into_bytes())
 }
 
 async fn sleep(ms: u64) {
@@ -80,14 +74,11 @@ async fn sleep(ms: u64) {
 
 fn error(status: u16, code: &str, message: &str, retry_after: Option<&str>) -> Reply {
     let body = json!({ "error": { "message": message, "type": code, "code": code } });
-    Reply {
-        status,
-        content_type: "application/json".into(),
-        body: body.to_string().into_bytes(),
-        retry_after: retry_after.map(str::to_owned),
-        retry_after_ms: None,
-        should_retry: None,
+    let mut reply = Reply::json(status, body.to_string().into_bytes());
+    if let Some(seconds) = retry_after {
+        reply.hints.push(("retry-after", seconds.to_owned()));
     }
+    reply
 }
 
 fn last_user_message(request: &Value) -> String {

@@ -1,7 +1,9 @@
-//! Response helpers: RFC 9457 problems, CORS, onejob's headers.
+//! Response helpers: RFC 9457 problems, CORS, and a job's result with
+//! onejob's headers.
 
+use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use worker::{Headers, Response, Result};
+use worker::{Headers, Request, Response, Result};
 
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.
@@ -9,33 +11,55 @@ pub fn with_cors(mut response: Response) -> Result<Response> {
     let headers = response.headers_mut();
     headers.set("Access-Control-Allow-Origin", "*")?;
     headers.set("Access-Control-Expose-Headers", &header::EXPOSED.join(", "))?;
-    headers.set("Vary", "Origin")?;
     Ok(response)
 }
 
-/// The answer to a CORS preflight.
-pub fn preflight() -> Result<Response> {
+/// Request headers a preflight always allows.
+const ALWAYS_ALLOWED: &str = "Authorization, Content-Type, Idempotency-Key, Prefer";
+/// Bounds on what a preflight may ask for.
+const MAX_REQUESTED_HEADERS: usize = 64;
+const MAX_REQUESTED_BYTES: usize = 4096;
+
+/// The answer to a CORS preflight. The official SDKs send headers of their
+/// own (`x-stainless-*`, `anthropic-version`, …), so the gateway allows what
+/// the browser asks for, once each name is checked to be a header name.
+pub fn preflight(req: &Request) -> Result<Response> {
+    let requested = req.headers().get("Access-Control-Request-Headers")?;
+    let allowed = match requested.as_deref().and_then(valid_header_list) {
+        Some(list) => format!("{ALWAYS_ALLOWED}, {list}"),
+        None => ALWAYS_ALLOWED.to_owned(),
+    };
     let headers = Headers::new();
     headers.set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")?;
-    headers.set(
-        "Access-Control-Allow-Headers",
-        "Authorization, Content-Type, Idempotency-Key, Prefer, x-stainless-retry-count",
-    )?;
+    headers.set("Access-Control-Allow-Headers", &allowed)?;
+    // Browsers cap it (Chromium: 2 h); one preflight per origin and header set.
     headers.set("Access-Control-Max-Age", "86400")?;
+    headers.set("Vary", "Access-Control-Request-Headers")?;
     with_cors(Response::empty()?.with_status(204).with_headers(headers))
 }
 
-/// A problem+json response; retryable kinds carry `x-should-retry`.
+/// `Access-Control-Request-Headers` normalised, if it is a bounded list of
+/// valid header names (RFC 9110 tokens).
+fn valid_header_list(requested: &str) -> Option<String> {
+    if requested.len() > MAX_REQUESTED_BYTES {
+        return None;
+    }
+    let names: Vec<&str> = requested.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+    let is_token = |name: &str| name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    (names.len() <= MAX_REQUESTED_HEADERS && names.iter().all(|n| is_token(n))).then(|| names.join(", "))
+}
+
+/// A problem+json response; retryable kinds carry `x-should-retry: true`
+/// and, when known, `Retry-After`.
 pub fn problem(problem: &Problem) -> Result<Response> {
-    let kind = ProblemType::from_type_uri(&problem.type_uri);
     let headers = Headers::new();
     headers.set("Content-Type", PROBLEM_CONTENT_TYPE)?;
-    headers.set(header::SHOULD_RETRY, if kind.is_some_and(ProblemType::should_retry) { "true" } else { "false" })?;
-    if let Some(ms) = problem.extensions.get("retry_after_ms").and_then(|v| v.as_u64()) {
+    headers.set(header::SHOULD_RETRY, if problem.kind.should_retry() { "true" } else { "false" })?;
+    if let Some(ms) = problem.retry_after_ms {
         set_retry_after(&headers, ms)?;
     }
     let response =
-        Response::from_bytes(problem.to_json().into_bytes())?.with_status(problem.status).with_headers(headers);
+        Response::from_bytes(problem.to_json().into_bytes())?.with_status(problem.status()).with_headers(headers);
     with_cors(response)
 }
 
@@ -44,42 +68,75 @@ pub fn problem_of(kind: ProblemType, detail: impl Into<String>) -> Result<Respon
     problem(&Problem::new(kind, detail))
 }
 
+/// 500 with nothing of the configuration in it: the detail is in the log.
+pub fn misconfigured() -> Result<Response> {
+    problem_of(ProblemType::Misconfigured, "gateway misconfigured; the operator has the details in the log")
+}
+
+/// A problem about a job: with the job's key and state.
+pub fn problem_about(problem: &Problem, key: &str, state: JobState) -> Result<Response> {
+    let mut response = self::problem(problem)?;
+    let headers = response.headers_mut();
+    headers.set(header::IDEMPOTENCY_KEY, key)?;
+    headers.set(header::JOB_STATE, state.as_str())?;
+    Ok(response)
+}
+
 /// `Retry-After` (whole seconds, at least 1) and `retry-after-ms` for a wait of `ms`.
 pub fn set_retry_after(headers: &Headers, ms: u64) -> Result<()> {
     headers.set(header::RETRY_AFTER, &ms.div_ceil(1000).max(1).to_string())?;
     headers.set(header::RETRY_AFTER_MS, &ms.to_string())
 }
 
-/// onejob's headers on a response about a job.
-pub struct JobHeaders<'a> {
-    pub key: &'a str,
-    /// The job state's wire name (`completed`, `dead`, …).
-    pub state: &'a str,
+/// A job's result as every caller gets it — the driver, a waiting duplicate,
+/// a replay from the Ledger or from KV: the stored status, content type and
+/// bytes, with onejob's headers.
+#[derive(Debug, Clone)]
+pub struct JobResult {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+    /// The job's state with this result.
+    pub state: JobState,
     /// The attempt whose result this is, if any.
     pub attempt: Option<u32>,
-    /// Whether the response comes from storage rather than this request's own call.
-    pub replayed: bool,
+    /// The job is not finished and may be asked again after this long.
+    pub retry_after_ms: Option<u64>,
 }
 
-impl JobHeaders<'_> {
-    pub fn apply(&self, mut response: Response) -> Result<Response> {
-        let headers = response.headers_mut();
-        headers.set(header::IDEMPOTENCY_KEY, self.key)?;
-        headers.set(header::JOB_STATE, self.state)?;
+impl JobResult {
+    /// An error of onejob's own (no upstream response to keep), as problem+json.
+    pub fn problem(problem: &Problem, state: JobState, attempt: Option<u32>) -> Self {
+        Self {
+            status: problem.status(),
+            content_type: PROBLEM_CONTENT_TYPE.into(),
+            body: problem.to_json().into_bytes(),
+            state,
+            attempt,
+            retry_after_ms: problem.retry_after_ms,
+        }
+    }
+
+    /// The response for the client with key `key`. A finished job's result
+    /// is final whatever its status (a replayed 503 of a dead job too), so it
+    /// says `x-should-retry: false`: retrying would only replay it again.
+    pub fn into_response(self, key: &str, replayed: bool) -> Result<Response> {
+        let headers = Headers::new();
+        headers.set("Content-Type", &self.content_type)?;
+        headers.set(header::IDEMPOTENCY_KEY, key)?;
+        headers.set(header::JOB_STATE, self.state.as_str())?;
         if let Some(attempt) = self.attempt {
             headers.set(header::ATTEMPT, &attempt.to_string())?;
         }
-        if self.replayed {
+        if replayed {
             headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
         }
-        Ok(response)
+        if self.state.is_terminal() {
+            headers.set(header::SHOULD_RETRY, "false")?;
+        } else if let Some(ms) = self.retry_after_ms {
+            set_retry_after(&headers, ms)?;
+            headers.set(header::SHOULD_RETRY, "true")?;
+        }
+        with_cors(Response::from_bytes(self.body)?.with_status(self.status).with_headers(headers))
     }
-}
-
-/// A job's result as the client gets it, whether from the Ledger or the KV
-/// cache: the stored status, content type and bytes, with CORS and job headers.
-pub fn job_result(status: u16, content_type: &str, body: Vec<u8>, job: &JobHeaders<'_>) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("Content-Type", content_type)?;
-    job.apply(with_cors(Response::from_bytes(body)?.with_status(status).with_headers(headers))?)
 }

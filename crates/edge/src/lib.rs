@@ -1,10 +1,11 @@
 //! # onejob-edge
 //!
-//! The Cloudflare Worker of onejob. The stateless front authenticates the
-//! caller, validates the request, fingerprints it with the core, tries the KV
-//! cache of finished results, and hands everything else to the `Ledger`
-//! Durable Object of (tenant, key), which runs the request upstream at most
-//! once per job and replays the outcome to every duplicate.
+//! The Cloudflare Worker of onejob. The stateless front ([`gateway`])
+//! authenticates the caller, validates the request, fingerprints it with the
+//! core, tries the KV cache of finished results, and hands everything else
+//! (as one typed [`handoff`] message) to the `Ledger` Durable Object of
+//! (tenant, key), which runs the request upstream at most once per job and
+//! replays the outcome to every duplicate.
 //!
 //! Routes:
 //! - `POST /v1/{path}`: the OpenAI-compatible, idempotent proxy;
@@ -13,12 +14,16 @@
 //! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
 
 mod auth;
+mod budgets;
 mod cache;
 mod config;
 mod demo;
+mod driver;
 mod gateway;
+mod handoff;
 mod http;
 mod ledger;
+mod reply;
 mod store;
 mod upstream;
 
@@ -27,13 +32,13 @@ pub use ledger::Ledger;
 use worker::{Context, Env, Method, Request, Response, Result, event};
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let path = req.path();
     if req.method() == Method::Options {
-        return http::preflight();
+        return http::preflight(&req);
     }
     if path.starts_with("/v1/") {
-        return gateway::proxy(req, &env, &ctx).await;
+        return gateway::proxy(req, &env).await;
     }
     if let Some(key) = path.strip_prefix("/onejob/v1/jobs/") {
         let key = key.to_owned();
@@ -42,5 +47,5 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);
     }
-    http::problem_of(onejob_core::protocol::ProblemType::NotFound, format!("no route for {path}"))
+    http::problem_of(onejob_core::protocol::ProblemType::NotFound, "no such route")
 }

@@ -1,10 +1,20 @@
-//! The Ledger's SQLite tables: the job record and one stored response per
-//! attempt. SQL calls are synchronous inside a Durable Object, so a read,
-//! a transition and its write happen with no other request in between.
+//! The Ledger's SQLite tables: the job record and the stored response of
+//! each attempt, its body in chunks (a Durable Object's SQLite value holds at
+//! most 2 MB; rows here hold at most [`CHUNK_BYTES`]).
+//!
+//! SQL calls are synchronous inside a Durable Object, so a read, a
+//! transition and its write happen with no other request in between. Every
+//! job write is still a compare-and-swap on the job's version: a writer whose
+//! copy is stale gets [`StoreError::LostRace`], never a silent overwrite.
+//!
+//! Reads never write: before the first job write there are no tables, and a
+//! read of a fresh object finds nothing and creates nothing.
 
 use onejob_core::job::Job;
-use serde::Deserialize;
-use worker::{SqlStorage, SqlStorageValue};
+use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
+
+/// Largest body chunk per row.
+pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// A response as stored, and as replayed byte for byte.
 #[derive(Debug, Clone)]
@@ -14,13 +24,26 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
-impl StoredResponse {
-    /// An error of onejob's own (no upstream response to keep), as problem+json.
-    pub fn problem(problem: &onejob_core::protocol::Problem) -> Self {
-        Self {
-            status: problem.status,
-            content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
-            body: problem.to_json().into_bytes(),
+/// Why a write did not happen.
+#[derive(Debug)]
+pub enum StoreError {
+    /// The job changed since this writer read it (another writer won).
+    LostRace,
+    /// Storage failed, or holds something unreadable.
+    Failed(worker::Error),
+}
+
+impl From<worker::Error> for StoreError {
+    fn from(error: worker::Error) -> Self {
+        Self::Failed(error)
+    }
+}
+
+impl From<StoreError> for worker::Error {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::LostRace => worker::Error::RustError("the job changed concurrently".into()),
+            StoreError::Failed(error) => error,
         }
     }
 }
@@ -29,109 +52,146 @@ pub struct Store {
     sql: SqlStorage,
 }
 
-#[derive(Deserialize)]
-struct JobRow {
-    record: String,
-}
-
-#[derive(Deserialize)]
-struct ResponseRow {
-    status: i64,
-    content_type: String,
-    body: serde_bytes_compat::Bytes,
-}
-
-/// `serde_wasm_bindgen` hands a BLOB over as a byte sequence.
-mod serde_bytes_compat {
-    use serde::{Deserialize, Deserializer};
-
-    pub struct Bytes(pub Vec<u8>);
-
-    impl<'de> Deserialize<'de> for Bytes {
-        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            Vec::<u8>::deserialize(deserializer).map(Bytes)
-        }
-    }
-}
-
 impl Store {
     pub fn new(sql: SqlStorage) -> Self {
         Self { sql }
     }
 
-    /// Creates the tables if they do not exist yet.
-    pub fn create_tables(&self) -> worker::Result<()> {
+    /// The job, if this object has one.
+    pub fn load_job(&self) -> worker::Result<Option<Job>> {
+        let Some(row) = self.first_row("SELECT record FROM job WHERE id = 1", vec![])? else {
+            return Ok(None);
+        };
+        let Some(Value::String(record)) = row.into_iter().next() else {
+            return Err(unreadable("job record"));
+        };
+        serde_json::from_str(&record).map(Some).map_err(|_| unreadable("job record"))
+    }
+
+    /// Records a new job; `LostRace` if the object already has one.
+    pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
+        self.create_tables()?;
+        let written = self.write(
+            "INSERT INTO job (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
+            vec![version(job.version())?, record(job)?],
+        )?;
+        if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+    }
+
+    /// Writes `job` if the stored job is still at `expected_version`.
+    pub fn update_job(&self, expected_version: u64, job: &Job) -> Result<(), StoreError> {
+        let written = self.write(
+            "UPDATE job SET version = ?, record = ? WHERE id = 1 AND version = ?",
+            vec![version(job.version())?, record(job)?, version(expected_version)?],
+        )?;
+        if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+    }
+
+    /// Stores an attempt's response, its body split into chunks.
+    pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
+        let attempt = Value::Integer(i64::from(attempt));
+        self.write("DELETE FROM response_chunk WHERE attempt = ?", vec![attempt.clone()])?;
+        self.write(
+            "INSERT OR REPLACE INTO response (attempt, status, content_type, size) VALUES (?, ?, ?, ?)",
+            vec![
+                attempt.clone(),
+                Value::Integer(i64::from(response.status)),
+                Value::String(response.content_type.clone()),
+                Value::Integer(response.body.len() as i64),
+            ],
+        )?;
+        for (seq, chunk) in response.body.chunks(CHUNK_BYTES).enumerate() {
+            self.write(
+                "INSERT INTO response_chunk (attempt, seq, bytes) VALUES (?, ?, ?)",
+                vec![attempt.clone(), Value::Integer(seq as i64), Value::Blob(chunk.to_vec())],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// An attempt's stored response, body reassembled.
+    pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
+        let attempt = Value::Integer(i64::from(attempt));
+        let Some(row) =
+            self.first_row("SELECT status, content_type, size FROM response WHERE attempt = ?", vec![attempt.clone()])?
+        else {
+            return Ok(None);
+        };
+        let (status, content_type, size) = match row.as_slice() {
+            [Value::Integer(status), Value::String(content_type), Value::Integer(size)] => {
+                (*status, content_type.clone(), *size)
+            }
+            _ => return Err(unreadable("response")),
+        };
+        let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let chunks = self.sql.exec("SELECT bytes FROM response_chunk WHERE attempt = ? ORDER BY seq", vec![attempt])?;
+        for row in chunks.raw() {
+            match row?.into_iter().next() {
+                Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
+                // An empty BLOB may come back as an empty string.
+                Some(Value::String(text)) if text.is_empty() => {}
+                _ => return Err(unreadable("response chunk")),
+            }
+        }
+        if body.len() as i64 != size {
+            return Err(unreadable("response body (size mismatch)"));
+        }
+        Ok(Some(StoredResponse { status: u16::try_from(status).unwrap_or(500), content_type, body }))
+    }
+
+    fn create_tables(&self) -> worker::Result<()> {
         self.sql.exec(
             "CREATE TABLE IF NOT EXISTS job (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
-                idempotency_key TEXT NOT NULL,
+                version INTEGER NOT NULL,
                 record TEXT NOT NULL
-            )",
-            None,
-        )?;
-        self.sql.exec(
-            "CREATE TABLE IF NOT EXISTS response (
+            );
+            CREATE TABLE IF NOT EXISTS response (
                 attempt INTEGER PRIMARY KEY,
                 status INTEGER NOT NULL,
                 content_type TEXT NOT NULL,
-                body BLOB NOT NULL
+                size INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS response_chunk (
+                attempt INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                bytes BLOB NOT NULL,
+                PRIMARY KEY (attempt, seq)
             )",
             None,
         )?;
         Ok(())
     }
 
-    pub fn load_job(&self) -> worker::Result<Option<Job>> {
-        let rows: Vec<JobRow> = self.sql.exec("SELECT record FROM job WHERE id = 1", None)?.to_array()?;
-        match rows.into_iter().next() {
-            None => Ok(None),
-            Some(row) => serde_json::from_str(&row.record)
-                .map(Some)
-                .map_err(|e| worker::Error::RustError(format!("stored job record is unreadable: {e}"))),
+    /// The first row of a query, or `None` — also when the tables do not
+    /// exist yet (nothing was ever written here).
+    fn first_row(&self, query: &str, args: Vec<Value>) -> worker::Result<Option<Vec<Value>>> {
+        let cursor = match self.sql.exec(query, args) {
+            Ok(cursor) => cursor,
+            Err(error) if error.to_string().contains("no such table") => return Ok(None),
+            Err(error) => return Err(error),
+        };
+        cursor.raw().next().transpose()
+    }
+
+    /// Runs a write to completion and returns the rows it wrote.
+    fn write(&self, query: &str, args: Vec<Value>) -> worker::Result<usize> {
+        let cursor: SqlCursor = self.sql.exec(query, args)?;
+        for row in cursor.raw() {
+            row?;
         }
+        Ok(cursor.rows_written())
     }
+}
 
-    pub fn save_job(&self, key: &str, job: &Job) -> worker::Result<()> {
-        let record = serde_json::to_string(job).map_err(|e| worker::Error::RustError(e.to_string()))?;
-        self.sql.exec(
-            "INSERT INTO job (id, idempotency_key, record) VALUES (1, ?, ?)
-             ON CONFLICT (id) DO UPDATE SET record = excluded.record",
-            vec![SqlStorageValue::String(key.to_owned()), SqlStorageValue::String(record)],
-        )?;
-        Ok(())
-    }
+fn version(version: u64) -> worker::Result<Value> {
+    Value::try_from_i64(i64::try_from(version).unwrap_or(i64::MAX))
+}
 
-    pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
-        self.sql.exec(
-            "INSERT OR REPLACE INTO response (attempt, status, content_type, body) VALUES (?, ?, ?, ?)",
-            vec![
-                SqlStorageValue::Integer(i64::from(attempt)),
-                SqlStorageValue::Integer(i64::from(response.status)),
-                SqlStorageValue::String(response.content_type.clone()),
-                SqlStorageValue::Blob(response.body.clone()),
-            ],
-        )?;
-        Ok(())
-    }
+fn record(job: &Job) -> worker::Result<Value> {
+    serde_json::to_string(job).map(Value::String).map_err(|e| worker::Error::RustError(e.to_string()))
+}
 
-    pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
-        let rows: Vec<ResponseRow> = self
-            .sql
-            .exec(
-                "SELECT status, content_type, body FROM response WHERE attempt = ?",
-                vec![SqlStorageValue::Integer(i64::from(attempt))],
-            )?
-            .to_array()?;
-        Ok(rows.into_iter().next().map(|row| StoredResponse {
-            status: u16::try_from(row.status).unwrap_or(500),
-            content_type: row.content_type,
-            body: row.body.0,
-        }))
-    }
-
-    pub fn delete_everything(&self) -> worker::Result<()> {
-        self.sql.exec("DELETE FROM response", None)?;
-        self.sql.exec("DELETE FROM job", None)?;
-        Ok(())
-    }
+fn unreadable(what: &str) -> worker::Error {
+    worker::Error::RustError(format!("the stored {what} is unreadable"))
 }

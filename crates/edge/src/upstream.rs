@@ -1,30 +1,20 @@
 //! One upstream call: the built-in demo provider or an OpenAI-compatible API,
-//! bounded by a timeout. Retrying is not done here: the Ledger decides, one
+//! bounded by a timeout. Retrying is not done here: the driver decides, one
 //! attempt per call, so every call is claimed and audited.
 
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
-use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, parse_should_retry};
+use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
+use onejob_core::settings::Upstream;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
-use crate::config::Upstream;
 use crate::demo;
+use crate::reply::Reply;
 
 /// Largest upstream body kept; a larger one is refused rather than stored.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-
-/// What the upstream answered.
-#[derive(Debug, Clone)]
-pub struct Reply {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
-    pub retry_after: Option<String>,
-    pub retry_after_ms: Option<String>,
-    pub should_retry: Option<bool>,
-}
 
 /// How one call ended.
 #[derive(Debug, Clone)]
@@ -35,10 +25,12 @@ pub enum CallResult {
 
 /// What to send.
 pub struct Call<'a> {
-    pub path: &'a str,
+    /// Path and query, e.g. `/v1/chat/completions?api-version=…`.
+    pub target: &'a str,
     pub body: &'a [u8],
     pub content_type: &'a str,
-    pub idempotency_key: &'a str,
+    /// The job's key for the provider (tenant-scoped, never the client's own).
+    pub upstream_key: &'a str,
     pub attempt: u32,
     pub timeout_ms: u64,
 }
@@ -61,7 +53,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
     let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
     match upstream {
         Upstream::Demo => {
-            let reply = Box::pin(demo::respond(call.path, call.body, call.attempt));
+            let reply = Box::pin(demo::respond(call.target, call.body, call.attempt));
             match select(reply, timeout).await {
                 Either::Left((reply, _)) => CallResult::Reply(reply),
                 Either::Right(_) => timed_out(call.timeout_ms),
@@ -72,9 +64,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
             let signal = controller.signal();
             let request = match build_request(base_url, api_key, &call) {
                 Ok(request) => request,
-                Err(detail) => {
-                    return CallResult::Transport { failure: TransportFailure::Connect, detail };
-                }
+                Err(detail) => return CallResult::Transport { failure: TransportFailure::Connect, detail },
             };
             let sent = Box::pin(async move {
                 let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
@@ -83,7 +73,7 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
             });
             match select(sent, timeout).await {
                 Either::Left((Ok((response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
-                Either::Left((Err(error), _)) => transport_error(error.to_string()),
+                Either::Left((Err(error), _)) => transport_error(&error.to_string()),
                 Either::Right(_) => {
                     controller.abort();
                     timed_out(call.timeout_ms)
@@ -95,44 +85,40 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
 
 fn build_request(base_url: &str, api_key: Option<&str>, call: &Call<'_>) -> Result<Request, String> {
     // `/v1/chat/completions` against a base URL that already ends in `/v1`.
-    let path = call.path.strip_prefix("/v1").unwrap_or(call.path);
-    let url = format!("{base_url}{path}");
+    let target = call.target.strip_prefix("/v1").unwrap_or(call.target);
+    let url = format!("{base_url}{target}");
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
     set("Content-Type", call.content_type)?;
-    set("Idempotency-Key", call.idempotency_key)?;
+    set(header::IDEMPOTENCY_KEY, call.upstream_key)?;
     if let Some(key) = api_key {
         set("Authorization", &format!("Bearer {key}"))?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(js_sys::Uint8Array::from(call.body).into()));
-    Request::new_with_init(&url, &init).map_err(|e| format!("cannot build the upstream request for {url}: {e}"))
+    Request::new_with_init(&url, &init).map_err(|_| "cannot build the upstream request".to_owned())
 }
+
+/// The headers the retry rule reads, kept with the reply.
+const HINT_HEADERS: [&str; 3] = [header::RETRY_AFTER, header::RETRY_AFTER_MS, header::SHOULD_RETRY];
 
 fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {
     if body.len() > MAX_RESPONSE_BYTES {
         // Kept as a final error: asking again would pay for the same answer.
         let detail =
             format!("the provider's response of {} bytes exceeds the {MAX_RESPONSE_BYTES}-byte limit", body.len());
-        let problem = Problem::new(ProblemType::UpstreamFailed, detail);
-        return Reply {
-            status: problem.status,
-            content_type: PROBLEM_CONTENT_TYPE.into(),
-            body: problem.to_json().into_bytes(),
-            retry_after: None,
-            retry_after_ms: None,
-            should_retry: Some(false),
-        };
+        let mut reply = Reply::json(502, Problem::new(ProblemType::UpstreamFailed, detail).to_json().into_bytes());
+        reply.content_type = PROBLEM_CONTENT_TYPE.into();
+        reply.hints.push((header::SHOULD_RETRY, "false".into()));
+        return reply;
     }
     let header = |name: &str| response.headers().get(name).ok().flatten();
     Reply {
         status: response.status_code(),
         content_type: header("Content-Type").unwrap_or_else(|| "application/json".into()),
         body,
-        retry_after: header("Retry-After"),
-        retry_after_ms: header("retry-after-ms"),
-        should_retry: header("x-should-retry").as_deref().and_then(parse_should_retry),
+        hints: HINT_HEADERS.iter().filter_map(|name| Some((*name, header(name)?))).collect(),
     }
 }
 
@@ -143,11 +129,23 @@ fn timed_out(timeout_ms: u64) -> CallResult {
     }
 }
 
-/// A fetch that failed without a response. A refused connection never left;
-/// anything else (reset, closed, lost) may have reached the provider.
-fn transport_error(message: String) -> CallResult {
+/// A fetch that failed without a response. Only an error that proves the
+/// request never left (a refused connection, a failed DNS lookup) is "not
+/// sent" and may be retried; anything else (reset, closed, lost) may have
+/// reached the provider, so the outcome is unknown.
+///
+/// workerd reports a refused connection and one dropped after the request
+/// was sent with the same words ("Network connection lost"), and reads the
+/// request body before it connects, so neither the error nor the body tells
+/// them apart there: both are unknown (the safe side: no second paid call).
+fn transport_error(message: &str) -> CallResult {
+    // The message may name the upstream's address: it goes to the log only.
+    worker::console_warn!("onejob: upstream fetch failed: {message}");
     let lower = message.to_ascii_lowercase();
-    let never_left = ["refused", "dns", "resolve", "invalid url"].iter().any(|m| lower.contains(m));
+    let never_left = NEVER_SENT.iter().any(|m| lower.contains(m));
     let failure = if never_left { TransportFailure::Connect } else { TransportFailure::DroppedAfterSend };
-    CallResult::Transport { failure, detail: format!("upstream connection failed: {message}") }
+    CallResult::Transport { failure, detail: "the connection to the upstream failed".into() }
 }
+
+/// Words of errors that prove the request never left.
+const NEVER_SENT: [&str; 4] = ["connection refused", "econnrefused", "dns lookup", "no such host"];

@@ -1,5 +1,8 @@
-//! The retry rule of one call, shared by the browser SDK and the edge: given
-//! how the last try was classified, retry (after how long) or give up.
+//! The retry rule of one call, shared by the browser SDK and the edge. Both
+//! loops are "call; observe; match step": an [`Observation`] reads what one
+//! try produced (status and the `x-should-retry`, `retry-after-ms` and
+//! `Retry-After` headers, or a transport failure), and [`Retries::next`]
+//! turns it into a [`Step`]: deliver, wait so long, or give up.
 //!
 //! - only transient outcomes are retried: `Retry` always, `RetryOnce` (a 500)
 //!   once per call, `Unknown` only when the caller's resend carries the same
@@ -11,8 +14,66 @@
 
 use crate::backoff::Backoff;
 use crate::backoff::budget::{RetryBudget, RetryCause};
-use crate::classify::{Classification, Decision, ErrorClass};
+use crate::backoff::retry_after::server_delay_ms;
+use crate::classify::{Classification, Decision, ErrorClass, Outcome, TransportFailure, classify};
+use crate::protocol::{header, parse_should_retry};
 use crate::random::RandomSource;
+use crate::reply::BodyHint;
+
+/// What one try of a call produced, classified once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Observation {
+    /// The HTTP status, when a response arrived.
+    pub status: Option<u16>,
+    /// How the outcome is classified ([`classify`]).
+    pub classification: Classification,
+    /// How long the server asked to wait, already capped.
+    pub server_delay_ms: Option<u64>,
+}
+
+impl Observation {
+    /// An HTTP response: its status, its headers (looked up by name) and what
+    /// its body said (`BodyHint::None` when the body is not read). A server's
+    /// `Retry-After` longer than `retry_after_cap_ms` is cut to it.
+    pub fn from_http(
+        status: u16,
+        headers: &dyn Fn(&str) -> Option<String>,
+        hint: BodyHint,
+        now_ms: u64,
+        retry_after_cap_ms: u64,
+    ) -> Self {
+        let should_retry = headers(header::SHOULD_RETRY).as_deref().and_then(parse_should_retry);
+        let server_delay_ms = server_delay_ms(
+            headers(header::RETRY_AFTER_MS).as_deref(),
+            headers(header::RETRY_AFTER).as_deref(),
+            now_ms,
+            retry_after_cap_ms,
+        );
+        let classification = classify(Outcome::Http { status, should_retry, hint });
+        Self { status: Some(status), classification, server_delay_ms }
+    }
+
+    /// A call that failed below HTTP.
+    pub fn transport(failure: TransportFailure) -> Self {
+        Self { status: None, classification: classify(Outcome::Transport(failure)), server_delay_ms: None }
+    }
+
+    /// Whether this is a final answer to keep (a success or a permanent error).
+    pub fn is_final(&self) -> bool {
+        matches!(self.classification.decision, Decision::Accept | Decision::Never)
+    }
+}
+
+/// What to do after a try.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The answer is final: hand it to the caller.
+    Deliver,
+    /// Transient: try again after this many milliseconds.
+    Wait(u64),
+    /// Transient, but the attempts, the budget or the rules say stop.
+    GiveUp,
+}
 
 /// Whether an outcome that may have been processed can be sent again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +103,28 @@ impl Retries {
     /// Retries granted so far.
     pub fn retries(&self) -> u32 {
         self.retries
+    }
+
+    /// The step after `observed`. `may_try_again` is the caller's own cap
+    /// (attempts left). A success refunds the budget.
+    pub fn next(
+        &mut self,
+        observed: &Observation,
+        may_try_again: bool,
+        budget: &mut RetryBudget,
+        rng: &mut dyn RandomSource,
+    ) -> Step {
+        match observed.classification.decision {
+            Decision::Accept => {
+                budget.on_success();
+                Step::Deliver
+            }
+            Decision::Never => Step::Deliver,
+            _ => match self.after(observed.classification, may_try_again, observed.server_delay_ms, budget, rng) {
+                Some(delay) => Step::Wait(delay),
+                None => Step::GiveUp,
+            },
+        }
     }
 
     /// After a try classified as `outcome`: the delay before the next try, or
@@ -125,6 +208,42 @@ mod tests {
         let mut rng = SplitMix64::new(4);
         assert!(retries(UnknownOutcomes::Resend).after(dropped, true, None, &mut budget, &mut rng).is_some());
         assert!(retries(UnknownOutcomes::Stop).after(dropped, true, None, &mut budget, &mut rng).is_none());
+    }
+
+    fn response(status: u16, headers: &[(&str, &str)]) -> Observation {
+        let lookup =
+            |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| (*v).to_owned());
+        Observation::from_http(status, &lookup, BodyHint::None, 0, 30_000)
+    }
+
+    #[test]
+    fn observe_then_step() {
+        let (mut r, mut budget, mut rng) = (retries(UnknownOutcomes::Stop), RetryBudget::default(), SplitMix64::new(6));
+        let mut next = |o: &Observation, budget: &mut RetryBudget| r.next(o, true, budget, &mut rng);
+        assert_eq!(next(&response(200, &[]), &mut budget), Step::Deliver);
+        assert_eq!(next(&response(400, &[]), &mut budget), Step::Deliver);
+        // A terminal job's replay says x-should-retry: false: delivered, not retried.
+        assert_eq!(next(&response(503, &[("x-should-retry", "false")]), &mut budget), Step::Deliver);
+        let Step::Wait(ms) = next(&response(429, &[("Retry-After", "2")]), &mut budget) else { panic!() };
+        assert!(ms >= 2_000);
+        let capped = response(503, &[("retry-after-ms", "999999")]);
+        assert_eq!(capped.server_delay_ms, Some(30_000));
+        assert_eq!(capped.status, Some(503));
+        let dropped = Observation::transport(TransportFailure::DroppedAfterSend);
+        assert_eq!(next(&dropped, &mut budget), Step::GiveUp, "the edge never resends an unknown outcome");
+        assert!(!dropped.is_final() && response(422, &[]).is_final());
+    }
+
+    #[test]
+    fn a_success_refunds_the_budget_and_an_exhausted_caller_gives_up() {
+        let (mut r, mut rng) = (retries(UnknownOutcomes::Resend), SplitMix64::new(7));
+        let mut budget = RetryBudget::new(BudgetConfig::new(10, 5, 10, 1).unwrap());
+        assert!(matches!(r.next(&response(503, &[]), true, &mut budget, &mut rng), Step::Wait(_)));
+        assert_eq!(budget.tokens(), 5);
+        assert_eq!(r.next(&response(200, &[]), true, &mut budget, &mut rng), Step::Deliver);
+        assert_eq!(budget.tokens(), 6);
+        assert_eq!(r.next(&response(503, &[]), false, &mut budget, &mut rng), Step::GiveUp);
+        assert_eq!(budget.tokens(), 6, "a refused retry costs nothing");
     }
 
     #[test]

@@ -6,28 +6,38 @@
 //! hostile `Retry-After: 86400` cannot park a user for a day; a past date means
 //! "now".
 
-/// The server's requested delay, in milliseconds, already clamped.
+/// The server's requested delay in milliseconds, at most `cap_ms`, from the
+/// header values (either may be absent); `retry-after-ms` wins when both
+/// parse. `None` when neither parses.
+pub fn server_delay_ms(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now_ms: u64,
+    cap_ms: u64,
+) -> Option<u64> {
+    let asked = retry_after_ms
+        .and_then(parse_retry_after_ms)
+        .or_else(|| retry_after.and_then(|value| parse_retry_after(value, now_ms)))?;
+    Some(asked.min(cap_ms))
+}
+
+/// The server's requested delay (transitional: the SDK's loop moves to
+/// [`crate::backoff::retries::Observation`], which reads it itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAfter {
-    /// Delay in milliseconds, at most the cap given to [`RetryAfter::from_headers`].
+    /// Delay in milliseconds, at most the cap.
     pub delay_ms: u64,
-    /// True when the server asked for more than the cap.
-    pub clamped: bool,
 }
 
 impl RetryAfter {
-    /// Reads the hint from the header values (either may be absent);
-    /// `retry-after-ms` wins when both parse. `None` when neither parses.
+    /// See [`server_delay_ms`].
     pub fn from_headers(
         retry_after_ms: Option<&str>,
         retry_after: Option<&str>,
         now_ms: u64,
         cap_ms: u64,
     ) -> Option<Self> {
-        let asked = retry_after_ms
-            .and_then(parse_retry_after_ms)
-            .or_else(|| retry_after.and_then(|value| parse_retry_after(value, now_ms)))?;
-        Some(Self { delay_ms: asked.min(cap_ms), clamped: asked > cap_ms })
+        server_delay_ms(retry_after_ms, retry_after, now_ms, cap_ms).map(|delay_ms| Self { delay_ms })
     }
 }
 
@@ -154,18 +164,9 @@ mod tests {
 
     #[test]
     fn ms_header_wins_and_everything_is_clamped() {
-        assert_eq!(
-            RetryAfter::from_headers(Some("300"), Some("5"), 0, 60_000),
-            Some(RetryAfter { delay_ms: 300, clamped: false })
-        );
-        assert_eq!(
-            RetryAfter::from_headers(Some("junk"), Some("5"), 0, 60_000),
-            Some(RetryAfter { delay_ms: 5_000, clamped: false })
-        );
-        assert_eq!(
-            RetryAfter::from_headers(None, Some("86400"), 0, 60_000),
-            Some(RetryAfter { delay_ms: 60_000, clamped: true })
-        );
-        assert_eq!(RetryAfter::from_headers(None, None, 0, 60_000), None);
+        assert_eq!(server_delay_ms(Some("300"), Some("5"), 0, 60_000), Some(300));
+        assert_eq!(server_delay_ms(Some("junk"), Some("5"), 0, 60_000), Some(5_000));
+        assert_eq!(server_delay_ms(None, Some("86400"), 0, 60_000), Some(60_000));
+        assert_eq!(server_delay_ms(None, None, 0, 60_000), None);
     }
 }

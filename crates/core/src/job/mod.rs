@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::classify::ErrorClass;
 use crate::fingerprint::Fingerprint;
+use crate::reply::Usage;
 
 /// Where a job stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,20 +111,6 @@ impl fmt::Display for PolicyError {
 
 impl std::error::Error for PolicyError {}
 
-impl Default for JobPolicy {
-    /// 4 attempts, 60 s attempt lease, 60 s unknown lease, 24 h retention,
-    /// retry after the lease.
-    fn default() -> Self {
-        Self {
-            max_attempts: 4,
-            attempt_lease_ms: 60_000,
-            unknown_lease_ms: 60_000,
-            retention_ms: 24 * 60 * 60 * 1000,
-            unknown_policy: UnknownPolicy::RetryAfterLease,
-        }
-    }
-}
-
 impl JobPolicy {
     /// A validated policy.
     pub fn new(
@@ -169,17 +156,6 @@ impl JobPolicy {
     pub fn unknown_policy(&self) -> UnknownPolicy {
         self.unknown_policy
     }
-}
-
-/// Token usage reported by an LLM provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Usage {
-    /// Tokens in the prompt.
-    pub prompt_tokens: u64,
-    /// Tokens in the completion.
-    pub completion_tokens: u64,
-    /// Their sum, as the provider reported it.
-    pub total_tokens: u64,
 }
 
 /// How one attempt ended.

@@ -9,6 +9,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::fingerprint::{Body, Fingerprint};
+use crate::reply::Usage;
 
 const T0: u64 = 1_700_000_000_000;
 
@@ -92,6 +93,60 @@ fn reverse_order_finish_the_second_to_return_loses() {
     assert!(j.note_discarded(1, T0 + 6_200, ok()));
     assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Discarded);
     assert_eq!((j.state(), j.completed_by(), j.version()), (JobState::Completed, Some(2), snapshot.version()));
+}
+
+/// Storage as the Ledger uses it: a write lands only if the stored version is
+/// still the one the writer read (`UPDATE … WHERE version = ?`).
+struct CasCell {
+    stored: Job,
+}
+
+impl CasCell {
+    fn read(&self) -> Job {
+        self.stored.clone()
+    }
+
+    fn write(&mut self, read_version: u64, job: &Job) -> Result<(), ()> {
+        if self.stored.version() != read_version {
+            return Err(());
+        }
+        self.stored = job.clone();
+        Ok(())
+    }
+}
+
+#[test]
+fn two_drivers_with_their_own_copies_the_late_write_loses_and_is_audited() {
+    let mut cell = CasCell { stored: job(4) };
+    // Driver A claims and calls upstream; its lease lapses under a slow call.
+    let mut a = cell.read();
+    let a_ticket = a.claim(0, T0, "demo", None).unwrap();
+    cell.write(0, &a).unwrap();
+    // Driver B reads later: A is presumed lost (unknown), and after the
+    // unknown lease B claims, answers and writes.
+    let mut b = cell.read();
+    let read_by_b = b.version();
+    assert!(b.expire(T0 + 1_000));
+    cell.write(read_by_b, &b).unwrap();
+    let read_by_b = b.version();
+    let b_ticket = b.claim(read_by_b, T0 + 6_000, "demo", None).unwrap();
+    cell.write(read_by_b, &b).unwrap();
+    let read_by_b = b.version();
+    b.complete(b_ticket, T0 + 6_100, ok()).unwrap();
+    cell.write(read_by_b, &b).unwrap();
+    // A returns at last. On its own stale copy the transition succeeds...
+    a.complete(a_ticket, T0 + 6_200, ok()).unwrap();
+    // ...but the store refuses the write: A's copy was read at another version.
+    assert_eq!(cell.write(a_ticket.version, &a), Err(()));
+    // A reloads and records, for the audit only, that its result was discarded.
+    let mut current = cell.read();
+    assert!(current.note_discarded(a_ticket.attempt, T0 + 6_200, ok()));
+    let version = current.version();
+    cell.write(version, &current).unwrap();
+    let stored = cell.read();
+    assert_eq!((stored.state(), stored.completed_by()), (JobState::Completed, Some(2)));
+    assert_eq!(stored.attempts()[0].outcome, AttemptOutcome::Discarded);
+    assert_eq!(stored.attempts()[1].outcome, AttemptOutcome::Succeeded);
 }
 
 #[test]

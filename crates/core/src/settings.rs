@@ -1,0 +1,275 @@
+//! A deployment's settings, read from named variables (`wrangler.toml` vars
+//! or secrets) with the defaults below. Every number has a range: a value
+//! outside it, or one that does not parse, is a [`SettingsError`] naming the
+//! variable and what it must be, never quoting the value (an operator who
+//! pastes a secret into the wrong variable must not see it echoed anywhere).
+
+use std::fmt;
+
+use crate::backoff::{Backoff, Jitter};
+use crate::job::{JobPolicy, UnknownPolicy};
+
+/// The defaults, shared with the SDK where they must agree (retention).
+pub mod defaults {
+    /// `MAX_BODY_BYTES`: 1 MiB.
+    pub const MAX_BODY_BYTES: u64 = 1024 * 1024;
+    /// `COALESCE_WAIT_MS`: how long a duplicate waits for a running request.
+    pub const COALESCE_WAIT_MS: u64 = 30_000;
+    /// `UPSTREAM_TIMEOUT_MS`: per upstream call.
+    pub const UPSTREAM_TIMEOUT_MS: u64 = 30_000;
+    /// `UNKNOWN_LEASE_MS`: no new attempt this long after an unknown outcome.
+    pub const UNKNOWN_LEASE_MS: u64 = 60_000;
+    /// `MAX_ATTEMPTS`: attempts per job, across every layer.
+    pub const MAX_ATTEMPTS: u64 = 4;
+    /// `RETENTION_SECONDS`: 24 h.
+    pub const RETENTION_SECONDS: u64 = 86_400;
+    /// The same retention in milliseconds (the SDK remembers keys this long).
+    pub const RETENTION_MS: u64 = RETENTION_SECONDS * 1000;
+    /// `BACKOFF_BASE_MS`.
+    pub const BACKOFF_BASE_MS: u64 = 250;
+    /// `BACKOFF_CAP_MS`.
+    pub const BACKOFF_CAP_MS: u64 = 10_000;
+    /// `RETRY_AFTER_CAP_MS`: the longest `Retry-After` honoured.
+    pub const RETRY_AFTER_CAP_MS: u64 = 60_000;
+}
+
+/// The longest `Prefer: wait=N` (and `COALESCE_WAIT_MS`) honoured, so a
+/// duplicate cannot park a request forever.
+pub const MAX_WAIT_MS: u64 = 120_000;
+
+/// An attempt holds its job for the upstream timeout plus this slack for
+/// storage and scheduling; past that the runtime must have lost it.
+pub const ATTEMPT_LEASE_SLACK_MS: u64 = 10_000;
+
+/// Where upstream calls go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstream {
+    /// The built-in demo provider (no network, no API key).
+    Demo,
+    /// An OpenAI-compatible API, e.g. `https://api.openai.com/v1`.
+    Http {
+        /// The base URL, without a trailing slash.
+        base_url: String,
+    },
+}
+
+/// Everything a deployment can tune.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `UPSTREAM`.
+    pub upstream: Upstream,
+    /// `MAX_BODY_BYTES`: request bodies above it get a 413.
+    pub max_body_bytes: u64,
+    /// `COALESCE_WAIT_MS`.
+    pub coalesce_wait_ms: u64,
+    /// `UPSTREAM_TIMEOUT_MS`.
+    pub upstream_timeout_ms: u64,
+    /// `RETRY_AFTER_CAP_MS`.
+    pub retry_after_cap_ms: u64,
+    /// `BACKOFF_BASE_MS`, `BACKOFF_CAP_MS`: full jitter between attempts.
+    pub backoff: Backoff,
+    /// `MAX_ATTEMPTS`, `UNKNOWN_LEASE_MS`, `RETENTION_SECONDS`,
+    /// `UNKNOWN_POLICY`, and the attempt lease they imply.
+    pub policy: JobPolicy,
+    /// `RESULT_CACHE`: `kv` (default) replays finished results from KV when
+    /// it has them; `off` sends every request to the Ledger.
+    pub result_cache: bool,
+}
+
+/// A variable that is malformed or out of range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingsError {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What it must be.
+    pub expected: &'static str,
+}
+
+impl fmt::Display for SettingsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} must be {}", self.name, self.expected)
+    }
+}
+
+impl std::error::Error for SettingsError {}
+
+impl Settings {
+    /// Reads the settings through `var` (a variable's value, if set).
+    pub fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        let read = Reader { var };
+        let upstream = match read.text("UPSTREAM").as_deref() {
+            None | Some("demo") => Upstream::Demo,
+            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
+                Upstream::Http { base_url: url.trim_end_matches('/').to_owned() }
+            }
+            Some(_) => return Err(read.error("UPSTREAM", "\"demo\" or an http(s) base URL")),
+        };
+        let unknown_policy = match read.text("UNKNOWN_POLICY").as_deref() {
+            None | Some("retry_after_lease") => UnknownPolicy::RetryAfterLease,
+            Some("block") => UnknownPolicy::Block,
+            Some(_) => return Err(read.error("UNKNOWN_POLICY", "retry_after_lease or block")),
+        };
+        let result_cache = match read.text("RESULT_CACHE").as_deref() {
+            None | Some("kv") => true,
+            Some("off") => false,
+            Some(_) => return Err(read.error("RESULT_CACHE", "kv or off")),
+        };
+        const HOUR_MS: u64 = 3_600_000;
+        let upstream_timeout_ms =
+            read.number("UPSTREAM_TIMEOUT_MS", defaults::UPSTREAM_TIMEOUT_MS, 1, HOUR_MS, "1 to 3600000 (ms)")?;
+        let max_attempts = read.number("MAX_ATTEMPTS", defaults::MAX_ATTEMPTS, 1, 100, "1 to 100")?;
+        let unknown_lease_ms =
+            read.number("UNKNOWN_LEASE_MS", defaults::UNKNOWN_LEASE_MS, 1, 24 * HOUR_MS, "1 to 86400000 (ms)")?;
+        let retention_s =
+            read.number("RETENTION_SECONDS", defaults::RETENTION_SECONDS, 1, 30 * 86_400, "1 to 2592000 (30 days)")?;
+        let policy = JobPolicy::new(
+            max_attempts as u32,
+            upstream_timeout_ms + ATTEMPT_LEASE_SLACK_MS,
+            unknown_lease_ms,
+            retention_s * 1000,
+            unknown_policy,
+        )
+        .map_err(|_| read.error("RETENTION_SECONDS", "longer than UPSTREAM_TIMEOUT_MS + 10 s + UNKNOWN_LEASE_MS"))?;
+        let backoff = Backoff::new(
+            read.number("BACKOFF_BASE_MS", defaults::BACKOFF_BASE_MS, 1, HOUR_MS, "1 to 3600000 (ms)")?,
+            read.number("BACKOFF_CAP_MS", defaults::BACKOFF_CAP_MS, 1, HOUR_MS, "1 to 3600000 (ms)")?,
+            Jitter::Full,
+        )
+        .map_err(|_| read.error("BACKOFF_CAP_MS", "at least BACKOFF_BASE_MS"))?;
+        Ok(Self {
+            upstream,
+            max_body_bytes: read.number(
+                "MAX_BODY_BYTES",
+                defaults::MAX_BODY_BYTES,
+                1,
+                16 * 1024 * 1024,
+                "1 to 16777216 (bytes)",
+            )?,
+            coalesce_wait_ms: read.number(
+                "COALESCE_WAIT_MS",
+                defaults::COALESCE_WAIT_MS,
+                0,
+                MAX_WAIT_MS,
+                "0 to 120000 (ms)",
+            )?,
+            upstream_timeout_ms,
+            retry_after_cap_ms: read.number(
+                "RETRY_AFTER_CAP_MS",
+                defaults::RETRY_AFTER_CAP_MS,
+                0,
+                HOUR_MS,
+                "0 to 3600000 (ms)",
+            )?,
+            backoff,
+            policy,
+            result_cache,
+        })
+    }
+}
+
+struct Reader<'a> {
+    var: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Reader<'_> {
+    /// The trimmed value; an empty one counts as unset.
+    fn text(&self, name: &str) -> Option<String> {
+        (self.var)(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+    }
+
+    fn number(
+        &self,
+        name: &'static str,
+        default: u64,
+        min: u64,
+        max: u64,
+        expected: &'static str,
+    ) -> Result<u64, SettingsError> {
+        let Some(text) = self.text(name) else { return Ok(default) };
+        // Digits only: no sign, no exponent, and no wrap-around (a value
+        // past u64 fails to parse instead of becoming something small).
+        let value = text.bytes().all(|b| b.is_ascii_digit()).then(|| text.parse::<u64>().ok()).flatten();
+        value.filter(|v| (min..=max).contains(v)).ok_or(SettingsError { name, expected })
+    }
+
+    fn error(&self, name: &'static str, expected: &'static str) -> SettingsError {
+        SettingsError { name, expected }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn parse(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        Settings::parse(&|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned()))
+    }
+
+    #[test]
+    fn defaults_when_nothing_is_set() {
+        let s = parse(&[]).unwrap();
+        assert_eq!(s.upstream, Upstream::Demo);
+        assert_eq!(s.max_body_bytes, 1_048_576);
+        assert_eq!(s.coalesce_wait_ms, 30_000);
+        assert_eq!(s.upstream_timeout_ms, 30_000);
+        assert_eq!(s.policy.max_attempts(), 4);
+        assert_eq!(s.policy.attempt_lease_ms(), 40_000);
+        assert_eq!(s.policy.unknown_lease_ms(), 60_000);
+        assert_eq!(s.policy.retention_ms(), 86_400_000);
+        assert_eq!(s.policy.unknown_policy(), UnknownPolicy::RetryAfterLease);
+        assert_eq!(s.retry_after_cap_ms, 60_000);
+        assert_eq!(s.backoff, Backoff::new(250, 10_000, Jitter::Full).unwrap());
+        assert!(s.result_cache);
+    }
+
+    #[test]
+    fn values_are_read() {
+        let s = parse(&[
+            ("UPSTREAM", "https://api.example/v1/"),
+            ("MAX_ATTEMPTS", "7"),
+            ("UNKNOWN_POLICY", "block"),
+            ("RESULT_CACHE", "off"),
+            ("COALESCE_WAIT_MS", " 0 "),
+        ])
+        .unwrap();
+        assert_eq!(s.upstream, Upstream::Http { base_url: "https://api.example/v1".into() });
+        assert_eq!(s.policy.max_attempts(), 7);
+        assert_eq!(s.policy.unknown_policy(), UnknownPolicy::Block);
+        assert!(!s.result_cache);
+        assert_eq!(s.coalesce_wait_ms, 0);
+    }
+
+    #[test]
+    fn out_of_range_numbers_are_errors_not_wrapped_values() {
+        let err = |name, value| parse(&[(name, value)]).unwrap_err();
+        // 2^32 + 1 used to become 1 attempt.
+        assert_eq!(err("MAX_ATTEMPTS", "4294967297").name, "MAX_ATTEMPTS");
+        assert_eq!(err("MAX_ATTEMPTS", "0").name, "MAX_ATTEMPTS");
+        // Past u64: an error, never a small number.
+        assert_eq!(err("UPSTREAM_TIMEOUT_MS", "18446744073709551616").name, "UPSTREAM_TIMEOUT_MS");
+        // u64::MAX would overflow timeout + slack.
+        assert_eq!(err("UPSTREAM_TIMEOUT_MS", "18446744073709551615").name, "UPSTREAM_TIMEOUT_MS");
+        assert_eq!(err("RETENTION_SECONDS", "18446744073709551615").name, "RETENTION_SECONDS");
+        assert_eq!(err("COALESCE_WAIT_MS", "120001").name, "COALESCE_WAIT_MS");
+        assert_eq!(err("MAX_BODY_BYTES", "-1").name, "MAX_BODY_BYTES");
+        assert_eq!(err("BACKOFF_BASE_MS", "1e3").name, "BACKOFF_BASE_MS");
+        assert_eq!(parse(&[("BACKOFF_BASE_MS", "500"), ("BACKOFF_CAP_MS", "100")]).unwrap_err().name, "BACKOFF_CAP_MS");
+        assert_eq!(
+            parse(&[("RETENTION_SECONDS", "60"), ("UPSTREAM_TIMEOUT_MS", "60000")]).unwrap_err().name,
+            "RETENTION_SECONDS"
+        );
+    }
+
+    #[test]
+    fn errors_never_quote_the_value() {
+        let secret = "sk-live-0123456789abcdef";
+        for name in ["UPSTREAM", "MAX_ATTEMPTS", "UNKNOWN_POLICY", "RESULT_CACHE", "MAX_BODY_BYTES"] {
+            let error = parse(&[(name, secret)]).unwrap_err();
+            assert_eq!(error.name, name);
+            assert!(!error.to_string().contains(secret), "{error}");
+        }
+    }
+}

@@ -1,0 +1,225 @@
+//! The driver of a job: claims, calls and records attempts until one is
+//! final, retrying transient failures with the core's full-jitter backoff
+//! within the job's attempt cap and the tenant's retry budget.
+//!
+//! Every write is a compare-and-swap on the job's version. An attempt whose
+//! write loses (another writer changed the job meanwhile) does not overwrite
+//! the winner: it is recorded in the audit as discarded, and the caller gets
+//! the job as it now stands.
+
+use std::time::Duration;
+
+use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
+use onejob_core::classify::Decision;
+use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
+use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::protocol::{Problem, ProblemType};
+use onejob_core::random::RandomSource;
+use onejob_core::reply::{BodyHint, read_reply};
+use worker::{Delay, Result};
+
+use crate::budgets;
+use crate::config::Config;
+use crate::handoff::Submission;
+use crate::http::JobResult;
+use crate::ledger::now_ms;
+use crate::store::{Store, StoreError, StoredResponse};
+use crate::upstream::{self, Call, CallResult};
+
+pub struct Driver<'a> {
+    config: &'a Config,
+    store: &'a Store,
+    submission: &'a Submission,
+    body: &'a [u8],
+    /// The job's key for the provider: derived from tenant + key.
+    upstream_key: String,
+    provider: String,
+    model: Option<String>,
+}
+
+/// What one attempt produced.
+struct Attempted {
+    observed: Observation,
+    response: StoredResponse,
+    report: AttemptReport,
+}
+
+impl<'a> Driver<'a> {
+    pub fn new(config: &'a Config, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
+        let upstream_key = IdempotencyKey::parse(&submission.key)
+            .map(|key| StorageId::derive(&submission.tenant, &key).upstream_key())
+            .unwrap_or_default();
+        let model = serde_json::from_slice::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+        let provider = upstream::provider_name(&config.settings.upstream);
+        Self { config, store, submission, body, upstream_key, provider, model }
+    }
+
+    /// Runs attempts on `job` (claimable) until a result for the caller.
+    pub async fn run(&self, job: &mut Job) -> Result<JobResult> {
+        // Nothing dedups a resend to the provider: an unknown outcome stops here.
+        let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
+        loop {
+            let read = job.version();
+            let ticket = match job.claim(read, now_ms(), &self.provider, self.model.as_deref()) {
+                Ok(ticket) => ticket,
+                Err(error) => return Err(worker::Error::RustError(format!("claim refused: {error}"))),
+            };
+            // The claim is durable before the upstream call can let anyone in.
+            match self.store.update_job(read, job) {
+                Ok(()) => {}
+                Err(StoreError::LostRace) => return self.job_as_it_stands(job),
+                Err(StoreError::Failed(error)) => return Err(error),
+            }
+            let attempted = self.attempt(ticket).await;
+            if !self.record(job, ticket, &attempted)? {
+                return self.job_as_it_stands(job);
+            }
+            let may_try_again = job.state() == JobState::Failed;
+            let step = budgets::with_budget(&self.submission.tenant, |budget| {
+                retries.next(&attempted.observed, may_try_again, budget, &mut MathRandom)
+            });
+            let Attempted { observed, response, .. } = attempted;
+            let result = |retry_after_ms| JobResult {
+                status: response.status,
+                content_type: response.content_type.clone(),
+                body: response.body.clone(),
+                state: job.state(),
+                attempt: Some(ticket.attempt),
+                retry_after_ms,
+            };
+            match step {
+                Step::Deliver => return Ok(result(None)),
+                Step::Wait(ms) => Delay::from(Duration::from_millis(ms)).await,
+                Step::GiveUp if observed.classification.decision == Decision::Unknown => {
+                    let lease = job.lease_remaining_ms(now_ms());
+                    let problem = Problem::new(
+                        ProblemType::UpstreamTimeout,
+                        "the provider did not answer in time and may still be processing the request; retry with the same key after Retry-After",
+                    )
+                    .with_retry_after_ms(lease);
+                    return Ok(JobResult::problem(&problem, job.state(), Some(ticket.attempt)));
+                }
+                // Out of attempts (dead: final) or of budget (ask again later).
+                Step::GiveUp => {
+                    let again = may_try_again.then(|| observed.server_delay_ms.unwrap_or(1_000));
+                    return Ok(result(again));
+                }
+            }
+        }
+    }
+
+    /// One upstream call, observed.
+    async fn attempt(&self, ticket: AttemptTicket) -> Attempted {
+        let settings = &self.config.settings;
+        let call = Call {
+            target: &self.submission.target,
+            body: self.body,
+            content_type: &self.submission.content_type,
+            upstream_key: &self.upstream_key,
+            attempt: ticket.attempt,
+            timeout_ms: settings.upstream_timeout_ms,
+        };
+        let (observed, response, usage) =
+            match upstream::call(&settings.upstream, self.config.api_key.as_deref(), call).await {
+                CallResult::Reply(reply) => {
+                    let facts = read_reply(&reply.body);
+                    let hint = if (200..300).contains(&reply.status) { facts.hint } else { BodyHint::None };
+                    let observed = Observation::from_http(
+                        reply.status,
+                        &|name| reply.header(name),
+                        hint,
+                        now_ms(),
+                        settings.retry_after_cap_ms,
+                    );
+                    let response =
+                        StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
+                    (observed, response, facts.usage)
+                }
+                CallResult::Transport { failure, detail } => {
+                    let problem = Problem::new(ProblemType::UpstreamFailed, detail);
+                    let response = StoredResponse {
+                        status: problem.status(),
+                        content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
+                        body: problem.to_json().into_bytes(),
+                    };
+                    (Observation::transport(failure), response, None)
+                }
+            };
+        let report = AttemptReport { status: observed.status, usage, error_class: Some(observed.classification.class) };
+        Attempted { observed, response, report }
+    }
+
+    /// Writes the attempt's outcome if it still holds the job. Returns
+    /// `false` when it lost the job to another writer: then it is only
+    /// audited as discarded, and `job` is reloaded.
+    fn record(&self, job: &mut Job, ticket: AttemptTicket, attempted: &Attempted) -> Result<bool> {
+        let now = now_ms();
+        let report = attempted.report;
+        let applied = match attempted.observed.classification.decision {
+            Decision::Accept | Decision::Never => job.complete(ticket, now, report).map(|_| ()),
+            Decision::Unknown => job.mark_unknown(ticket, now, report),
+            Decision::Retry | Decision::RetryOnce => job.fail(ticket, now, report).map(|_| ()),
+        };
+        let written = applied.is_ok() && {
+            match self.store.update_job(ticket.version, job) {
+                Ok(()) => true,
+                Err(StoreError::LostRace) => false,
+                Err(StoreError::Failed(error)) => return Err(error),
+            }
+        };
+        if written {
+            // An unknown outcome keeps no response: a later attempt may still win.
+            if attempted.observed.classification.decision != Decision::Unknown {
+                self.store.save_response(ticket.attempt, &attempted.response)?;
+            }
+            return Ok(true);
+        }
+        let Some(mut current) = self.store.load_job()? else {
+            return Err(worker::Error::RustError("the job vanished during an attempt".into()));
+        };
+        if current.note_discarded(ticket.attempt, now, report) {
+            let version = current.version();
+            if let Err(StoreError::Failed(error)) = self.store.update_job(version, &current) {
+                return Err(error);
+            }
+        }
+        worker::console_warn!("ledger: attempt {} lost the job; its result was discarded", ticket.attempt);
+        *job = current;
+        Ok(false)
+    }
+
+    /// What the caller gets after losing the job: the winner's stored result
+    /// once there is one, else "in progress".
+    fn job_as_it_stands(&self, job: &mut Job) -> Result<JobResult> {
+        if let Some(current) = self.store.load_job()? {
+            *job = current;
+        }
+        let attempt = job.replayed_attempt().map(|a| a.number);
+        if let Some(stored) = attempt.map(|n| self.store.load_response(n)).transpose()?.flatten() {
+            return Ok(JobResult {
+                status: stored.status,
+                content_type: stored.content_type,
+                body: stored.body,
+                state: job.state(),
+                attempt,
+                retry_after_ms: None,
+            });
+        }
+        let problem =
+            onejob_core::admission::in_progress(&self.submission.key, onejob_core::admission::DEFAULT_RETRY_AFTER_MS);
+        Ok(JobResult::problem(&problem, job.state(), None))
+    }
+}
+
+/// Jitter needs no cryptographic randomness; `Math.random` spreads retries.
+struct MathRandom;
+
+impl RandomSource for MathRandom {
+    fn next_u64(&mut self) -> u64 {
+        let high = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+        let low = (js_sys::Math::random() * 4_294_967_296.0) as u64;
+        (high << 32) | low
+    }
+}

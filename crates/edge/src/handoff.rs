@@ -1,0 +1,56 @@
+//! The typed messages between the stateless gateway and a `Ledger`: one
+//! serde struct per route, so neither side reads the other's headers and the
+//! gateway does not depend on the Ledger's code.
+//!
+//! A submission travels as one body: the struct's JSON, length-prefixed
+//! (u32, big-endian), followed by the request's bytes as they arrived.
+
+use serde::{Deserialize, Serialize};
+
+/// Ledger routes.
+pub mod route {
+    /// A [`super::Submission`]: run, replay, wait or refuse.
+    pub const SUBMIT: &str = "https://ledger/submit";
+    /// A [`super::JobQuery`]: the job view (read-only).
+    pub const VIEW: &str = "https://ledger/view";
+}
+
+/// A keyed request the gateway has authenticated and validated.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Submission {
+    pub tenant: String,
+    pub key: String,
+    /// 64 hex digits ([`onejob_core::fingerprint::Fingerprint`]).
+    pub fingerprint: String,
+    /// Path and query, as sent upstream.
+    pub target: String,
+    pub content_type: String,
+    /// How long a duplicate may wait for a running request.
+    pub wait_ms: u64,
+}
+
+/// `GET /onejob/v1/jobs/{key}` for one tenant.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobQuery {
+    pub key: String,
+}
+
+/// The body of a submission: header, then the request bytes.
+pub fn encode(submission: &Submission, request_body: &[u8]) -> Vec<u8> {
+    // A struct of strings and a number always serialises.
+    let header = serde_json::to_vec(submission).unwrap_or_default();
+    let mut out = Vec::with_capacity(4 + header.len() + request_body.len());
+    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(request_body);
+    out
+}
+
+/// Splits a submission's body back into the struct and the request bytes.
+pub fn decode(mut bytes: Vec<u8>) -> Option<(Submission, Vec<u8>)> {
+    let len = u32::from_be_bytes(bytes.get(..4)?.try_into().ok()?) as usize;
+    let header = bytes.get(4..4usize.checked_add(len)?)?;
+    let submission = serde_json::from_slice(header).ok()?;
+    let body = bytes.split_off(4 + len);
+    Some((submission, body))
+}

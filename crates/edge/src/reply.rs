@@ -1,0 +1,25 @@
+//! What a provider answered, as every provider (the demo one and HTTP
+//! upstreams) reports it to the driver.
+
+/// One upstream HTTP answer, body read whole.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
+    /// The headers the retry rule reads (`Retry-After`, `retry-after-ms`,
+    /// `x-should-retry`), by lower-case name.
+    pub hints: Vec<(&'static str, String)>,
+}
+
+impl Reply {
+    /// A JSON answer with no retry hints.
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
+        Self { status, content_type: "application/json".into(), body, hints: Vec::new() }
+    }
+
+    /// The value of a hint header, by name (any case).
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+    }
+}

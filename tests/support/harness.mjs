@@ -1,0 +1,87 @@
+// The one test harness: a worker under `wrangler dev` (workerd, real Durable
+// Objects and KV) on free ports, a fake LLM over real HTTP, a temporary
+// state directory, and helpers to talk to them. Every edge test, the package
+// tests and the benchmark start their servers through it.
+//
+//   const stack = await startStack({ vars: { MAX_ATTEMPTS: "4" } });
+//   const { res, text } = await stack.post(key, chat("hello"));
+//   stack.llm.calls(key)          // upstream calls of this (dev-tenant) key
+//   await stack.restart();         // same state, new runtime
+//   await stack.stop();
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+import { startFakeLlm } from "./fake-llm.mjs";
+import { upstreamKey } from "./keys.mjs";
+import { DEV_KEY, TENANT_B_KEY, startWorker } from "./worker.mjs";
+
+export { DEV_KEY, TENANT_B_KEY, startFakeLlm, startWorker, upstreamKey };
+
+/** The tenant ids the test workers know (TENANTS is set by startWorker). */
+export const TENANT_OF = { [DEV_KEY]: "dev", [TENANT_B_KEY]: "tenant-b" };
+
+export const newKey = () => `test-${randomUUID()}`;
+export const chat = (content, extra = {}) => ({ model: "gpt-test", messages: [{ role: "user", content }], ...extra });
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Asserts an RFC 9457 problem of `slug` with `status`; returns its body. */
+export function assertProblem({ res, text }, status, slug) {
+  assert.equal(res.status, status, text);
+  assert.equal(res.headers.get("content-type"), "application/problem+json");
+  const problem = JSON.parse(text);
+  assert.equal(problem.type, `/onejob/problems/${slug}`);
+  assert.equal(problem.status, status);
+  assert.ok(problem.title.length > 0 && problem.detail.length > 0);
+  return problem;
+}
+
+/**
+ * Starts a fake LLM (unless `upstream` is given, e.g. "demo") and a worker
+ * that calls it, with `vars` on top of wrangler.toml.
+ */
+export async function startStack({ vars = {}, upstream, config, logLevel } = {}) {
+  const llm = upstream ? null : await startFakeLlm();
+  const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
+  const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...vars };
+  let worker = await startWorker({ vars: allVars, persistTo, config, logLevel });
+  const stack = {
+    llm,
+    persistTo,
+    vars: allVars,
+    get url() {
+      return worker.url;
+    },
+    get worker() {
+      return worker;
+    },
+    /** POSTs `body` (or `raw`) to `/v1/chat/completions` (or `path`) with `key`. */
+    async post(key, body, { token = DEV_KEY, headers = {}, raw, path: route = "/v1/chat/completions" } = {}) {
+      const h = { "Content-Type": "application/json", ...headers };
+      if (token) h.Authorization = `Bearer ${token}`;
+      if (key !== undefined) h["Idempotency-Key"] = key;
+      const res = await fetch(`${worker.url}${route}`, { method: "POST", headers: h, body: raw ?? JSON.stringify(body) });
+      return { res, text: await res.text() };
+    },
+    /** `GET /onejob/v1/jobs/{key}` as the tenant of `token`. */
+    async getJob(key, token = DEV_KEY) {
+      const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}`, {
+        headers: { Authorization: `Bearer ${token}` },
+      });
+      return { status: res.status, body: await res.json() };
+    },
+    /** Stops the runtime and starts a new one on the same state. */
+    async restart() {
+      await worker.stop();
+      worker = await startWorker({ vars: allVars, persistTo, config, logLevel });
+    },
+    async stop() {
+      await worker?.stop();
+      await llm?.close();
+      rmSync(persistTo, { recursive: true, force: true });
+    },
+  };
+  return stack;
+}
