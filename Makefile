@@ -14,8 +14,11 @@ bootstrap:
 ## build: the worker (worker-build) and the client's wasm, each built once.
 build: bootstrap build-edge build-client
 
+# A failed build fails the target: the old artifact is removed first, and
+# pipefail keeps worker-build's status (the filter never fails the pipe).
 build-edge:
-	@$(ENV) cd crates/edge && worker-build --release 2>&1 | grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true
+	@rm -rf crates/edge/build
+	@$(ENV) cd crates/edge && worker-build --release 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; }
 	@test -s crates/edge/build/index_bg.wasm || { echo "worker build failed"; exit 1; }
 	@bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js
 
@@ -27,7 +30,7 @@ WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable
 build-client:
 	@rm -rf crates/client/pkg
 	@$(ENV) wasm-pack --quiet build crates/client --release --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
-	  | grep -v 'failed to get wasm-pack version' || true
+	  | { grep -v 'failed to get wasm-pack version' || true; }
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
