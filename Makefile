@@ -59,9 +59,9 @@ test-core-wasm:
 test-edge:
 	@$(ENV) node --test --test-reporter=spec tests/edge/*.test.mjs
 
-## First-call vs replay latency on the demo provider.
+## onejob against a pass-through Worker: latency, replays, a storm, throughput.
 bench: build-edge
-	@$(ENV) node bench/latency.mjs 30
+	@$(ENV) node bench/edge.mjs 40
 
 ## Brooker's backoff experiment (see README, "Why full jitter").
 experiment:

@@ -39,14 +39,15 @@ export function assertProblem({ res, text }, status, slug) {
 }
 
 /**
- * Starts a fake LLM (unless `upstream` is given, e.g. "demo") and a worker
- * that calls it, with `vars` on top of wrangler.toml.
+ * Starts a fake LLM (unless `upstream` is given, e.g. "demo", or a running
+ * fake is passed as `llm`) and a worker that calls it, with `vars` on top of
+ * wrangler.toml (or of `config`, a wrangler.toml in `cwd`).
  */
-export async function startStack({ vars = {}, upstream, config, logLevel } = {}) {
-  const llm = upstream ? null : await startFakeLlm();
+export async function startStack({ vars = {}, upstream, llm: sharedLlm, config, cwd, logLevel } = {}) {
+  const llm = upstream ? null : (sharedLlm ?? (await startFakeLlm()));
   const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
   const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...vars };
-  let worker = await startWorker({ vars: allVars, persistTo, config, logLevel });
+  let worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
   const stack = {
     llm,
     persistTo,
@@ -75,11 +76,11 @@ export async function startStack({ vars = {}, upstream, config, logLevel } = {})
     /** Stops the runtime and starts a new one on the same state. */
     async restart() {
       await worker.stop();
-      worker = await startWorker({ vars: allVars, persistTo, config, logLevel });
+      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
     },
     async stop() {
       await worker?.stop();
-      await llm?.close();
+      if (!sharedLlm) await llm?.close();
       rmSync(persistTo, { recursive: true, force: true });
     },
   };

@@ -57,7 +57,9 @@ impl<'a> Driver<'a> {
     }
 
     /// Runs attempts on `job` (claimable) until a result for the caller.
-    pub async fn run(&self, job: &mut Job) -> Result<JobResult> {
+    /// A job that is not `stored` yet is written with its first claim (one
+    /// write on the first call, not two).
+    pub async fn run(&self, job: &mut Job, mut stored: bool) -> Result<JobResult> {
         // Nothing dedups a resend to the provider: an unknown outcome stops here.
         let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
         loop {
@@ -67,7 +69,9 @@ impl<'a> Driver<'a> {
                 Err(error) => return Err(worker::Error::RustError(format!("claim refused: {error}"))),
             };
             // The claim is durable before the upstream call can let anyone in.
-            match self.store.update_job(read, job) {
+            let written = if stored { self.store.update_job(read, job) } else { self.store.insert_job(job) };
+            stored = true;
+            match written {
                 Ok(()) => {}
                 Err(StoreError::LostRace) => return self.job_as_it_stands(job),
                 Err(StoreError::Failed(error)) => return Err(error),

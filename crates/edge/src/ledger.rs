@@ -121,16 +121,15 @@ impl Ledger {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
             }
             Admission::Run => {
-                let job = match job {
-                    Some(job) => job,
+                let (job, stored) = match job {
+                    Some(job) => (job, true),
                     None => {
                         let job = Job::new(fingerprint, now, config.settings.policy);
-                        store.insert_job(&job)?;
                         self.schedule_expiry_in_background(&job);
-                        job
+                        (job, false)
                     }
                 };
-                self.drive(config, &store, job, &submission, &body).await
+                self.drive(config, &store, job, stored, &submission, &body).await
             }
         }
     }
@@ -142,12 +141,13 @@ impl Ledger {
         config: &Config,
         store: &Store,
         mut job: Job,
+        stored: bool,
         submission: &Submission,
         body: &[u8],
     ) -> Result<Response> {
         self.driving.set(true);
         let driver = Driver::new(config, store, submission, body);
-        let result = driver.run(&mut job).await;
+        let result = driver.run(&mut job, stored).await;
         self.driving.set(false);
         let result = match result {
             Ok(result) => result,

@@ -87,12 +87,12 @@ impl Store {
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
     }
 
-    /// Stores an attempt's response, its body split into chunks.
+    /// Stores an attempt's response, its body split into chunks. An attempt
+    /// reports once (its ticket holds the job once), so this never overwrites.
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
         let attempt = Value::Integer(i64::from(attempt));
-        self.write("DELETE FROM response_chunk WHERE attempt = ?", vec![attempt.clone()])?;
         self.write(
-            "INSERT OR REPLACE INTO response (attempt, status, content_type, size) VALUES (?, ?, ?, ?)",
+            "INSERT INTO response (attempt, status, content_type, size) VALUES (?, ?, ?, ?)",
             vec![
                 attempt.clone(),
                 Value::Integer(i64::from(response.status)),

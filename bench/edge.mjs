@@ -1,0 +1,106 @@
+// onejob's edge against a plain pass-through Worker (bench/passthrough),
+// both under `wrangler dev`, both calling the same fake upstream over real
+// HTTP (50 ms per call), measured interleaved in one run:
+//
+// - first-call latency p50/p95 of each, and their ratio;
+// - replay latency (from the Ledger, and from KV) against the upstream's delay;
+// - a 1000-way storm on one key: upstream calls, identical bodies, wall time;
+// - throughput at concurrency 16 on distinct keys, and its ratio.
+//
+//   make bench            (node bench/edge.mjs [rounds])
+//
+// Figures are wall-clock times seen by a local client on this machine.
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { DEV_KEY, chat, newKey, startFakeLlm, startStack } from "../tests/support/harness.mjs";
+
+const rounds = Number(process.argv[2] ?? 40);
+const UPSTREAM_MS = 50;
+const here = path.dirname(fileURLToPath(import.meta.url));
+
+const llm = await startFakeLlm();
+llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
+const onejob = await startStack({ llm, vars: JSON.parse(process.env.BENCH_VARS ?? "{}") });
+const passthrough = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "passthrough") });
+
+async function timed(stack, key, body) {
+  const started = performance.now();
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
+    body,
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
+  return { ms: performance.now() - started, text };
+}
+
+const quantile = (values, q) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+};
+const fmt = (ms) => `${ms.toFixed(1).padStart(7)} ms`;
+const row = (name, values) => console.log(`${name.padEnd(36)} p50 ${fmt(quantile(values, 0.5))}   p95 ${fmt(quantile(values, 0.95))}`);
+
+async function throughput(stack, total, concurrency) {
+  let next = 0;
+  const started = performance.now();
+  const worker = async () => {
+    while (next < total) {
+      next++;
+      await timed(stack, newKey(), JSON.stringify(chat(`throughput ${next}`)));
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return total / ((performance.now() - started) / 1000);
+}
+
+try {
+  // Warm both isolates.
+  for (const stack of [onejob, passthrough]) await timed(stack, newKey(), JSON.stringify(chat("warm-up")));
+
+  const first = { onejob: [], passthrough: [] };
+  const ledgerReplay = [];
+  const kvReplay = [];
+  for (let i = 0; i < rounds; i++) {
+    const body = JSON.stringify(chat(`ticket ${i}: refund please`));
+    // Interleaved, alternating which goes first, so drift hits both alike.
+    const order = i % 2 ? [["onejob", onejob], ["passthrough", passthrough]] : [["passthrough", passthrough], ["onejob", onejob]];
+    let key;
+    for (const [name, stack] of order) {
+      const k = newKey();
+      if (name === "onejob") key = k;
+      first[name].push((await timed(stack, k, body)).ms);
+    }
+    // At once: answered by the Ledger (the KV write may not have landed);
+    // 50 ms later: by the KV read-through cache.
+    ledgerReplay.push((await timed(onejob, key, body)).ms);
+    await new Promise((r) => setTimeout(r, 50));
+    kvReplay.push((await timed(onejob, key, body)).ms);
+  }
+  console.log(`first calls and replays over ${rounds} keys (upstream: ${UPSTREAM_MS} ms per call)`);
+  row("pass-through first call", first.passthrough);
+  row("onejob first call", first.onejob);
+  console.log(`first-call p50 ratio onejob / pass-through: ${(quantile(first.onejob, 0.5) / quantile(first.passthrough, 0.5)).toFixed(2)}`);
+  row("onejob replay (Ledger)", ledgerReplay);
+  row("onejob replay (KV)", kvReplay);
+
+  const key = newKey();
+  llm.script(key, ["delay:1000"]);
+  const started = performance.now();
+  const storm = await Promise.all(Array.from({ length: 1000 }, () => timed(onejob, key, JSON.stringify(chat("storm")))));
+  const stormMs = performance.now() - started;
+  console.log(
+    `1000-way storm on one key: ${llm.calls(key).length} upstream call(s), ${new Set(storm.map((s) => s.text)).size} distinct body, ${stormMs.toFixed(0)} ms wall (upstream 1000 ms)`,
+  );
+
+  const total = 16 * 20;
+  const passRate = await throughput(passthrough, total, 16);
+  const onejobRate = await throughput(onejob, total, 16);
+  console.log(`throughput at concurrency 16, ${total} distinct keys: pass-through ${passRate.toFixed(0)} req/s, onejob ${onejobRate.toFixed(0)} req/s (${(onejobRate / passRate).toFixed(2)}×)`);
+} finally {
+  await onejob.stop();
+  await passthrough.stop();
+  await llm.close();
+}
