@@ -73,6 +73,11 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, config, 
       });
       return { status: res.status, body: await res.json() };
     },
+    /** kill -9 of the runtime mid-whatever, then a new one on the same state. */
+    async crashAndRestart() {
+      await worker.kill();
+      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+    },
     /** Stops the runtime and starts a new one on the same state. */
     async restart() {
       await worker.stop();

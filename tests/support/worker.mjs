@@ -73,6 +73,12 @@ export async function startWorker({ vars = {}, persistTo, cwd = root, config, lo
   return {
     url,
     output: () => output,
+    /** kill -9 of the runtime (wrangler and workerd), as a crash would. */
+    async kill() {
+      const exited = new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", resolve)));
+      stopProcess(child);
+      await exited;
+    },
     async stop() {
       // Ask wrangler to shut down (it stops and reaps workerd itself); only
       // if it does not exit in time, kill the whole process group.

@@ -1,4 +1,4 @@
-//! What an outcome means for retrying: the table of DESIGN §4, in one place,
+//! What an outcome means for retrying: the table below, in one place,
 //! so the browser SDK and the edge can never disagree about it.
 //!
 //! | outcome | decision |

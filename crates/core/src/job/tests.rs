@@ -1,6 +1,6 @@
-//! The state machine's rules, including the breakpoint cases of the seed
-//! design: concurrent claims, reverse-order finishes, unknown outcomes,
-//! attempt caps.
+//! The state machine's rules, including the cases where jobs break:
+//! concurrent claims, reverse-order finishes, two drivers with their own
+//! copies, unknown outcomes, attempt caps.
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;

@@ -1,0 +1,50 @@
+// A crash in the middle of a call: kill -9 of the runtime while the upstream
+// is working. The claim was durable before the call, so after the restart the
+// job is held by the lost attempt until its lease ends, then known to be
+// unknown, then (the policy allowing) tried once more: never two attempts at
+// once, and every attempt in the audit.
+import assert from "node:assert/strict";
+import { after, before, test } from "node:test";
+
+import { assertProblem, chat, newKey, sleep, startStack } from "../support/harness.mjs";
+
+const UPSTREAM_TIMEOUT_MS = 1000; // the attempt lease is this + 10 s
+const UNKNOWN_LEASE_MS = 1000;
+let stack;
+
+before(async () => {
+  stack = await startStack({
+    vars: { UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS), UNKNOWN_LEASE_MS: String(UNKNOWN_LEASE_MS), RESULT_CACHE: "off" },
+  });
+});
+
+after(async () => {
+  await stack?.stop();
+});
+
+test("kill -9 mid-call: the lost attempt holds the job for its lease, then one new attempt runs", async () => {
+  const key = newKey();
+  stack.llm.script(key, ["hang", "ok"]);
+  const pending = stack.post(key, chat("crash")).catch((error) => ({ error }));
+  await sleep(300);
+  assert.equal(stack.llm.calls(key).length, 1, "the first attempt reached the provider");
+  await stack.crashAndRestart();
+  const lost = await pending;
+  assert.ok(lost.error || lost.res.status >= 500, "the caller of the crashed runtime got no answer");
+
+  const held = await stack.post(key, chat("crash"), { headers: { Prefer: "wait=0" } });
+  const problem = assertProblem(held, 409, "request-in-progress");
+  assert.ok(problem.retry_after_ms > 0 && problem.retry_after_ms <= UPSTREAM_TIMEOUT_MS + 10_000, JSON.stringify(problem));
+  assert.equal(stack.llm.calls(key).length, 1, "no second attempt while the lost one holds the job");
+
+  await sleep(problem.retry_after_ms + 100);
+  const unknown = await stack.post(key, chat("crash"));
+  assertProblem(unknown, 409, "outcome-unknown");
+  await sleep(Number(unknown.res.headers.get("retry-after-ms")) + 100);
+  const answered = await stack.post(key, chat("crash"));
+  assert.equal(answered.res.status, 200, answered.text);
+  assert.equal(answered.res.headers.get("onejob-attempt"), "2");
+  assert.equal(stack.llm.calls(key).length, 2);
+  const { body: job } = await stack.getJob(key);
+  assert.deepEqual(job.attempts.map((a) => a.outcome), ["abandoned", "succeeded"]);
+});
