@@ -21,7 +21,14 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 
 const llm = await startFakeLlm();
 llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
-const onejob = await startStack({ llm, vars: JSON.parse(process.env.BENCH_VARS ?? "{}") });
+// BENCH_ONEJOB_DIR: another checkout's built worker (for before/after runs);
+// BENCH_VARS: settings for onejob, as JSON (e.g. {"RESULT_CACHE":"off"}).
+const otherCheckout = process.env.BENCH_ONEJOB_DIR;
+const onejob = await startStack({
+  llm,
+  vars: JSON.parse(process.env.BENCH_VARS ?? "{}"),
+  ...(otherCheckout ? { cwd: otherCheckout, config: "wrangler.toml" } : {}),
+});
 const passthrough = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "passthrough") });
 
 async function timed(stack, key, body) {
@@ -87,12 +94,14 @@ try {
   row("onejob replay (KV)", kvReplay);
 
   const key = newKey();
-  llm.script(key, ["delay:1000"]);
+  llm.scriptAll(["delay:1000"]);
+  const callsBefore = llm.allCalls().length;
   const started = performance.now();
   const storm = await Promise.all(Array.from({ length: 1000 }, () => timed(onejob, key, JSON.stringify(chat("storm")))));
   const stormMs = performance.now() - started;
+  llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
   console.log(
-    `1000-way storm on one key: ${llm.calls(key).length} upstream call(s), ${new Set(storm.map((s) => s.text)).size} distinct body, ${stormMs.toFixed(0)} ms wall (upstream 1000 ms)`,
+    `1000-way storm on one key: ${llm.allCalls().length - callsBefore} upstream call(s), ${new Set(storm.map((s) => s.text)).size} distinct body, ${stormMs.toFixed(0)} ms wall (upstream 1000 ms)`,
   );
 
   const total = 16 * 20;
