@@ -19,10 +19,10 @@ use onejob_core::reply::{BodyHint, read_reply};
 use worker::{Delay, Result};
 
 use crate::budgets;
+use crate::clock::now_ms;
 use crate::config::Config;
 use crate::handoff::Submission;
 use crate::http::JobResult;
-use crate::ledger::now_ms;
 use crate::store::{Store, StoreError, StoredResponse};
 use crate::upstream::{self, Call, CallResult};
 

@@ -21,9 +21,10 @@ use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
-use worker::{Date, Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
+use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::cache;
+use crate::clock::now_ms;
 use crate::config::{self, Config};
 use crate::driver::Driver;
 use crate::handoff::{self, JobQuery, Submission};
@@ -236,8 +237,4 @@ impl Ledger {
         let at = js_sys::Date::new(&(job.expires_ms() as f64).into());
         self.state.storage().set_alarm(worker::ScheduledTime::new(at)).await
     }
-}
-
-pub fn now_ms() -> u64 {
-    Date::now().as_millis()
 }

@@ -16,6 +16,7 @@
 mod auth;
 mod budgets;
 mod cache;
+mod clock;
 mod config;
 mod demo;
 mod driver;
