@@ -21,8 +21,12 @@ let worker;
 let proxy;
 let persistTo;
 
-/** Forwards to the worker; `dropNext` makes it swallow the next response and reset the connection. */
-async function startProxy(target) {
+/**
+ * Forwards to the worker; `dropNext` makes it swallow the next response and
+ * reset the connection. Response headers named in `strip` are dropped on the
+ * way back (as a proxy that forwards only what it knows would).
+ */
+async function startProxy(target, { strip = [] } = {}) {
   const seen = [];
   let dropNext = false;
   const server = http.createServer(async (req, res) => {
@@ -42,6 +46,7 @@ async function startProxy(target) {
     const responseHeaders = Object.fromEntries(upstream.headers);
     delete responseHeaders["content-encoding"];
     delete responseHeaders["content-length"];
+    for (const name of strip) delete responseHeaders[name];
     res.writeHead(upstream.status, responseHeaders);
     res.end(body);
   });
@@ -86,8 +91,7 @@ describe("openai SDK with fetch: oj.fetcher()", () => {
     assert.equal(completion.object, "chat.completion");
     assert.match(completion.choices[0].message.content, /echo of \d+ bytes/);
     assert.equal(llm.allCalls().length, before + 1);
-    const key = llm.allCalls().at(-1).headers["idempotency-key"];
-    assert.match(key, /^[0-9a-f-]{36}$/);
+    assert.match(proxy.seen.at(-1).key, /^[0-9a-f-]{36}$/, "the SDK sent a UUIDv4 key");
   });
 
   test("the connection drops after the request was sent: one retry, same key, one upstream call", async () => {
@@ -95,6 +99,7 @@ describe("openai SDK with fetch: oj.fetcher()", () => {
     const openai = client(events);
     proxy.dropNextResponse();
     const seenBefore = proxy.seen.length;
+    const upstreamBefore = llm.allCalls().length;
     const completion = await openai.chat.completions.create({
       model: "gpt-test",
       messages: [{ role: "user", content: "drop the first response" }],
@@ -103,7 +108,91 @@ describe("openai SDK with fetch: oj.fetcher()", () => {
     const sent = proxy.seen.slice(seenBefore);
     assert.equal(sent.length, 2, "the SDK retried once");
     assert.equal(sent[0].key, sent[1].key, "with the same key");
-    assert.equal(llm.calls(sent[0].key).length, 1, "the model was called once");
+    // (The upstream sees a key derived from tenant + key, so count every call.)
+    assert.equal(llm.allCalls().length - upstreamBefore, 1, "the model was called once");
     assert.deepEqual(events.map((e) => e.type), ["attempt", "backoff", "attempt", "replayed", "settled"]);
+  });
+});
+
+/** An OpenAI-compatible upstream that answers every call with 503. */
+async function startAlways503() {
+  let calls = 0;
+  const server = http.createServer(async (req, res) => {
+    for await (const _ of req);
+    calls += 1;
+    const body = JSON.stringify({ error: { type: "overloaded", code: "overloaded", message: "try again later" } });
+    res.writeHead(503, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    baseUrl: `http://127.0.0.1:${server.address().port}/v1`,
+    calls: () => calls,
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+describe("openai SDK at its default maxRetries, upstream always 503", () => {
+  let down;
+  let downWorker;
+  let downState;
+  let stripping;
+
+  before(async () => {
+    down = await startAlways503();
+    downState = mkdtempSync(path.join(tmpdir(), "onejob-openai-503-"));
+    const vars = { UPSTREAM: down.baseUrl, BACKOFF_BASE_MS: "10", BACKOFF_CAP_MS: "50" };
+    downWorker = await startWorker({ vars, persistTo: downState });
+    stripping = await startProxy(downWorker.url, { strip: ["x-should-retry"] });
+  });
+
+  after(async () => {
+    await stripping?.close();
+    await downWorker?.stop();
+    await down?.close();
+    if (downState) rmSync(downState, { recursive: true, force: true });
+  });
+
+  /** create() through `oj.fetcher()` at the package's default maxRetries (2): its outcome, or "pending" after 60 s. */
+  async function createAgainst(baseURL, events) {
+    const oj = new OneJob({ storage: "memory", retry: { baseMs: 50, capMs: 200 }, onEvent: (e) => events.push(e) });
+    const openai = new OpenAI({ baseURL, apiKey: DEV_KEY, fetch: oj.fetcher() });
+    const started = Date.now();
+    let timer;
+    const hang = new Promise((resolve) => (timer = setTimeout(() => resolve("still pending after 60 s"), 60_000)));
+    const outcome = await Promise.race([
+      openai.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "always 503" }] }).then(
+        () => "resolved",
+        (error) => error,
+      ),
+      hang,
+    ]);
+    clearTimeout(timer);
+    const elapsed = Date.now() - started;
+    console.log(`openai at default maxRetries via ${baseURL}: ${outcome?.constructor?.name ?? outcome}, status ${outcome?.status}, ${elapsed} ms`);
+    return outcome;
+  }
+
+  // Bug 1: the dead job's replayed 503 says x-should-retry: false, so the SDK
+  // delivers it and the package does not retry.
+  test("the dead job's 503 is final: create() rejects with APIError 503", async () => {
+    const events = [];
+    const outcome = await createAgainst(`${downWorker.url}/v1`, events);
+    assert.ok(outcome instanceof OpenAI.APIError, `expected an APIError, got ${outcome}`);
+    assert.equal(outcome.status, 503);
+    assert.deepEqual(events.map((e) => e.type), ["attempt", "settled"]);
+  });
+
+  // Bug 12: the SDK handed out clones of a response it kept unread, and the
+  // package cancels a body before each of its own retries: cancelling a
+  // clone waits for the original forever, so create() never settled.
+  test("a 503 that looks retryable: the package retries (cancelling bodies) and rejects with APIError 503 in bounded time", async () => {
+    const events = [];
+    const calls = down.calls();
+    const outcome = await createAgainst(`${stripping.url}/v1`, events);
+    assert.ok(outcome instanceof OpenAI.APIError, `expected an APIError, got ${outcome}`);
+    assert.equal(outcome.status, 503);
+    assert.equal(events.filter((e) => e.type === "gave_up").length, 3, "the package's three tries each reached onejob");
+    assert.ok(down.calls() > calls, "the upstream was called");
   });
 });

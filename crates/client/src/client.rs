@@ -14,7 +14,7 @@ use onejob_core::classify::{Decision, ErrorClass, Outcome, classify};
 use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit};
 use onejob_core::protocol::{header, parse_should_retry};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
+use wasm_bindgen_futures::spawn_local;
 use web_sys::Response;
 
 use crate::events::{Events, Field};
@@ -172,16 +172,17 @@ impl Client {
         self.save(&record);
         let (controller, signal) = running::controller()?;
         request.signal = Some(signal);
-        let intent = record.intent.clone();
-        let this = Rc::clone(self);
-        let result = future_to_promise(async move {
+        let running = Running::new(controller);
+        self.inflight.borrow_mut().push((record.intent.clone(), Rc::clone(&running)));
+        let (this, shared) = (Rc::clone(self), Rc::clone(&running));
+        spawn_local(async move {
             let intent = record.intent.clone();
             let result = this.send(record, request).await;
+            // Unregistered and settled in one step: no submission can join a
+            // send whose result was already handed out.
             this.inflight.borrow_mut().retain(|(i, _)| *i != intent);
-            result.map(JsValue::from)
+            shared.settle(result);
         });
-        let running = Running::new(result, controller);
-        self.inflight.borrow_mut().push((intent, Rc::clone(&running)));
         Ok(running)
     }
 

@@ -1,10 +1,16 @@
 //! One send shared by every submission of an intent (double clicks join the
-//! request already running). Each caller gets its own clone of the response
-//! and may abort its own wait at once; the network request and any backoff
-//! stop only when every caller that could abort has, so one impatient caller
-//! cannot cancel another's result.
+//! request already running). Each caller may abort its own wait at once; the
+//! network request and any backoff stop only when every caller that could
+//! abort has, so one impatient caller cannot cancel another's result.
+//!
+//! The result goes to the callers still waiting: every one but the last gets
+//! a clone of the response, the last gets the response itself. So each body
+//! is read or cancelled by its own caller alone. (Keeping the original unread
+//! and handing out clones made `body.cancel()` wait forever: by the Streams
+//! rules a cancelled clone waits for its unread sibling, and the `openai`
+//! package cancels a body before each of its retries.)
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Function, Promise, Reflect};
@@ -14,13 +20,16 @@ use web_sys::{AbortSignal, Response};
 use crate::js;
 
 pub struct Running {
-    /// Resolves to the send's original response (never read; callers get clones).
-    result: Promise,
     /// Aborts the send.
     controller: JsValue,
-    /// Callers with a signal that are still waiting.
-    waiting: Cell<u32>,
-    /// A caller without a signal is waiting: the send can no longer be aborted.
+    /// Callers waiting for the result, in the order they joined: an id (for
+    /// an abort to find its own entry), `resolve`, `reject`.
+    waiting: RefCell<Vec<(u32, Function, Function)>>,
+    /// Ids handed out so far.
+    joined: Cell<u32>,
+    /// Callers with a signal that has not aborted.
+    abortable: Cell<u32>,
+    /// A caller without a signal joined: the send can no longer be aborted.
     pinned: Cell<bool>,
 }
 
@@ -35,40 +44,94 @@ pub fn controller() -> Result<(JsValue, AbortSignal), JsValue> {
 }
 
 impl Running {
-    pub fn new(result: Promise, controller: JsValue) -> Rc<Self> {
-        Rc::new(Self { result, controller, waiting: Cell::new(0), pinned: Cell::new(false) })
-    }
-
-    /// A caller's view of the send: a clone of its response, or the caller's
-    /// own abort reason as soon as its `signal` aborts.
-    pub fn join(self: &Rc<Self>, signal: Option<AbortSignal>) -> Promise {
-        let cloned = js::then(&self.result, clone_response());
-        let Some(signal) = signal else {
-            self.pinned.set(true);
-            return cloned;
-        };
-        if signal.aborted() {
-            self.waiting.set(self.waiting.get() + 1);
-            self.release(&signal.reason());
-            return Promise::reject(&signal.reason());
-        }
-        self.waiting.set(self.waiting.get() + 1);
-        let this = Rc::clone(self);
-        Promise::new(&mut |resolve: Function, reject: Function| {
-            let _forwarded = js::then_or(&cloned, resolve.into(), reject.clone().into());
-            let (aborted, this) = (signal.clone(), Rc::clone(&this));
-            js::on_abort(&signal, move || {
-                let reason = aborted.reason();
-                let _ = reject.call1(&JsValue::UNDEFINED, &reason);
-                this.release(&reason);
-            });
+    pub fn new(controller: JsValue) -> Rc<Self> {
+        Rc::new(Self {
+            controller,
+            waiting: RefCell::new(Vec::new()),
+            joined: Cell::new(0),
+            abortable: Cell::new(0),
+            pinned: Cell::new(false),
         })
     }
 
-    /// One caller stopped waiting; abort the send when nobody is left.
+    /// A caller's view of the send: its response, or the caller's own abort
+    /// reason as soon as its `signal` aborts.
+    pub fn join(self: &Rc<Self>, signal: Option<AbortSignal>) -> Promise {
+        let Some(signal) = signal else {
+            self.pinned.set(true);
+            return self.wait().1;
+        };
+        self.abortable.set(self.abortable.get() + 1);
+        if signal.aborted() {
+            self.release(&signal.reason());
+            return Promise::reject(&signal.reason());
+        }
+        let (id, promise) = self.wait();
+        let this = Rc::clone(self);
+        let aborted = signal.clone();
+        js::on_abort(&signal, move || {
+            let reason = aborted.reason();
+            let entry = this.waiting.borrow().iter().position(|(i, ..)| *i == id);
+            if let Some(entry) = entry {
+                let (_, _, reject) = this.waiting.borrow_mut().remove(entry);
+                let _ = reject.call1(&JsValue::UNDEFINED, &reason);
+            }
+            this.release(&reason);
+        });
+        promise
+    }
+
+    /// Hands the send's result to every caller still waiting (see the module
+    /// comment); with nobody left, the body is cancelled so the connection
+    /// is freed.
+    ///
+    /// Called once, by the send itself, in the same step that unregisters it:
+    /// no caller can join after the response was handed out.
+    pub fn settle(&self, result: Result<Response, JsValue>) {
+        let waiting = self.waiting.take();
+        let response = match result {
+            Ok(response) => response,
+            Err(error) => {
+                for (_, _, reject) in &waiting {
+                    let _ = reject.call1(&JsValue::UNDEFINED, &error);
+                }
+                return;
+            }
+        };
+        let Some(((_, resolve_last, _), others)) = waiting.split_last() else {
+            // Everyone aborted, which usually errors the body already; a
+            // failed cancel is of no interest (but must not go unhandled:
+            // Node ends the process on an unhandled rejection).
+            if let Some(body) = response.body() {
+                let _ = js::then_or(
+                    &body.cancel(),
+                    JsValue::UNDEFINED,
+                    Closure::once_into_js(|_: JsValue| JsValue::UNDEFINED),
+                );
+            }
+            return;
+        };
+        // Clone before the original changes hands: a read body cannot be cloned.
+        for (_, resolve, reject) in others {
+            let _ = match response.clone() {
+                Ok(clone) => resolve.call1(&JsValue::UNDEFINED, &clone),
+                Err(error) => reject.call1(&JsValue::UNDEFINED, &error),
+            };
+        }
+        let _ = resolve_last.call1(&JsValue::UNDEFINED, &response);
+    }
+
+    /// A new waiting caller's id, and its promise (settled by [`Running::settle`]).
+    fn wait(&self) -> (u32, Promise) {
+        let id = self.joined.get();
+        self.joined.set(id + 1);
+        (id, Promise::new(&mut |resolve, reject| self.waiting.borrow_mut().push((id, resolve, reject))))
+    }
+
+    /// One caller stopped waiting; abort the send when nobody who could is left.
     fn release(&self, reason: &JsValue) {
-        self.waiting.set(self.waiting.get().saturating_sub(1));
-        if self.waiting.get() == 0 && !self.pinned.get() {
+        self.abortable.set(self.abortable.get().saturating_sub(1));
+        if self.abortable.get() == 0 && !self.pinned.get() {
             let abort: Option<Function> =
                 Reflect::get(&self.controller, &"abort".into()).ok().and_then(|a| a.dyn_into().ok());
             if let Some(abort) = abort {
@@ -76,13 +139,4 @@ impl Running {
             }
         }
     }
-}
-
-/// `response => response.clone()`, as a JS callback owned by the JS GC.
-fn clone_response() -> JsValue {
-    Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(|response: JsValue| {
-        let response: Response = response.dyn_into()?;
-        Ok(response.clone()?.into())
-    })
-    .into_js_value()
 }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{calls, client, events, post, script, text};
+use support::{calls, cancel_body, client, events, post, script, text, within};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -158,6 +158,55 @@ async fn when_every_joined_caller_aborts_the_send_stops() {
     sleep_ms(1_300).await;
     assert_eq!(calls().len(), 1, "no retry after everyone gave up waiting");
     assert_eq!(events().last().map(String::as_str), Some("backoff"));
+}
+
+#[wasm_bindgen_test]
+async fn a_response_body_can_be_cancelled() {
+    // Bug 12: the SDK kept the original response unread and handed out a
+    // clone, whose cancel() then waits for the original forever (Streams tee).
+    script(r#"[{"status": 200}]"#);
+    let oj = client(FAST);
+    let response = post(&oj, r#"{"cancel":1}"#, None, None).await.unwrap();
+    within(2_000, cancel_body(&response)).await.expect("body.cancel() settles");
+}
+
+#[wasm_bindgen_test]
+async fn joined_callers_each_cancel_or_read_their_own_body() {
+    script(r#"[{"status": 200, "delayMs": 50}, {"status": 200, "delayMs": 50}]"#);
+    let oj = client(FAST);
+    let pending: Vec<_> = (0..3).map(|_| post(&oj, r#"{"joined":3}"#, Some("three"), None)).collect();
+    let responses = futures_join_all(pending).await.into_iter().map(Result::unwrap).collect::<Vec<_>>();
+    assert_eq!(calls().len(), 1);
+    // One caller cancels, one reads its whole body, one cancels after that.
+    let first_cancel = cancel_body(&responses[0]);
+    assert_eq!(text(&responses[1]).await, r#"{"ok":true,"n":1}"#);
+    within(2_000, first_cancel).await.expect("the first caller's cancel settles");
+    within(2_000, cancel_body(&responses[2])).await.expect("the last caller's cancel settles");
+
+    // Two joined callers that both cancel.
+    let pending: Vec<_> = (0..2).map(|_| post(&oj, r#"{"joined":2}"#, Some("two"), None)).collect();
+    let responses = futures_join_all(pending).await.into_iter().map(Result::unwrap).collect::<Vec<_>>();
+    assert_eq!(calls().len(), 2);
+    let cancels: Vec<_> = responses.iter().map(cancel_body).collect();
+    for cancel in cancels {
+        within(2_000, cancel).await.expect("each joined caller's cancel settles");
+    }
+}
+
+#[wasm_bindgen_test]
+async fn an_answer_nobody_waits_for_any_more_has_its_body_cancelled() {
+    // The caller aborts while the (signal-blind) fetch is still under way;
+    // the answer that arrives anyway must not sit unread on the connection.
+    script(r#"[{"status": 200, "delayMs": 100, "openBody": true}]"#);
+    let oj = client(FAST);
+    let controller = web_sys_abort_controller();
+    let pending = post(&oj, r#"{"late":1}"#, None, Some(&abort_signal(&controller)));
+    sleep_ms(20).await;
+    abort(&controller);
+    assert!(pending.await.is_err());
+    sleep_ms(200).await;
+    assert_eq!(calls().len(), 1);
+    assert_eq!(support::cancelled(), 1, "the unread answer's body was cancelled");
 }
 
 #[wasm_bindgen_test]
