@@ -38,8 +38,10 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client; expired records are pruned at once, so apps that never
+    /// call `resume()` do not keep them either.
     pub fn new(options: Options) -> Self {
-        Self {
+        let client = Self {
             endpoint: options.endpoint,
             token: options.token,
             store: options.store,
@@ -48,7 +50,9 @@ impl Client {
             retention_ms: options.retention_ms,
             events: Events::new(options.on_event),
             inflight: RefCell::new(Vec::new()),
-        }
+        };
+        client.live_records();
+        client
     }
 
     pub fn endpoint(&self) -> Option<&str> {
@@ -89,16 +93,8 @@ impl Client {
 
     /// Re-sends every unresolved intent with its original key.
     pub fn resume(self: &Rc<Self>) -> Promise {
-        let now = js::now_ms();
         let results = js_sys::Array::new();
-        for record in self.records() {
-            if !is_live(&record, now) {
-                self.store.remove(&record.intent);
-                continue;
-            }
-            if record.state == IntentState::Delivered {
-                continue;
-            }
+        for record in self.live_records() {
             let intent = record.intent.clone();
             let key = record.key.to_string();
             let running = match (self.running(&intent), &record.request) {
@@ -141,6 +137,21 @@ impl Client {
         records
     }
 
+    /// The unresolved, unexpired records; the others are removed (records
+    /// marked delivered come from SDK versions that kept them).
+    fn live_records(&self) -> Vec<IntentRecord> {
+        let now = js::now_ms();
+        let mut records = self.records();
+        records.retain(|r| {
+            let live = is_live(r, now) && r.state != IntentState::Delivered;
+            if !live {
+                self.store.remove(&r.intent);
+            }
+            live
+        });
+        records
+    }
+
     pub fn forget(&self, intent: &str) -> bool {
         self.store.remove(intent)
     }
@@ -161,8 +172,13 @@ impl Client {
     }
 
     fn save(&self, record: &IntentRecord) {
-        if let Err(reason) = self.store.save(record) {
-            self.events.warning(&record.intent, &format!("intent not persisted: {reason}"));
+        match self.store.save(record) {
+            Ok(dropped) => {
+                for d in dropped {
+                    self.events.warning(&d.intent, &d.reason);
+                }
+            }
+            Err(reason) => self.events.warning(&record.intent, &format!("intent not persisted: {reason}")),
         }
     }
 
@@ -242,8 +258,9 @@ impl Client {
                     if classification.decision == Decision::Accept {
                         self.budget.borrow_mut().on_success();
                     }
-                    record.mark_delivered(js::now_ms());
-                    self.save(&record);
+                    // Delivered: nothing left to remember, and the next
+                    // identical submission is a new intent with a new key.
+                    self.store.remove(&intent);
                     self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
                     return Ok(response);
                 }

@@ -15,6 +15,11 @@ use crate::js;
 
 const PREFIX: &str = "onejob:v1:intent:";
 
+/// The most records kept: an app that never calls `resume()` must not grow
+/// `localStorage` without bound. Past it the oldest records are dropped.
+pub const MAX_INTENTS: usize = 500;
+const DROPPED_FOR_ROOM: &str = "unresolved intent dropped: the store keeps at most 500 intents (MAX_INTENTS)";
+
 /// Intent records, by intent id.
 pub enum IntentStore {
     Local(Storage),
@@ -22,7 +27,7 @@ pub enum IntentStore {
     Memory(RefCell<Vec<(String, String)>>),
 }
 
-/// A record that was dropped because it could not be read.
+/// A record that was dropped: unreadable, or the oldest past [`MAX_INTENTS`].
 pub struct Dropped {
     pub intent: String,
     pub reason: String,
@@ -62,21 +67,40 @@ impl IntentStore {
         })
     }
 
-    /// Saves a record; `Err` explains why it could not be persisted (quota).
-    pub fn save(&self, record: &IntentRecord) -> Result<(), String> {
+    /// Saves a record, first making room for a new one (see [`MAX_INTENTS`]).
+    /// Returns the records dropped to make room; `Err` explains why the
+    /// record could not be persisted (quota).
+    pub fn save(&self, record: &IntentRecord) -> Result<Vec<Dropped>, String> {
         let text = record.to_json();
         let name = format!("{PREFIX}{}", record.intent);
+        let dropped = if self.get(&name).is_none() { self.make_room() } else { Vec::new() };
         match self {
             Self::Local(storage) => {
-                storage.set_item(&name, &text).map_err(|_| "localStorage refused the write (quota?)".to_owned())
+                storage.set_item(&name, &text).map_err(|_| "localStorage refused the write (quota?)".to_owned())?;
             }
             Self::Memory(map) => {
                 let mut entries = map.borrow_mut();
                 entries.retain(|(n, _)| *n != name);
                 entries.push((name, text));
-                Ok(())
             }
         }
+        Ok(dropped)
+    }
+
+    /// Drops the least recently updated records until one more fits.
+    fn make_room(&self) -> Vec<Dropped> {
+        if self.names().len() < MAX_INTENTS {
+            return Vec::new();
+        }
+        let (mut records, mut dropped) = self.all();
+        // Usually one to drop: a linear search beats linking a sort.
+        while records.len() >= MAX_INTENTS {
+            let oldest = (0..records.len()).min_by_key(|&i| records[i].updated_ms).unwrap_or(0);
+            let record = records.swap_remove(oldest);
+            self.remove(&record.intent);
+            dropped.push(Dropped { intent: record.intent, reason: DROPPED_FOR_ROOM.into() });
+        }
+        dropped
     }
 
     pub fn remove(&self, intent: &str) -> bool {
@@ -95,16 +119,9 @@ impl IntentStore {
 
     /// Every readable record, and the unreadable ones it removed.
     pub fn all(&self) -> (Vec<IntentRecord>, Vec<Dropped>) {
-        let names: Vec<String> = match self {
-            Self::Local(storage) => {
-                let len = storage.length().unwrap_or(0);
-                (0..len).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(PREFIX)).collect()
-            }
-            Self::Memory(map) => map.borrow().iter().map(|(n, _)| n.clone()).collect(),
-        };
         let mut records = Vec::new();
         let mut dropped = Vec::new();
-        for name in names {
+        for name in self.names() {
             let intent = name[PREFIX.len()..].to_owned();
             match self.load(&intent) {
                 Ok(Some(record)) => records.push(record),
@@ -113,6 +130,17 @@ impl IntentStore {
             }
         }
         (records, dropped)
+    }
+
+    /// The storage names of every entry.
+    fn names(&self) -> Vec<String> {
+        match self {
+            Self::Local(storage) => {
+                let len = storage.length().unwrap_or(0);
+                (0..len).filter_map(|i| storage.key(i).ok().flatten()).filter(|k| k.starts_with(PREFIX)).collect()
+            }
+            Self::Memory(map) => map.borrow().iter().map(|(n, _)| n.clone()).collect(),
+        }
     }
 
     fn get(&self, name: &str) -> Option<String> {

@@ -38,8 +38,7 @@ async fn an_unresolved_intent_keeps_its_key_across_a_reload() {
     let calls = calls();
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0].key, calls[1].key, "resume() re-sends with the original key");
-    let record = js_sys::Array::from(&JsValue::from(after_reload.intents())).get(0);
-    assert_eq!(Reflect::get(&record, &"state".into()).unwrap().as_string().as_deref(), Some("delivered"));
+    assert_eq!(support::intents(&after_reload).len(), 0, "delivered: nothing left to remember");
 }
 
 #[wasm_bindgen_test]
@@ -70,4 +69,65 @@ async fn forget_drops_the_key() {
     post(&oj, "{}", Some("x"), None).await.unwrap();
     let calls = calls();
     assert_ne!(calls[0].key, calls[1].key);
+}
+
+/// A stored record of `intent`, as the SDK writes it.
+fn planted(intent: &str, updated_ms: u64, expires_ms: u64) -> String {
+    use onejob_core::fingerprint::Fingerprint;
+    use onejob_core::intent::{IntentRecord, IntentState};
+    let key = format!("planted-key-0000-{intent}");
+    IntentRecord {
+        intent: intent.to_owned(),
+        key: onejob_core::key::IdempotencyKey::parse(&key).unwrap(),
+        fingerprint: Fingerprint::of_bytes("POST", "/v1/chat/completions", intent.as_bytes()),
+        state: IntentState::Pending,
+        attempts: 1,
+        created_ms: updated_ms,
+        updated_ms,
+        expires_ms,
+        request: None,
+    }
+    .to_json()
+}
+
+fn stored_intents(storage: &web_sys::Storage) -> u32 {
+    let len = storage.length().unwrap();
+    (0..len).filter(|&i| storage.key(i).unwrap().is_some_and(|k| k.starts_with("onejob:v1:intent:"))).count() as u32
+}
+
+#[wasm_bindgen_test]
+fn a_new_client_prunes_expired_records() {
+    // Bug 8: expired records were pruned only inside resume().
+    let storage = local_storage();
+    storage.clear().unwrap();
+    let now = js_sys::Date::now() as u64;
+    storage.set_item("onejob:v1:intent:old", &planted("old", now - 2_000, now - 1_000)).unwrap();
+    storage.set_item("onejob:v1:intent:live", &planted("live", now, now + 60_000)).unwrap();
+    let _oj = client(LOCAL);
+    assert_eq!(storage.get_item("onejob:v1:intent:old").unwrap(), None, "expired: pruned");
+    assert!(storage.get_item("onejob:v1:intent:live").unwrap().is_some(), "live: kept");
+}
+
+#[wasm_bindgen_test]
+async fn the_store_keeps_at_most_500_intents_and_warns_for_each_dropped() {
+    // Bug 8: the store had no cap. The oldest unresolved records make room.
+    let storage = local_storage();
+    storage.clear().unwrap();
+    let now = js_sys::Date::now() as u64;
+    for i in 0..500u64 {
+        let intent = format!("planted:{i}");
+        storage
+            .set_item(&format!("onejob:v1:intent:{intent}"), &planted(&intent, now - 10_000 + i, now + 60_000))
+            .unwrap();
+    }
+    script(r#"[{"status": 503}]"#);
+    let oj = client(LOCAL);
+    post(&oj, "{}", Some("one-more"), None).await.unwrap();
+    assert_eq!(stored_intents(&storage), 500);
+    assert_eq!(storage.get_item("onejob:v1:intent:planted:0").unwrap(), None, "the oldest is dropped");
+    assert!(storage.get_item("onejob:v1:intent:planted:1").unwrap().is_some());
+    assert!(storage.get_item("onejob:v1:intent:one-more").unwrap().is_some());
+    let warned: Vec<String> = support::warnings();
+    assert_eq!(warned, ["planted:0"]);
+    storage.clear().unwrap();
 }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{calls, cancel_body, client, events, post, script, text, within};
+use support::{calls, cancel_body, client, events, field, intents, post, script, text, within};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -207,6 +207,20 @@ async fn an_answer_nobody_waits_for_any_more_has_its_body_cancelled() {
     sleep_ms(200).await;
     assert_eq!(calls().len(), 1);
     assert_eq!(support::cancelled(), 1, "the unread answer's body was cancelled");
+}
+
+#[wasm_bindgen_test]
+async fn a_delivered_intent_leaves_no_record() {
+    // Bug 8: delivered records stayed for 24 h; apps that never call
+    // resume() grew localStorage without bound.
+    script(r#"[{"status": 200}, {"status": 503}]"#);
+    let oj = client(r#"{ endpoint: "https://gateway.test", storage: "memory", retry: { maxAttempts: 1 } }"#);
+    post(&oj, r#"{"n":1}"#, Some("done"), None).await.unwrap();
+    assert_eq!(intents(&oj).len(), 0);
+    post(&oj, r#"{"n":2}"#, Some("pending"), None).await.unwrap();
+    let kept = intents(&oj);
+    assert_eq!(kept.len(), 1, "an unresolved intent is kept");
+    assert_eq!(field(&kept[0], "intent").as_deref(), Some("pending"));
 }
 
 #[wasm_bindgen_test]
