@@ -36,7 +36,9 @@ pub async fn unpack_request(input: &JsValue, init: &JsValue) -> Result<(JsValue,
         Reflect::set(&merged, &name.into(), &value)?;
     }
     let body = if init.is_object() { get(init, "body") } else { JsValue::UNDEFINED };
-    let body = if body.is_undefined() {
+    // A GET or HEAD `Request` has no body; reading one gives "", which fetch refuses.
+    let bodiless = get(&merged, "method").as_string().is_some_and(|m| is_bodiless(&m));
+    let body = if body.is_undefined() && !bodiless {
         let clone: Function = get(input, "clone").dyn_into()?;
         let copy = clone.call0(input)?;
         let text: Function = get(&copy, "text").dyn_into()?;
@@ -69,8 +71,16 @@ pub fn normalize(input: &JsValue, init: &JsValue, endpoint: Option<&str>) -> Res
                 .ok_or_else(|| config_error("fetch body must be a string (onejob fingerprints and persists it)"))?,
         ),
     };
+    if body.is_some() && is_bodiless(&method) {
+        // fetch would throw a TypeError, which must not look like a network error.
+        return Err(config_error("a GET or HEAD request cannot have a body"));
+    }
     let signal = get("signal").dyn_into::<AbortSignal>().ok();
     Ok(Outgoing { url, method, headers, body, signal })
+}
+
+fn is_bodiless(method: &str) -> bool {
+    method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
 }
 
 /// An absolute URL: relative inputs resolve against `endpoint` (or the page).

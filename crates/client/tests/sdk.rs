@@ -3,7 +3,7 @@
 
 mod support;
 
-use support::{calls, cancel_body, client, events, field, intents, post, script, text, within};
+use support::{calls, cancel_body, client, events, fetch, field, intents, js, post, script, text, within};
 use wasm_bindgen::JsValue;
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -221,6 +221,26 @@ async fn a_delivered_intent_leaves_no_record() {
     let kept = intents(&oj);
     assert_eq!(kept.len(), 1, "an unresolved intent is kept");
     assert_eq!(field(&kept[0], "intent").as_deref(), Some("pending"));
+}
+
+#[wasm_bindgen_test]
+async fn a_get_request_object_is_sent_in_one_call() {
+    // Bug 9: a GET `Request` got an empty body attached, fetch threw, and
+    // the TypeError was retried as a network error.
+    script(r#"[{"status": 200}]"#);
+    let oj = client(FAST);
+    let request = web_sys::Request::new_with_str("https://gateway.test/v1/models").unwrap();
+    let response = fetch(&oj, &request.into(), None).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let calls = calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!((calls[0].method.as_str(), calls[0].body.as_deref()), ("GET", None));
+
+    // A GET with a body is the app's mistake: a named error, nothing sent.
+    let init = js(r#"({ method: "GET", body: "{}" })"#);
+    let error = fetch(&oj, &"/v1/models".into(), Some(&init)).await.unwrap_err();
+    assert_eq!(field(&error, "name").as_deref(), Some("OneJobConfigError"));
+    assert_eq!(support::calls().len(), 1);
 }
 
 #[wasm_bindgen_test]

@@ -11,6 +11,7 @@ use wasm_bindgen_futures::JsFuture;
 const STUB: &str = r#"
 globalThis.__onejob = { script: [], calls: [], cancelled: 0 };
 globalThis.fetch = async (url, init = {}) => {
+  new Request(url, init); // throws TypeError exactly where fetch would (a GET with a body, say)
   const headers = new Headers(init.headers);
   globalThis.__onejob.calls.push({ url: String(url), key: headers.get("Idempotency-Key"),
     authorization: headers.get("Authorization"), method: init.method ?? "GET", body: init.body ?? null, at: performance.now() });
