@@ -2,7 +2,7 @@
 //! fingerprint, persist and re-send.
 
 use js_sys::{Function, Reflect};
-use onejob_core::fingerprint::{Body, Fingerprint};
+use onejob_core::fingerprint::{Body, Fingerprint, request_target};
 use onejob_core::intent::SavedRequest;
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
@@ -138,11 +138,10 @@ fn header_pairs(init_headers: &JsValue) -> Result<Vec<(String, String)>, JsValue
 impl Outgoing {
     /// The request's fingerprint, computed by the core exactly as the edge does.
     pub fn fingerprint(&self) -> Fingerprint {
-        let path = path_of(&self.url);
         let bytes = self.body.as_deref().unwrap_or("").as_bytes();
         // Not JSON: the edge answers 400 anyway; the bytes still identify it.
-        Fingerprint::of_request(&self.method, &path, Body::Json(bytes))
-            .unwrap_or_else(|_| Fingerprint::of_bytes(&self.method, &path, bytes))
+        Fingerprint::of_url(&self.method, &self.url, Body::Json(bytes))
+            .unwrap_or_else(|_| Fingerprint::of_bytes(&self.method, &request_target(&self.url), bytes))
     }
 
     /// What `resume()` needs after a reload; the credential is not stored.
@@ -170,27 +169,5 @@ impl Outgoing {
 
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-}
-
-/// `/v1/chat/completions?x=1` of an absolute URL.
-fn path_of(url: &str) -> String {
-    let after_scheme = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let path = after_scheme.find('/').map_or("/", |i| &after_scheme[i..]);
-    path.split('#').next().unwrap_or(path).to_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    #[cfg(target_arch = "wasm32")]
-    use wasm_bindgen_test::wasm_bindgen_test as test;
-
-    use super::path_of;
-
-    #[test]
-    fn path_of_urls() {
-        assert_eq!(path_of("https://a.example/v1/chat/completions"), "/v1/chat/completions");
-        assert_eq!(path_of("http://127.0.0.1:8787/v1/x?y=1#z"), "/v1/x?y=1");
-        assert_eq!(path_of("https://a.example"), "/");
     }
 }

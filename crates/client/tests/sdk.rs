@@ -244,6 +244,26 @@ async fn a_get_request_object_is_sent_in_one_call() {
 }
 
 #[wasm_bindgen_test]
+async fn the_fingerprint_is_cores_request_identity() {
+    // Bug 10: the SDK had its own copy of "which part of the URL counts";
+    // the edge and the SDK now share core's `Fingerprint::of_url`.
+    script(r#"[{"status": 503}]"#);
+    let oj = client(r#"{ endpoint: "https://gateway.test", storage: "memory", retry: { maxAttempts: 1 } }"#);
+    let url = "https://gateway.test/v1/chat/completions?api-version=2024-10-21#ignored";
+    let body = r#"{"b":2,"a":1}"#;
+    let init = js(&format!("({{ method: 'POST', body: {body:?} }})"));
+    fetch(&oj, &url.into(), Some(&init)).await.unwrap();
+    let expected = onejob_core::fingerprint::Fingerprint::of_url(
+        "POST",
+        "/v1/chat/completions?api-version=2024-10-21",
+        onejob_core::fingerprint::Body::Json(br#"{"a":1,"b":2}"#),
+    )
+    .unwrap();
+    let record = &intents(&oj)[0];
+    assert_eq!(field(record, "fingerprint"), Some(expected.to_string()));
+}
+
+#[wasm_bindgen_test]
 fn malformed_options_throw_named_errors() {
     for options in [r#"{ storage: "disk" }"#, r#"{ retry: { baseMs: -1 } }"#, r#"{ onEvent: 3 }"#] {
         let value = js_sys::Function::new_no_args(&format!("return {options};")).call0(&JsValue::UNDEFINED).unwrap();
