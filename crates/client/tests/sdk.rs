@@ -5,6 +5,7 @@ mod support;
 
 use support::{calls, cancel_body, client, events, fetch, field, intents, js, post, script, text, within};
 use wasm_bindgen::JsValue;
+use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const FAST: &str =
@@ -207,6 +208,24 @@ async fn an_answer_nobody_waits_for_any_more_has_its_body_cancelled() {
     sleep_ms(200).await;
     assert_eq!(calls().len(), 1);
     assert_eq!(support::cancelled(), 1, "the unread answer's body was cancelled");
+}
+
+#[wasm_bindgen_test]
+async fn a_final_replay_with_should_retry_false_is_delivered_not_resent() {
+    // Bug 1 (SDK side): a dead job replays its last error with
+    // `x-should-retry: false`; the SDK must deliver it, not keep retrying.
+    script(
+        r#"[{"status": 503}, {"status": 503},
+            {"status": 503, "headers": {"x-should-retry": "false", "OneJob-Job-State": "dead"}}]"#,
+    );
+    let oj = client(FAST);
+    let response = post(&oj, r#"{"dead":1}"#, Some("dead-job"), None).await.unwrap();
+    assert_eq!(response.status(), 503);
+    assert_eq!(events(), ["attempt", "backoff", "attempt", "backoff", "attempt", "settled"]);
+    assert!(intents(&oj).iter().all(|r| field(r, "state").as_deref() == Some("delivered")), "resolved");
+    let resumed = JsFuture::from(js_sys::Promise::from(JsValue::from(oj.resume()))).await.unwrap();
+    assert_eq!(js_sys::Array::from(&resumed).length(), 0);
+    assert_eq!(calls().len(), 3, "resume() re-sends nothing");
 }
 
 #[wasm_bindgen_test]
