@@ -2,28 +2,22 @@
 // `wrangler dev` (the same worker `make dev` runs: demo provider, www/ assets).
 // Screenshots land in tests/artifacts/.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
-import { DEV_KEY, startWorker } from "../support/worker.mjs";
+import { startStack } from "../support/harness.mjs";
 
 let worker;
 let browser;
-let persistTo;
 
 before(async () => {
-  persistTo = mkdtempSync(path.join(tmpdir(), "onejob-e2e-"));
-  worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });
+  worker = await startStack({ upstream: "demo" });
   browser = await launchChromium();
 });
 
 after(async () => {
   await browser?.close();
   await worker?.stop();
-  if (persistTo) rmSync(persistTo, { recursive: true, force: true });
 });
 
 async function openDemo() {
@@ -37,9 +31,9 @@ async function openDemo() {
 }
 
 async function job(key) {
-  const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${DEV_KEY}` } });
-  assert.equal(res.status, 200);
-  return res.json();
+  const { status, body } = await worker.getJob(key);
+  assert.equal(status, 200);
+  return body;
 }
 
 const waitFor = (page, fn, arg, timeout = 20_000) => page.waitForFunction(fn, arg, { timeout });

@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
-import { DEV_KEY, startWorker } from "../support/worker.mjs";
+import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const bin = (name) => path.join(root, "node_modules/.bin", name);
@@ -30,6 +30,10 @@ before(async () => {
   tarball = { file: path.join(app, packed[0].filename), files: packed[0].files.map((f) => f.path), size: packed[0].size };
   writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], app);
+  // The official SDK, as an app would add it: the workspace's pinned copy,
+  // packed and installed (no registry needed).
+  const packedOpenai = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", app, path.join(root, "node_modules/openai")], root));
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", path.join(app, packedOpenai[0].filename)], app);
   persistTo = mkdtempSync(path.join(tmpdir(), "onejob-pkg-"));
   worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });
 });
@@ -109,6 +113,55 @@ void [response, f, records, resumed, oj.forget("triage:1") satisfies boolean];
     assert.throws(() => run(bin("tsc"), ["-p", "tsconfig.json"], app), (error) => /disk/.test(error.stdout + error.stderr));
   });
 
+  test("the official openai package at its defaults, bundled into a page on another origin: one completion, one upstream call", async () => {
+    const stack = await startStack();
+    const web = path.join(app, "openai-web");
+    mkdirSync(web);
+    writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
+    writeFileSync(
+      path.join(web, "main.js"),
+      `import OpenAI from "openai";
+import { OneJob } from "onejob";
+const endpoint = new URLSearchParams(location.search).get("endpoint");
+const oj = new OneJob({ endpoint });
+// dangerouslyAllowBrowser: the key here is a onejob tenant key, not the provider's.
+const openai = new OpenAI({ baseURL: endpoint + "/v1", apiKey: "${DEV_KEY}", fetch: oj.fetcher(), dangerouslyAllowBrowser: true });
+try {
+  const completion = await openai.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "from the browser" }] });
+  document.body.dataset.result = "ok";
+  document.body.textContent = completion.choices[0].message.content;
+} catch (error) {
+  document.body.dataset.result = "error";
+  document.body.textContent = String(error);
+}
+`,
+    );
+    run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
+    const server = await serveStatic(path.join(web, "dist"));
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      const preflights = [];
+      page.on("request", (r) => r.method() === "OPTIONS" && preflights.push(r.url()));
+      const failed = [];
+      page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
+      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);
+      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
+      const text = await page.textContent("body");
+      assert.equal(await page.getAttribute("body", "data-result"), "ok", `${text}\n${failed.join("\n")}`);
+      assert.match(text, /echo of \d+ bytes/);
+      assert.equal(stack.llm.allCalls().length, 1, "one upstream call");
+      const sent = stack.llm.allCalls()[0].headers;
+      assert.match(sent["idempotency-key"], /^onejob-[0-9a-f]{64}$/);
+      assert.equal(sent.authorization, undefined, "the tenant key never reaches the provider");
+      await screenshot(page, "openai-in-browser");
+    } finally {
+      await browser.close();
+      server.close();
+      await stack.stop();
+    }
+  });
+
   test("bundles with Vite and runs in Chromium against the gateway, cross-origin", async () => {
     const web = path.join(app, "web");
     mkdirSync(web);
@@ -129,13 +182,7 @@ document.body.textContent = await res.text();
     const assets = readdirSync(path.join(web, "dist/assets"));
     assert.ok(assets.some((f) => f.endsWith(".wasm")), `the wasm is emitted: ${assets}`);
 
-    const server = http.createServer(async (req, res) => {
-      const file = path.join(web, "dist", new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
-      if (!existsSync(file)) return res.writeHead(404).end();
-      const type = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" }[path.extname(file)] ?? "application/octet-stream";
-      res.writeHead(200, { "Content-Type": type }).end(await readFile(file));
-    });
-    await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const server = await serveStatic(path.join(web, "dist"));
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
@@ -154,3 +201,15 @@ document.body.textContent = await res.text();
     }
   });
 });
+
+/** Serves a built page's files (another origin than the gateway's). */
+async function serveStatic(dir) {
+  const server = http.createServer(async (req, res) => {
+    const file = path.join(dir, new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
+    if (!existsSync(file)) return res.writeHead(404).end();
+    const type = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" }[path.extname(file)] ?? "application/octet-stream";
+    res.writeHead(200, { "Content-Type": type }).end(await readFile(file));
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return server;
+}
