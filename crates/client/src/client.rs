@@ -8,11 +8,11 @@ use std::rc::Rc;
 
 use js_sys::{Object, Promise, Reflect};
 use onejob_core::backoff::budget::RetryBudget;
-use onejob_core::backoff::retries::{Retries, UnknownOutcomes};
-use onejob_core::backoff::retry_after::RetryAfter;
-use onejob_core::classify::{Decision, ErrorClass, Outcome, classify};
+use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
+use onejob_core::classify::{ErrorClass, TransportFailure};
 use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit};
-use onejob_core::protocol::{header, parse_should_retry};
+use onejob_core::protocol::header;
+use onejob_core::reply::BodyHint;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::Response;
@@ -217,7 +217,7 @@ impl Client {
             sent += 1;
             self.events.emit("attempt", &intent, &key, &[("attempt", Field::Num(f64::from(record.attempts)))]);
             let init = self.init_for(&request, &key)?;
-            let (outcome, response, hint_ms) = match js::fetch(&request.url, &init).await {
+            let (observed, response) = match js::fetch(&request.url, &init).await {
                 Ok(response) => {
                     let headers = response.headers();
                     let get = |name: &str| headers.get(name).ok().flatten();
@@ -229,15 +229,14 @@ impl Client {
                             &[("status", Field::Num(f64::from(response.status())))],
                         );
                     }
-                    let should_retry = get(header::SHOULD_RETRY).as_deref().and_then(parse_should_retry);
-                    let hint = RetryAfter::from_headers(
-                        get(header::RETRY_AFTER_MS).as_deref(),
-                        get(header::RETRY_AFTER).as_deref(),
+                    let observed = Observation::from_http(
+                        response.status(),
+                        &get,
+                        BodyHint::None,
                         js::now_ms(),
                         self.retry.retry_after_cap_ms,
                     );
-                    let outcome = Outcome::Http { status: response.status(), should_retry, hint: Default::default() };
-                    (outcome, Some(response), hint.map(|h| h.delay_ms))
+                    (observed, Some(response))
                 }
                 Err(failure) => {
                     if let Some(signal) = signal.as_ref().filter(|s| s.aborted()) {
@@ -247,54 +246,45 @@ impl Client {
                     // Lost before or after reaching the gateway: with the same
                     // key a resend is safe either way.
                     last_network_error = failure;
-                    (Outcome::Transport(onejob_core::classify::TransportFailure::DroppedAfterSend), None, None)
+                    (Observation::transport(TransportFailure::DroppedAfterSend), None)
                 }
             };
-            let classification = classify(outcome);
-            let status = response.as_ref().map_or(0, Response::status);
-            match classification.decision {
-                Decision::Accept | Decision::Never => {
-                    let Some(response) = response else { return Err(missing_response()) };
-                    if classification.decision == Decision::Accept {
-                        self.budget.borrow_mut().on_success();
-                    }
+            let status = observed.status.unwrap_or(0);
+            let may_try_again = sent < self.retry.max_attempts;
+            let step = retries.next(&observed, may_try_again, &mut self.budget.borrow_mut(), &mut CryptoRandom);
+            match (step, response) {
+                (Step::Deliver, Some(response)) => {
                     // Delivered: nothing left to remember, and the next
                     // identical submission is a new intent with a new key.
                     self.store.remove(&intent);
                     self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
                     return Ok(response);
                 }
-                Decision::Retry | Decision::RetryOnce | Decision::Unknown => {
-                    let why = reason(classification.class, status, hint_ms);
-                    let may_try_again = sent < self.retry.max_attempts;
-                    let delay = retries.after(
-                        classification,
-                        may_try_again,
-                        hint_ms,
-                        &mut self.budget.borrow_mut(),
-                        &mut CryptoRandom,
-                    );
-                    let Some(delay) = delay else {
-                        record.mark_gave_up(js::now_ms());
-                        self.save(&record);
-                        let fields = [("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))];
-                        self.events.emit("gave_up", &intent, &key, &fields);
-                        return response.ok_or_else(|| {
-                            let message = format!(
-                                "onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"
-                            );
-                            let gave_up = error("OneJobNetworkError", &message);
-                            let _ = Reflect::set(&gave_up, &"cause".into(), &last_network_error);
-                            gave_up
-                        });
-                    };
+                (Step::Wait(delay), _) => {
+                    let why = reason(observed.classification.class, status, observed.server_delay_ms);
                     let fields = [
                         ("delayMs", Field::Num(delay as f64)),
                         ("reason", Field::Str(&why)),
-                        ("serverAsked", Field::Bool(hint_ms.is_some())),
+                        ("serverAsked", Field::Bool(observed.server_delay_ms.is_some())),
                     ];
                     self.events.emit("backoff", &intent, &key, &fields);
                     js::sleep(delay, signal.as_ref()).await?;
+                }
+                // Out of attempts or budget (a final answer always has a response).
+                (_, response) => {
+                    let why = reason(observed.classification.class, status, observed.server_delay_ms);
+                    record.mark_gave_up(js::now_ms());
+                    self.save(&record);
+                    let fields = [("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))];
+                    self.events.emit("gave_up", &intent, &key, &fields);
+                    return response.ok_or_else(|| {
+                        let message = format!(
+                            "onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"
+                        );
+                        let gave_up = error("OneJobNetworkError", &message);
+                        let _ = Reflect::set(&gave_up, &"cause".into(), &last_network_error);
+                        gave_up
+                    });
                 }
             }
         }
@@ -340,9 +330,4 @@ fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
         Some(ms) => format!("{what}; server asked to wait {ms} ms"),
         None => what,
     }
-}
-
-/// A final decision always comes with a response; this only satisfies types.
-fn missing_response() -> JsValue {
-    error("OneJobError", "onejob: internal error: a final decision without a response")
 }

@@ -3,6 +3,7 @@
 use js_sys::{Function, Reflect};
 use onejob_core::backoff::budget::BudgetConfig;
 use onejob_core::backoff::{Backoff, Jitter};
+use onejob_core::settings::defaults;
 use wasm_bindgen::{JsCast, JsValue};
 
 use crate::js::error;
@@ -89,7 +90,8 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
             budget,
         },
         on_event,
-        retention_ms: number(options, "retentionMs", 86_400_000, 1)?,
+        // The gateway's default retention: a key is remembered as long as the gateway keeps its job.
+        retention_ms: number(options, "retentionMs", defaults::RETENTION_MS, 1)?,
     })
 }
 

@@ -32,7 +32,7 @@ pub enum BodyHint {
 /// cares about and the token usage the audit trail records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReplyFacts {
-    /// See [`body_hint`].
+    /// What the body says for retrying (see [`BodyHint`]).
     pub hint: BodyHint,
     /// The OpenAI-style `usage` object, when present and well-formed.
     pub usage: Option<Usage>,

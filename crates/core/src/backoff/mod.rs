@@ -128,7 +128,7 @@ impl Backoff {
     /// The delay to wait when the server also said when to come back: the
     /// server's word wins when it asks for longer than our own schedule (we
     /// never come back earlier than asked), and it is already clamped by
-    /// [`retry_after::RetryAfter`].
+    /// [`retry_after::server_delay_ms`].
     pub fn delay_with_hint_ms(
         &self,
         retry: u32,

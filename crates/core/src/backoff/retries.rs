@@ -130,7 +130,7 @@ impl Retries {
     /// After a try classified as `outcome`: the delay before the next try, or
     /// `None` to give up. `may_try_again` is the caller's own cap (attempts
     /// left); `server_hint_ms` what the server asked for (already clamped).
-    pub fn after(
+    fn after(
         &mut self,
         outcome: Classification,
         may_try_again: bool,

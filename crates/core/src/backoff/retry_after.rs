@@ -21,26 +21,6 @@ pub fn server_delay_ms(
     Some(asked.min(cap_ms))
 }
 
-/// The server's requested delay (transitional: the SDK's loop moves to
-/// [`crate::backoff::retries::Observation`], which reads it itself).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryAfter {
-    /// Delay in milliseconds, at most the cap.
-    pub delay_ms: u64,
-}
-
-impl RetryAfter {
-    /// See [`server_delay_ms`].
-    pub fn from_headers(
-        retry_after_ms: Option<&str>,
-        retry_after: Option<&str>,
-        now_ms: u64,
-        cap_ms: u64,
-    ) -> Option<Self> {
-        server_delay_ms(retry_after_ms, retry_after, now_ms, cap_ms).map(|delay_ms| Self { delay_ms })
-    }
-}
-
 /// Parses `retry-after-ms`: a non-negative decimal number of milliseconds.
 pub fn parse_retry_after_ms(value: &str) -> Option<u64> {
     let value = value.trim();
