@@ -67,4 +67,9 @@ test("an alarm deletes the job when its retention ends, and leaves nothing behin
   assert.equal((await stack.getJob(key)).status, 404, "deleted by the alarm");
   const left = ledgerDatabases().filter((d) => d.tables.length > 0);
   assert.deepEqual(left, [], "no table, row or schema is left");
+  // Forgotten everywhere: the KV cache does not outlive the job either.
+  const again = await stack.post(key, chat("keep me for 12 s"));
+  assert.equal(again.res.status, 200);
+  assert.equal(again.res.headers.get("idempotent-replayed"), null, "a new job, not a replay");
+  assert.equal(stack.llm.calls(key).length, 2);
 });

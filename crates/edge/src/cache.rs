@@ -38,8 +38,16 @@ pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<Jo
     })
 }
 
-/// Writes a finished result, kept for `ttl_s` (KV's minimum is 60 s).
+/// KV keeps nothing for less than this.
+const MIN_TTL_S: u64 = 60;
+
+/// Writes a finished result, kept for `ttl_s`: as long as the job. A job
+/// that ends sooner than KV's shortest expiry is not cached, or KV would
+/// replay it after the Ledger has deleted it.
 pub async fn store(env: &Env, storage_id: &str, fingerprint: &str, result: &JobResult, ttl_s: u64) {
+    if ttl_s < MIN_TTL_S {
+        return;
+    }
     let Ok(kv) = env.kv(binding::RESULTS) else { return };
     let meta = CachedMeta {
         fingerprint: fingerprint.to_owned(),
@@ -48,8 +56,7 @@ pub async fn store(env: &Env, storage_id: &str, fingerprint: &str, result: &JobR
         state: result.state,
         attempt: result.attempt,
     };
-    let put =
-        kv.put_bytes(storage_id, &result.body).and_then(|p| p.metadata(meta)).map(|p| p.expiration_ttl(ttl_s.max(60)));
+    let put = kv.put_bytes(storage_id, &result.body).and_then(|p| p.metadata(meta)).map(|p| p.expiration_ttl(ttl_s));
     if let Ok(put) = put
         && let Err(error) = put.execute().await
     {
