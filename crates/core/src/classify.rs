@@ -104,6 +104,10 @@ pub enum ErrorClass {
     TimeoutAfterSend,
     /// Connection dropped after sending: outcome unknown.
     DroppedAfterSend,
+    /// A streamed answer carried the provider's error event.
+    StreamError,
+    /// A streamed answer ended without the provider's terminal event.
+    StreamInterrupted,
 }
 
 /// The decision and the class of an outcome.

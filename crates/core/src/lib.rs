@@ -16,6 +16,7 @@
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
+//! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -33,4 +34,5 @@ pub mod protocol;
 pub mod random;
 pub mod reply;
 pub mod settings;
+pub mod sse;
 pub mod tenant;

@@ -44,12 +44,17 @@ pub enum JobState {
     Completed,
     /// Gave up after the attempt cap; replayed as the last error. Terminal.
     Dead,
+    /// A streamed answer that ended without its provider's terminal event
+    /// (a dropped connection, a silent upstream, a lost runtime): the partial
+    /// stream is kept and replayed with an error event appended. Never called
+    /// again automatically: its tokens were being billed. Terminal.
+    Interrupted,
 }
 
 impl JobState {
     /// Whether the job has a final outcome that duplicates get replayed.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Dead)
+        matches!(self, Self::Completed | Self::Dead | Self::Interrupted)
     }
 
     /// The state's name on the wire (`in_flight`, `completed`, …).
@@ -61,6 +66,7 @@ impl JobState {
             Self::Unknown => "unknown",
             Self::Completed => "completed",
             Self::Dead => "dead",
+            Self::Interrupted => "interrupted",
         }
     }
 }
@@ -176,6 +182,8 @@ pub enum AttemptOutcome {
     Abandoned,
     /// Reported after it had lost the job; its result was not used.
     Discarded,
+    /// Its stream ended without the provider's terminal event.
+    Interrupted,
 }
 
 /// The audit record of one attempt.
@@ -372,7 +380,7 @@ impl Job {
     pub fn replayed_attempt(&self) -> Option<&Attempt> {
         match self.state {
             JobState::Completed => self.completed_by.and_then(|n| self.attempts.iter().find(|a| a.number == n)),
-            JobState::Dead => self.attempts.last(),
+            JobState::Dead | JobState::Interrupted => self.attempts.last(),
             _ => None,
         }
     }
@@ -460,7 +468,9 @@ impl Job {
                 // Lease over with attempts left (expire() makes it dead otherwise).
                 UnknownPolicy::RetryAfterLease => {}
             },
-            state @ (JobState::Completed | JobState::Dead) => return Err(JobError::Finished { state }),
+            state @ (JobState::Completed | JobState::Dead | JobState::Interrupted) => {
+                return Err(JobError::Finished { state });
+            }
         }
         // fail() and expire() make a job with no attempts left dead; this is
         // the invariant's last line of defence.
@@ -526,6 +536,28 @@ impl Job {
         self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
         self.bump(now_ms);
         Ok(())
+    }
+
+    /// The holding attempt's stream ended without its terminal event: the
+    /// job keeps the partial stream and is never run again.
+    pub fn interrupt(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
+        self.check_ticket(ticket)?;
+        self.end_current_attempt(now_ms, AttemptOutcome::Interrupted, report);
+        self.state = JobState::Interrupted;
+        self.completed_by = Some(ticket.attempt);
+        self.lease_until_ms = None;
+        self.bump(now_ms);
+        Ok(())
+    }
+
+    /// The holding attempt is still streaming at `now_ms`: its lease starts
+    /// again, so a long answer is not taken for a lost one. Returns the
+    /// renewed ticket (the old one no longer holds the job).
+    pub fn extend_lease(&mut self, ticket: AttemptTicket, now_ms: u64) -> Result<AttemptTicket, JobError> {
+        self.check_ticket(ticket)?;
+        self.lease_until_ms = Some(now_ms.saturating_add(self.policy.attempt_lease_ms));
+        self.bump(now_ms);
+        Ok(AttemptTicket { attempt: ticket.attempt, version: self.version })
     }
 
     /// Records, for the audit only, that a losing attempt reported after all.

@@ -263,6 +263,22 @@ fn the_record_round_trips_through_json() {
     assert_eq!(serde_json::from_str::<Job>(&text).unwrap(), j);
 }
 
+#[test]
+fn a_stream_keeps_its_lease_while_it_runs_and_an_interrupted_one_is_final() {
+    let mut j = job(4);
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    // A long answer: the lease restarts at every write, so it is never taken for lost.
+    let held = j.extend_lease(t, T0 + 900).unwrap();
+    assert!(!j.expire(T0 + 1_500), "still held at 1.5 s after a renewal at 0.9 s");
+    j.interrupt(held, T0 + 2_000, AttemptReport::default()).unwrap();
+    assert_eq!(j.state(), JobState::Interrupted);
+    assert!(j.state().is_terminal());
+    assert_eq!(j.replayed_attempt().unwrap().outcome, AttemptOutcome::Interrupted);
+    assert_eq!(j.claim(j.version(), T0 + 99_000, "demo", None), Err(JobError::Finished { state: JobState::Interrupted }));
+    // The old ticket lost its hold with the renewal.
+    assert_eq!(j.extend_lease(t, T0 + 2_100), Err(JobError::StaleAttempt { attempt: 1 }));
+}
+
 /// One step a racing participant can take.
 #[derive(Debug, Clone)]
 enum Step {

@@ -1,0 +1,225 @@
+//! Server-sent events as a streamed job sees them: bytes cut into complete
+//! events, and what each event means for the job (the provider's terminal
+//! event, an in-stream error, token usage).
+//!
+//! End-of-stream proves nothing (a dropped connection can look like a clean
+//! end): a stream is complete only after its provider's terminal event.
+//!
+//! | dialect | terminal event | error event |
+//! |---|---|---|
+//! | OpenAI chat completions | `data: [DONE]` | `data: {"error": …}` |
+//! | OpenAI Responses API | `event: response.completed` / `response.incomplete` | `event: response.failed`, `event: error` |
+//! | Anthropic Messages | `event: message_stop` | `event: error` |
+
+use crate::reply::Usage;
+
+/// Cuts a byte stream into complete SSE events. An event ends at a blank
+/// line (`\n\n`, `\r\n\r\n` or `\r\r`); the bytes of each event are kept
+/// exactly as received, its terminating blank line included, so the events
+/// concatenated are the stream byte for byte.
+#[derive(Debug, Default)]
+pub struct Splitter {
+    pending: Vec<u8>,
+    /// Where to resume looking for a blank line in `pending`.
+    scanned: usize,
+}
+
+impl Splitter {
+    /// A splitter with nothing pending.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds received bytes and returns the events they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<Vec<u8>> {
+        self.pending.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        while let Some(end) = event_end(&self.pending, self.scanned) {
+            let rest = self.pending.split_off(end);
+            events.push(std::mem::replace(&mut self.pending, rest));
+            self.scanned = 0;
+        }
+        // A blank line may straddle two pushes: look again from 3 bytes back.
+        self.scanned = self.pending.len().saturating_sub(3);
+        events
+    }
+
+    /// Bytes received after the last complete event (an event cut short).
+    pub fn pending(&self) -> &[u8] {
+        &self.pending
+    }
+}
+
+/// The index just past the first blank line at or after `from`.
+fn event_end(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i + 1 < bytes.len() {
+        match (bytes[i], bytes[i + 1]) {
+            (b'\n', b'\n') | (b'\r', b'\r') => return Some(i + 2),
+            (b'\r', b'\n') if bytes.get(i + 2..i + 4) == Some(b"\r\n") => return Some(i + 4),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// What one event means for the job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// Part of the answer.
+    Data,
+    /// The provider's last event: the stream is complete.
+    Terminal,
+    /// The provider reports an error inside the stream: the stream has failed.
+    Error,
+}
+
+/// The `event:` name and the joined `data:` lines of an event (RFC: lines
+/// starting with `:` are comments; a single space after the colon is dropped).
+fn fields(event: &[u8]) -> (Option<&str>, String) {
+    let text = std::str::from_utf8(event).unwrap_or("");
+    let mut name = None;
+    let mut data = String::new();
+    for line in text.split(['\n', '\r']).filter(|l| !l.is_empty() && !l.starts_with(':')) {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => name = Some(value),
+            "data" => {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(value);
+            }
+            _ => {}
+        }
+    }
+    (name, data)
+}
+
+/// Classifies one complete event (see the table in the module's docs).
+pub fn classify_event(event: &[u8]) -> EventKind {
+    let (name, data) = fields(event);
+    match name {
+        Some("response.completed" | "response.incomplete" | "message_stop") => return EventKind::Terminal,
+        Some("response.failed" | "error") => return EventKind::Error,
+        _ => {}
+    }
+    if data.trim() == "[DONE]" {
+        return EventKind::Terminal;
+    }
+    let starts_as_error = data.trim_start().starts_with("{\"error\"");
+    let is_error = starts_as_error
+        || serde_json::from_str::<serde_json::Value>(&data)
+            .ok()
+            .is_some_and(|v| v.get("error").is_some_and(|e| !e.is_null()) && v.get("choices").is_none());
+    if is_error { EventKind::Error } else { EventKind::Data }
+}
+
+/// Token usage carried by an event: OpenAI's `usage` chunk
+/// (`stream_options.include_usage`), the Responses API's
+/// `response.completed`, or Anthropic's `message_start` / `message_delta`.
+pub fn usage_of(event: &[u8]) -> Option<Usage> {
+    let (_, data) = fields(event);
+    let value: serde_json::Value = serde_json::from_str(&data).ok()?;
+    let usage = value
+        .get("usage")
+        .or_else(|| value.get("response").and_then(|r| r.get("usage")))
+        .or_else(|| value.get("message").and_then(|m| m.get("usage")))?;
+    let number = |names: &[&str]| names.iter().find_map(|n| usage.get(*n).and_then(serde_json::Value::as_u64));
+    let prompt = number(&["prompt_tokens", "input_tokens"]).unwrap_or(0);
+    let completion = number(&["completion_tokens", "output_tokens"]).unwrap_or(0);
+    let total = number(&["total_tokens"]).unwrap_or(prompt + completion);
+    Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total })
+}
+
+/// The event the gateway appends to a stream that ended without its terminal
+/// event, in the OpenAI dialect (`data: {"error": …}`), so SDKs raise an
+/// error instead of silently showing a truncated answer.
+pub fn interrupted_event(detail: &str) -> Vec<u8> {
+    let error = serde_json::json!({
+        "error": { "message": detail, "type": "onejob_stream_interrupted", "code": "stream_interrupted" }
+    });
+    format!("data: {error}\n\n").into_bytes()
+}
+
+/// When a pump writes its pending events to storage: at 8 KB pending, 100 ms
+/// after the last write, or at the terminal event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushPolicy {
+    /// Bytes pending that force a write.
+    pub max_pending_bytes: usize,
+    /// Milliseconds since the last write that force one.
+    pub max_delay_ms: u64,
+}
+
+impl Default for FlushPolicy {
+    fn default() -> Self {
+        Self { max_pending_bytes: 8 * 1024, max_delay_ms: 100 }
+    }
+}
+
+impl FlushPolicy {
+    /// Whether to write now.
+    pub fn should_flush(&self, pending_bytes: usize, since_last_flush_ms: u64, finished: bool) -> bool {
+        pending_bytes > 0
+            && (finished || pending_bytes >= self.max_pending_bytes || since_last_flush_ms >= self.max_delay_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn events_are_cut_at_blank_lines_byte_for_byte_whatever_the_chunking() {
+        let stream = b"data: {\"a\":1}\n\n: keep-alive\n\ndata: x\r\n\r\nevent: message_stop\ndata: {}\n\ndata: [DO";
+        for chunk in 1..stream.len() {
+            let mut splitter = Splitter::new();
+            let mut events = Vec::new();
+            for piece in stream.chunks(chunk) {
+                events.extend(splitter.push(piece));
+            }
+            assert_eq!(events.len(), 4, "chunk size {chunk}");
+            let mut joined = events.concat();
+            joined.extend_from_slice(splitter.pending());
+            assert_eq!(joined, stream.to_vec(), "chunk size {chunk}");
+            assert_eq!(splitter.pending(), b"data: [DO");
+        }
+    }
+
+    #[test]
+    fn terminal_and_error_events_by_dialect() {
+        assert_eq!(classify_event(b"data: [DONE]\n\n"), EventKind::Terminal);
+        assert_eq!(classify_event(b"data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\n"), EventKind::Data);
+        assert_eq!(classify_event(b"data: {\"error\":{\"message\":\"overloaded\"}}\n\n"), EventKind::Error);
+        assert_eq!(classify_event(b"event: response.completed\ndata: {}\n\n"), EventKind::Terminal);
+        assert_eq!(classify_event(b"event: response.failed\ndata: {}\n\n"), EventKind::Error);
+        assert_eq!(classify_event(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), EventKind::Terminal);
+        assert_eq!(classify_event(b"event: error\ndata: {\"type\":\"error\"}\n\n"), EventKind::Error);
+        assert_eq!(classify_event(b": ping\n\n"), EventKind::Data);
+        assert_eq!(classify_event(&interrupted_event("cut")), EventKind::Error);
+    }
+
+    #[test]
+    fn usage_from_each_dialect() {
+        let openai = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n";
+        assert_eq!(usage_of(openai), Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }));
+        let anthropic = b"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n";
+        assert_eq!(usage_of(anthropic), Some(Usage { prompt_tokens: 0, completion_tokens: 15, total_tokens: 15 }));
+        assert_eq!(usage_of(b"data: [DONE]\n\n"), None);
+    }
+
+    #[test]
+    fn flushes_at_size_time_or_the_end() {
+        let policy = FlushPolicy::default();
+        assert!(!policy.should_flush(100, 10, false));
+        assert!(policy.should_flush(8 * 1024, 0, false));
+        assert!(policy.should_flush(1, 100, false));
+        assert!(policy.should_flush(1, 0, true));
+        assert!(!policy.should_flush(0, 1_000, true));
+    }
+}
