@@ -15,6 +15,13 @@
 // answers), "reset" (reads the request, then destroys the socket). A fault
 // ending in "*" repeats forever; `llm.scriptAll([...])` applies to every key
 // without a script of its own.
+//
+// Streams (real SSE, chat completion chunks): "sse:N:MS" (N content events
+// MS apart, a usage chunk, then `data: [DONE]`), "sse-drop:N:MS" (N events,
+// then the socket is destroyed), "sse-error:N:MS" (N events, then an error
+// event), "sse-nodone:N:MS" (N events, then a clean end with no [DONE]),
+// "sse-big:N:BYTES" (N events of BYTES each, then [DONE]). `llm.streams`
+// counts streams whose client went away before the end.
 import http from "node:http";
 
 import { upstreamKey } from "./keys.mjs";
@@ -34,7 +41,8 @@ export async function startFakeLlm() {
     calls.get(key).push({ at: Date.now(), body, headers: req.headers, path: req.url });
 
     const fault = nextFault(key);
-    const [kind, arg] = fault.split(":");
+    const [kind, arg, arg2] = fault.split(":");
+    if (kind.startsWith("sse")) return stream(req, res, kind, Number(arg), Number(arg2 ?? 0), body);
     switch (kind) {
       case "hang":
         hanging.add(res);
@@ -65,6 +73,40 @@ export async function startFakeLlm() {
     }
   });
 
+  const streams = { clientGone: 0 };
+
+  async function stream(req, res, kind, count, pauseOrSize, requestBody) {
+    res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache" });
+    let gone = false;
+    res.on("close", () => {
+      if (!res.writableEnded) {
+        gone = true;
+        streams.clientGone++;
+      }
+    });
+    const big = kind === "sse-big";
+    for (let i = 0; i < count && !gone; i++) {
+      const content = big ? "x".repeat(pauseOrSize) : `token${i} `;
+      res.write(`data: ${JSON.stringify(chunk(requestBody, { content }, null))}\n\n`);
+      if (!big && pauseOrSize) await new Promise((r) => setTimeout(r, pauseOrSize));
+    }
+    if (gone) return;
+    switch (kind) {
+      case "sse-drop":
+        return req.socket.destroy();
+      case "sse-error":
+        res.write(`data: ${JSON.stringify(error("server_error", "the model failed mid-answer"))}\n\n`);
+        return res.end();
+      case "sse-nodone":
+        return res.end();
+      default:
+        res.write(`data: ${JSON.stringify(chunk(requestBody, {}, "stop"))}\n\n`);
+        res.write(`data: ${JSON.stringify({ ...chunk(requestBody, {}, null), choices: [], usage: { prompt_tokens: 10, completion_tokens: count, total_tokens: 10 + count } })}\n\n`);
+        res.write("data: [DONE]\n\n");
+        return res.end();
+    }
+  }
+
   function nextFault(key) {
     const script = scripts.get(key) ?? defaultScript;
     if (!script || script.length === 0) return "ok";
@@ -88,6 +130,7 @@ export async function startFakeLlm() {
     calls(key, tenant = "dev") {
       return calls.get(upstreamKey(key, tenant)) ?? [];
     },
+    streams,
     /** Every call, whatever its key. */
     allCalls() {
       return [...calls.values()].flat();
@@ -124,4 +167,12 @@ function completion(requestBody, finishReason) {
     choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: finishReason }],
     usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
   };
+}
+
+function chunk(requestBody, delta, finishReason) {
+  let model = "fake";
+  try {
+    model = JSON.parse(requestBody).model ?? model;
+  } catch {}
+  return { id: "chatcmpl-fake", object: "chat.completion.chunk", created: 1767225600, model, choices: [{ index: 0, delta, finish_reason: finishReason }] };
 }

@@ -45,6 +45,8 @@ pub enum ProblemType {
     InvalidIdempotencyKey,
     /// 400: the body is not valid JSON (or is JSON that RFC 8785 refuses).
     InvalidJson,
+    /// 400: a query parameter (or the header standing for it) is malformed.
+    InvalidQuery,
     /// 401: no credential, or one that names no tenant.
     Unauthorized,
     /// 404: the tenant has no job with this key.
@@ -77,10 +79,11 @@ pub enum ProblemType {
 
 impl ProblemType {
     /// Every variant, for documentation and tests.
-    pub const ALL: [ProblemType; 16] = [
+    pub const ALL: [ProblemType; 17] = [
         Self::MissingIdempotencyKey,
         Self::InvalidIdempotencyKey,
         Self::InvalidJson,
+        Self::InvalidQuery,
         Self::Unauthorized,
         Self::JobNotFound,
         Self::NotFound,
@@ -102,6 +105,7 @@ impl ProblemType {
             Self::MissingIdempotencyKey => "missing-idempotency-key",
             Self::InvalidIdempotencyKey => "invalid-idempotency-key",
             Self::InvalidJson => "invalid-json",
+            Self::InvalidQuery => "invalid-query",
             Self::Unauthorized => "unauthorized",
             Self::JobNotFound => "job-not-found",
             Self::NotFound => "not-found",
@@ -127,7 +131,7 @@ impl ProblemType {
     /// The HTTP status code.
     pub fn status(self) -> u16 {
         match self {
-            Self::MissingIdempotencyKey | Self::InvalidIdempotencyKey | Self::InvalidJson => 400,
+            Self::MissingIdempotencyKey | Self::InvalidIdempotencyKey | Self::InvalidJson | Self::InvalidQuery => 400,
             Self::Unauthorized => 401,
             Self::JobNotFound | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -147,6 +151,7 @@ impl ProblemType {
             Self::MissingIdempotencyKey => "Idempotency-Key header is required",
             Self::InvalidIdempotencyKey => "Idempotency-Key header is malformed",
             Self::InvalidJson => "Request body is not valid JSON",
+            Self::InvalidQuery => "A query parameter is malformed",
             Self::Unauthorized => "Missing or invalid credential",
             Self::JobNotFound => "No job with this key",
             Self::NotFound => "No such route",
@@ -333,6 +338,7 @@ mod tests {
                 ProblemType::MissingIdempotencyKey
                 | ProblemType::InvalidIdempotencyKey
                 | ProblemType::InvalidJson
+                | ProblemType::InvalidQuery
                 | ProblemType::Unauthorized
                 | ProblemType::JobNotFound
                 | ProblemType::NotFound
@@ -348,9 +354,9 @@ mod tests {
                 | ProblemType::Misconfigured => {}
             }
         }
-        // One case per variant above: 16 arms, 16 entries, all distinct.
+        // One case per variant above: 17 arms, 17 entries, all distinct.
         let distinct: std::collections::HashSet<_> = ProblemType::ALL.iter().collect();
-        assert_eq!(distinct.len(), 16);
+        assert_eq!(distinct.len(), 17);
     }
 
     #[test]

@@ -206,9 +206,11 @@ mod tests {
 
     #[test]
     fn usage_from_each_dialect() {
-        let openai = b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n";
+        let openai =
+            b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n";
         assert_eq!(usage_of(openai), Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }));
-        let anthropic = b"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n";
+        let anthropic =
+            b"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n";
         assert_eq!(usage_of(anthropic), Some(Usage { prompt_tokens: 0, completion_tokens: 15, total_tokens: 15 }));
         assert_eq!(usage_of(b"data: [DONE]\n\n"), None);
     }

@@ -8,13 +8,15 @@
 //! | `demo-flaky` | first attempt of a job: 503 with `Retry-After: 1`; then answers |
 //! | `demo-slow` | answers after 5 s |
 //! | `demo-timeout` | never answers (the gateway's timeout makes the job unknown) |
+//!
+//! With `"stream": true`, `demo` and `demo-slow` stream their answer word by word.
 
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use worker::Delay;
 
-use crate::reply::Reply;
+use crate::reply::{ByteChunks, Reply};
 
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
 pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
@@ -66,6 +68,54 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
         }
     });
     Reply::json(200, completion.to_string().into_bytes())
+}
+
+/// A streamed answer (`"stream": true`): the same triage, one chat
+/// completion chunk per word about 40 ms apart, a usage chunk when asked
+/// (`stream_options.include_usage`), then `data: [DONE]`. `Err` is a
+/// non-streamed error answer (an unknown model, say).
+pub fn stream(target: &str, body: &[u8]) -> Result<ByteChunks, Reply> {
+    let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
+    let path = target.split('?').next().unwrap_or(target);
+    if !path.ends_with("/chat/completions") {
+        return Err(error(404, "not_found", "the demo provider serves /v1/chat/completions", None));
+    }
+    if !matches!(model.as_str(), "demo" | "demo-slow") {
+        return Err(error(400, "model_not_found", "the demo provider streams demo and demo-slow", None));
+    }
+    let pause_ms = if model == "demo-slow" { 250 } else { 40 };
+    let ticket = last_user_message(&request);
+    let (category, priority) = triage(&ticket);
+    let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
+    let id = format!("chatcmpl-demo-{:08x}", fnv1a(body));
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({
+            "id": id, "object": "chat.completion.chunk", "created": 1_767_225_600, "model": model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }]
+        });
+        format!("data: {chunk}\n\n").into_bytes()
+    };
+    let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), Value::Null)];
+    let words: Vec<&str> = answer.split_inclusive([' ', '\n']).collect();
+    events.extend(words.iter().map(|w| chunk(json!({ "content": w }), Value::Null)));
+    events.push(chunk(json!({}), json!("stop")));
+    let include_usage = request.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
+    if include_usage {
+        let (prompt, completion) = (tokens(&ticket) + 12, tokens(&answer));
+        let usage = json!({
+            "id": id, "object": "chat.completion.chunk", "created": 1_767_225_600, "model": model, "choices": [],
+            "usage": { "prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion }
+        });
+        events.push(format!("data: {usage}\n\n").into_bytes());
+    }
+    events.push(b"data: [DONE]\n\n".to_vec());
+    let paced = futures_util::stream::unfold(events.into_iter(), move |mut events| async move {
+        let event = events.next()?;
+        sleep(pause_ms).await;
+        Some((Ok(event), events))
+    });
+    Ok(Box::pin(paced))
 }
 
 async fn sleep(ms: u64) {

@@ -24,7 +24,7 @@ use crate::config::Config;
 use crate::handoff::Submission;
 use crate::http::JobResult;
 use crate::store::{Store, StoreError, StoredResponse};
-use crate::upstream::{self, Call, CallResult};
+use crate::upstream::{self, Call, CallResult, Streaming};
 
 pub struct Driver<'a> {
     config: &'a Config,
@@ -35,9 +35,20 @@ pub struct Driver<'a> {
     upstream_key: String,
     provider: String,
     model: Option<String>,
+    /// The request asks for a streamed answer (`"stream": true`).
+    stream: bool,
 }
 
-/// What one attempt produced.
+/// What driving a job produced for its caller.
+pub enum Driven {
+    /// A result (final, or one to ask again about later).
+    Result(JobResult),
+    /// The upstream is streaming its answer: the Ledger's pump takes it from
+    /// here. `ticket` holds the job for the streaming attempt.
+    Stream { ticket: AttemptTicket, streaming: Streaming },
+}
+
+/// What one attempt produced, unless it streams.
 struct Attempted {
     observed: Observation,
     response: StoredResponse,
@@ -49,17 +60,17 @@ impl<'a> Driver<'a> {
         let upstream_key = IdempotencyKey::parse(&submission.key)
             .map(|key| StorageId::derive(&submission.tenant, &key).upstream_key())
             .unwrap_or_default();
-        let model = serde_json::from_slice::<serde_json::Value>(body)
-            .ok()
-            .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+        let request = serde_json::from_slice::<serde_json::Value>(body).ok();
+        let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+        let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(serde_json::Value::as_bool) == Some(true);
         let provider = upstream::provider_name(&config.settings.upstream);
-        Self { config, store, submission, body, upstream_key, provider, model }
+        Self { config, store, submission, body, upstream_key, provider, model, stream }
     }
 
     /// Runs attempts on `job` (claimable) until a result for the caller.
     /// A job that is not `stored` yet is written with its first claim (one
     /// write on the first call, not two).
-    pub async fn run(&self, job: &mut Job, mut stored: bool) -> Result<JobResult> {
+    pub async fn run(&self, job: &mut Job, mut stored: bool) -> Result<Driven> {
         // Nothing dedups a resend to the provider: an unknown outcome stops here.
         let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
         loop {
@@ -73,12 +84,16 @@ impl<'a> Driver<'a> {
             stored = true;
             match written {
                 Ok(()) => {}
-                Err(StoreError::LostRace) => return self.job_as_it_stands(job),
+                Err(StoreError::LostRace) => return self.job_as_it_stands(job).map(Driven::Result),
                 Err(StoreError::Failed(error)) => return Err(error),
             }
-            let attempted = self.attempt(ticket).await;
+            let attempted = match self.attempt(ticket).await {
+                Ok(attempted) => attempted,
+                // Past the first byte the provider is never called again automatically.
+                Err(streaming) => return Ok(Driven::Stream { ticket, streaming }),
+            };
             if !self.record(job, ticket, &attempted)? {
-                return self.job_as_it_stands(job);
+                return self.job_as_it_stands(job).map(Driven::Result);
             }
             let may_try_again = job.state() == JobState::Failed;
             let step = budgets::with_budget(&self.submission.tenant, |budget| {
@@ -93,9 +108,12 @@ impl<'a> Driver<'a> {
                 attempt: Some(ticket.attempt),
                 retry_after_ms,
             };
-            match step {
-                Step::Deliver => return Ok(result(None)),
-                Step::Wait(ms) => Delay::from(Duration::from_millis(ms)).await,
+            let finished = match step {
+                Step::Deliver => result(None),
+                Step::Wait(ms) => {
+                    Delay::from(Duration::from_millis(ms)).await;
+                    continue;
+                }
                 Step::GiveUp if observed.classification.decision == Decision::Unknown => {
                     let lease = job.lease_remaining_ms(now_ms());
                     let problem = Problem::new(
@@ -103,19 +121,17 @@ impl<'a> Driver<'a> {
                         "the provider did not answer in time and may still be processing the request; retry with the same key after Retry-After",
                     )
                     .with_retry_after_ms(lease);
-                    return Ok(JobResult::problem(&problem, job.state(), Some(ticket.attempt)));
+                    JobResult::problem(&problem, job.state(), Some(ticket.attempt))
                 }
                 // Out of attempts (dead: final) or of budget (ask again later).
-                Step::GiveUp => {
-                    let again = may_try_again.then(|| observed.server_delay_ms.unwrap_or(1_000));
-                    return Ok(result(again));
-                }
-            }
+                Step::GiveUp => result(may_try_again.then(|| observed.server_delay_ms.unwrap_or(1_000))),
+            };
+            return Ok(Driven::Result(finished));
         }
     }
 
-    /// One upstream call, observed.
-    async fn attempt(&self, ticket: AttemptTicket) -> Attempted {
+    /// One upstream call, observed; `Err` when its answer streams.
+    async fn attempt(&self, ticket: AttemptTicket) -> std::result::Result<Attempted, Streaming> {
         let settings = &self.config.settings;
         let call = Call {
             target: &self.submission.target,
@@ -124,6 +140,7 @@ impl<'a> Driver<'a> {
             upstream_key: &self.upstream_key,
             attempt: ticket.attempt,
             timeout_ms: settings.upstream_timeout_ms,
+            stream: self.stream,
         };
         let (observed, response, usage) =
             match upstream::call(&settings.upstream, self.config.api_key.as_deref(), call).await {
@@ -137,22 +154,28 @@ impl<'a> Driver<'a> {
                         now_ms(),
                         settings.retry_after_cap_ms,
                     );
-                    let response =
-                        StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
+                    let response = StoredResponse {
+                        status: reply.status,
+                        content_type: reply.content_type,
+                        body: reply.body,
+                        streamed: false,
+                    };
                     (observed, response, facts.usage)
                 }
+                CallResult::Stream(streaming) => return Err(streaming),
                 CallResult::Transport { failure, detail } => {
                     let problem = Problem::new(ProblemType::UpstreamFailed, detail);
                     let response = StoredResponse {
                         status: problem.status(),
                         content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
                         body: problem.to_json().into_bytes(),
+                        streamed: false,
                     };
                     (Observation::transport(failure), response, None)
                 }
             };
         let report = AttemptReport { status: observed.status, usage, error_class: Some(observed.classification.class) };
-        Attempted { observed, response, report }
+        Ok(Attempted { observed, response, report })
     }
 
     /// Writes the attempt's outcome if it still holds the job. Returns

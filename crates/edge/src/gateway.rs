@@ -104,10 +104,44 @@ pub async fn job(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
     let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string() })?;
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(query.into()));
     call_ledger(env, &storage_id, route::VIEW, &init).await
+}
+
+/// `GET /onejob/v1/jobs/{key}/stream?from=N` (or `Last-Event-ID: N`): the
+/// events of a streamed answer after the first `N`.
+pub async fn job_stream(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
+    let (_, tenant) = match admit_caller(&req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if req.method() != Method::Get {
+        return problem_of(ProblemType::MethodNotAllowed, "use GET");
+    }
+    let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
+        Ok(key) => key,
+        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
+    };
+    let from_query = req.url()?.query_pairs().find(|(name, _)| name == "from").map(|(_, v)| v.into_owned());
+    let from = match from_query.or(req.headers().get("Last-Event-ID")?) {
+        None => 0,
+        Some(text) => match text.trim().parse::<u64>() {
+            Ok(n) => n,
+            Err(_) => {
+                return problem_of(
+                    ProblemType::InvalidQuery,
+                    "from (or Last-Event-ID) must be a whole number of events",
+                );
+            }
+        },
+    };
+    let storage_id = StorageId::derive(&tenant, &key);
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: Some(from) })?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(query.into()));
+    call_ledger(env, &storage_id, route::STREAM, &init).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a

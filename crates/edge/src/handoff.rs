@@ -13,6 +13,8 @@ pub mod route {
     pub const SUBMIT: &str = "https://ledger/submit";
     /// A [`super::JobQuery`]: the job view (read-only).
     pub const VIEW: &str = "https://ledger/view";
+    /// A [`super::JobQuery`]: a streamed answer from an event offset.
+    pub const STREAM: &str = "https://ledger/stream";
 }
 
 /// A keyed request the gateway has authenticated and validated.
@@ -29,10 +31,13 @@ pub struct Submission {
     pub wait_ms: u64,
 }
 
-/// `GET /onejob/v1/jobs/{key}` for one tenant.
+/// `GET /onejob/v1/jobs/{key}` (and `…/stream?from=N`) for one tenant.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobQuery {
     pub key: String,
+    /// For a stream: the number of events the reader already has.
+    #[serde(default)]
+    pub from: Option<u64>,
 }
 
 /// The body of a submission: header, then the request bytes.

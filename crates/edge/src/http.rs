@@ -1,9 +1,13 @@
 //! Response helpers: RFC 9457 problems, CORS, and a job's result with
 //! onejob's headers.
 
+use futures_util::StreamExt;
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use worker::{Headers, Request, Response, Result};
+
+use crate::stream::Subscription;
+use crate::upstream::SSE;
 
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.
@@ -131,6 +135,9 @@ impl JobResult {
         if replayed {
             headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
         }
+        if self.content_type.starts_with(SSE) {
+            set_stream_headers(&headers)?;
+        }
         if self.state.is_terminal() {
             headers.set(header::SHOULD_RETRY, "false")?;
         } else if let Some(ms) = self.retry_after_ms {
@@ -139,4 +146,28 @@ impl JobResult {
         }
         with_cors(Response::from_bytes(self.body)?.with_status(self.status).with_headers(headers))
     }
+}
+
+/// A caller's view of a live stream: its events as they come, with onejob's
+/// headers. The job is still running (`in_flight`).
+pub fn stream_response(subscription: Subscription, key: &str, replayed: bool) -> Result<Response> {
+    let Subscription { attempt, content_type, events } = subscription;
+    let headers = Headers::new();
+    headers.set("Content-Type", &content_type)?;
+    set_stream_headers(&headers)?;
+    headers.set(header::IDEMPOTENCY_KEY, key)?;
+    headers.set(header::JOB_STATE, JobState::InFlight.as_str())?;
+    headers.set(header::ATTEMPT, &attempt.to_string())?;
+    if replayed {
+        headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
+    }
+    let body = events.map(Ok::<Vec<u8>, worker::Error>);
+    with_cors(Response::from_stream(body)?.with_headers(headers))
+}
+
+/// Streams must not be buffered on their way (`wrangler dev` and compressing
+/// proxies hold a compressed event stream back) nor cached.
+fn set_stream_headers(headers: &Headers) -> Result<()> {
+    headers.set("Cache-Control", "no-cache")?;
+    headers.set("Content-Encoding", "identity")
 }

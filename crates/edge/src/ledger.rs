@@ -12,6 +12,7 @@
 //! away the in-memory state of every object in the isolate.
 
 use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_channel::oneshot;
@@ -26,24 +27,39 @@ use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durabl
 use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
-use crate::driver::Driver;
+use crate::driver::{Driven, Driver};
 use crate::handoff::{self, JobQuery, Submission};
 use crate::http::{self, JobResult};
 use crate::store::Store;
+use crate::stream::{self, LiveSlot, Pump, Subscription};
 
 #[durable_object]
 pub struct Ledger {
     state: State,
     env: Env,
-    /// True while one request is running the job's attempts.
-    driving: Cell<bool>,
+    /// True while one request (or a stream's pump) is running the job's attempts.
+    driving: Rc<Cell<bool>>,
     /// Duplicates waiting for the driver's result.
-    waiters: RefCell<Vec<oneshot::Sender<JobResult>>>,
+    waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
+    /// The running attempt's stream, while it streams.
+    live: LiveSlot,
+}
+
+/// What a waiting duplicate is handed: the result, or the stream to follow.
+enum Handed {
+    Result(JobResult),
+    Stream(Subscription),
 }
 
 impl DurableObject for Ledger {
     fn new(state: State, env: Env) -> Self {
-        Self { state, env, driving: Cell::new(false), waiters: RefCell::new(Vec::new()) }
+        Self {
+            state,
+            env,
+            driving: Rc::new(Cell::new(false)),
+            waiters: RefCell::new(Vec::new()),
+            live: Rc::new(RefCell::new(None)),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
@@ -56,6 +72,10 @@ impl DurableObject for Ledger {
             },
             "/view" => match serde_json::from_slice::<JobQuery>(&body) {
                 Ok(query) => self.view(&query.key),
+                Err(_) => http::problem_of(ProblemType::Internal, "malformed job query"),
+            },
+            "/stream" => match serde_json::from_slice::<JobQuery>(&body) {
+                Ok(query) => self.resume_stream(&query.key, query.from.unwrap_or(0)),
                 Err(_) => http::problem_of(ProblemType::Internal, "malformed job query"),
             },
             _ => http::problem_of(ProblemType::NotFound, "unknown ledger route"),
@@ -117,7 +137,11 @@ impl Ledger {
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
         match admission::admit(job.as_ref(), arrival, now, self.driving.get()) {
             Admission::Replay => self.replay(&store, job.as_ref()).and_then(|result| result.into_response(key, true)),
-            Admission::Wait => self.wait_for_driver(key, submission.wait_ms).await,
+            Admission::Wait => match stream::subscribe(&self.live, &store, 0)? {
+                // A duplicate of a streaming job follows the stream from its first event.
+                Some(subscription) => http::stream_response(subscription, key, true),
+                None => self.wait_for_driver(key, submission.wait_ms).await,
+            },
             Admission::Refuse(problem) => {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
             }
@@ -148,19 +172,38 @@ impl Ledger {
     ) -> Result<Response> {
         self.driving.set(true);
         let driver = Driver::new(config, store, submission, body);
-        let result = driver.run(&mut job, stored).await;
-        self.driving.set(false);
-        let result = match result {
-            Ok(result) => result,
+        let driven = driver.run(&mut job, stored).await;
+        let result = match driven {
+            Ok(Driven::Result(result)) => result,
+            Ok(Driven::Stream { ticket, streaming }) => {
+                // The pump owns the stream from here and clears `driving` at its end.
+                stream::open(&self.live, ticket.attempt, &streaming.content_type);
+                let pump =
+                    Pump::new(Rc::clone(&self.live), self.store(), Rc::clone(&self.driving), job, ticket, streaming);
+                let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
+                for waiter in waiters {
+                    if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {
+                        let _ = waiter.send(Handed::Stream(subscription));
+                    }
+                }
+                let own = stream::subscribe(&self.live, store, 0)?;
+                self.state.wait_until(pump.run());
+                return match own {
+                    Some(subscription) => http::stream_response(subscription, &submission.key, false),
+                    None => Err(worker::Error::RustError("the stream closed before it was followed".into())),
+                };
+            }
             Err(error) => {
+                self.driving.set(false);
                 // Dropping the senders releases the waiters with "in progress".
                 self.waiters.borrow_mut().clear();
                 return Err(error);
             }
         };
+        self.driving.set(false);
         let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
         for waiter in waiters {
-            let _ = waiter.send(result.clone());
+            let _ = waiter.send(Handed::Result(result.clone()));
         }
         if result.state.is_terminal() && config.settings.result_cache {
             self.cache_in_background(submission, &job, &result);
@@ -172,13 +215,39 @@ impl Ledger {
         let (sender, receiver) = oneshot::channel();
         self.waiters.borrow_mut().push(sender);
         match select(receiver, Delay::from(Duration::from_millis(wait_ms))).await {
-            Either::Left((Ok(result), _)) => result.into_response(key, true),
+            Either::Left((Ok(Handed::Result(result)), _)) => result.into_response(key, true),
+            Either::Left((Ok(Handed::Stream(subscription)), _)) => http::stream_response(subscription, key, true),
             // The wait ran out, or the driver failed without a result.
             _ => http::problem_about(
                 &admission::in_progress(key, admission::DEFAULT_RETRY_AFTER_MS),
                 key,
                 JobState::InFlight,
             ),
+        }
+    }
+
+    /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
+    /// `N`, live while the job streams, from storage once it has finished.
+    fn resume_stream(&self, key: &str, from: u64) -> Result<Response> {
+        let store = self.store();
+        if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
+            return http::stream_response(subscription, key, true);
+        }
+        let job = store.load_job()?;
+        let finished = job.as_ref().filter(|j| j.state().is_terminal());
+        let attempt = finished.and_then(|j| j.replayed_attempt()).map(|a| a.number);
+        let streamed = attempt.map(|n| store.load_response(n)).transpose()?.flatten().filter(|r| r.streamed);
+        match (finished, attempt, streamed) {
+            (Some(job), Some(attempt), Some(response)) => JobResult {
+                status: response.status,
+                content_type: response.content_type,
+                body: store.load_events(attempt, from, u64::MAX)?.concat(),
+                state: job.state(),
+                attempt: Some(attempt),
+                retry_after_ms: None,
+            }
+            .into_response(key, true),
+            _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
         }
     }
 

@@ -10,6 +10,8 @@
 //! Routes:
 //! - `POST /v1/{path}`: the OpenAI-compatible, idempotent proxy;
 //! - `GET /onejob/v1/jobs/{key}`: the job and its attempts (tenant-scoped);
+//! - `GET /onejob/v1/jobs/{key}/stream?from=N`: a streamed answer after its
+//!   first `N` events, live or stored (`Last-Event-ID: N` works too);
 //! - `GET /onejob/problems/{type}`: what an error type means;
 //! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
 
@@ -26,6 +28,7 @@ mod http;
 mod ledger;
 mod reply;
 mod store;
+mod stream;
 mod upstream;
 
 pub use ledger::Ledger;
@@ -42,6 +45,10 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return gateway::proxy(req, &env).await;
     }
     if let Some(key) = path.strip_prefix("/onejob/v1/jobs/") {
+        if let Some(key) = key.strip_suffix("/stream") {
+            let key = key.to_owned();
+            return gateway::job_stream(req, &env, &key).await;
+        }
         let key = key.to_owned();
         return gateway::job(req, &env, &key).await;
     }

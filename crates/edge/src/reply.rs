@@ -1,6 +1,13 @@
 //! What a provider answered, as every provider (the demo one and HTTP
 //! upstreams) reports it to the driver.
 
+use std::pin::Pin;
+
+use futures_util::Stream;
+
+/// The bytes of an answer that streams, as they arrive.
+pub type ByteChunks = Pin<Box<dyn Stream<Item = worker::Result<Vec<u8>>>>>;
+
 /// One upstream HTTP answer, body read whole.
 #[derive(Debug, Clone)]
 pub struct Reply {

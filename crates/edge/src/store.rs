@@ -22,6 +22,8 @@ pub struct StoredResponse {
     pub status: u16,
     pub content_type: String,
     pub body: Vec<u8>,
+    /// The body is a stored stream of events.
+    pub streamed: bool,
 }
 
 /// Why a write did not happen.
@@ -59,7 +61,7 @@ impl Store {
 
     /// The job, if this object has one.
     pub fn load_job(&self) -> worker::Result<Option<Job>> {
-        let Some(row) = self.first_row("SELECT record FROM job WHERE id = 1", vec![])? else {
+        let Some(row) = self.first_row("SELECT record FROM jobs WHERE id = 1", vec![])? else {
             return Ok(None);
         };
         let Some(Value::String(record)) = row.into_iter().next() else {
@@ -72,7 +74,7 @@ impl Store {
     pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
         self.create_tables()?;
         let written = self.write(
-            "INSERT INTO job (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
+            "INSERT INTO jobs (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
             vec![version(job.version())?, record(job)?],
         )?;
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
@@ -81,7 +83,7 @@ impl Store {
     /// Writes `job` if the stored job is still at `expected_version`.
     pub fn update_job(&self, expected_version: u64, job: &Job) -> Result<(), StoreError> {
         let written = self.write(
-            "UPDATE job SET version = ?, record = ? WHERE id = 1 AND version = ?",
+            "UPDATE jobs SET version = ?, record = ? WHERE id = 1 AND version = ?",
             vec![version(job.version())?, record(job)?, version(expected_version)?],
         )?;
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
@@ -92,7 +94,7 @@ impl Store {
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
         let attempt = Value::Integer(i64::from(attempt));
         self.write(
-            "INSERT INTO response (attempt, status, content_type, size) VALUES (?, ?, ?, ?)",
+            "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, ?, ?, ?, 0)",
             vec![
                 attempt.clone(),
                 Value::Integer(i64::from(response.status)),
@@ -102,7 +104,7 @@ impl Store {
         )?;
         for (seq, chunk) in response.body.chunks(CHUNK_BYTES).enumerate() {
             self.write(
-                "INSERT INTO response_chunk (attempt, seq, bytes) VALUES (?, ?, ?)",
+                "INSERT INTO response_chunks (attempt, seq, bytes) VALUES (?, ?, ?)",
                 vec![attempt.clone(), Value::Integer(seq as i64), Value::Blob(chunk.to_vec())],
             )?;
         }
@@ -112,19 +114,26 @@ impl Store {
     /// An attempt's stored response, body reassembled.
     pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
         let attempt = Value::Integer(i64::from(attempt));
-        let Some(row) =
-            self.first_row("SELECT status, content_type, size FROM response WHERE attempt = ?", vec![attempt.clone()])?
+        let Some(row) = self.first_row(
+            "SELECT status, content_type, size, streamed FROM responses WHERE attempt = ?",
+            vec![attempt.clone()],
+        )?
         else {
             return Ok(None);
         };
-        let (status, content_type, size) = match row.as_slice() {
-            [Value::Integer(status), Value::String(content_type), Value::Integer(size)] => {
-                (*status, content_type.clone(), *size)
+        let (status, content_type, size, streamed) = match row.as_slice() {
+            [Value::Integer(status), Value::String(content_type), Value::Integer(size), Value::Integer(streamed)] => {
+                (*status, content_type.clone(), *size, *streamed != 0)
             }
             _ => return Err(unreadable("response")),
         };
         let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        let chunks = self.sql.exec("SELECT bytes FROM response_chunk WHERE attempt = ? ORDER BY seq", vec![attempt])?;
+        let query = if streamed {
+            "SELECT bytes FROM stream_events WHERE attempt = ? ORDER BY seq, part"
+        } else {
+            "SELECT bytes FROM response_chunks WHERE attempt = ? ORDER BY seq"
+        };
+        let chunks = self.sql.exec(query, vec![attempt])?;
         for row in chunks.raw() {
             match row?.into_iter().next() {
                 Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
@@ -136,27 +145,92 @@ impl Store {
         if body.len() as i64 != size {
             return Err(unreadable("response body (size mismatch)"));
         }
-        Ok(Some(StoredResponse { status: u16::try_from(status).unwrap_or(500), content_type, body }))
+        Ok(Some(StoredResponse { status: u16::try_from(status).unwrap_or(500), content_type, body, streamed }))
+    }
+
+    /// Appends the events numbered `first_seq..` of an attempt's stream
+    /// (an event longer than a chunk spans several rows).
+    pub fn append_events(&self, attempt: u32, first_seq: u64, events: &[Vec<u8>]) -> worker::Result<()> {
+        for (offset, event) in events.iter().enumerate() {
+            for (part, bytes) in event.chunks(CHUNK_BYTES).enumerate() {
+                self.write(
+                    "INSERT INTO stream_events (attempt, seq, part, bytes) VALUES (?, ?, ?, ?)",
+                    vec![
+                        Value::Integer(i64::from(attempt)),
+                        Value::Integer((first_seq + offset as u64) as i64),
+                        Value::Integer(part as i64),
+                        Value::Blob(bytes.to_vec()),
+                    ],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored events `from..to` of an attempt's stream, each whole.
+    pub fn load_events(&self, attempt: u32, from: u64, to: u64) -> worker::Result<Vec<Vec<u8>>> {
+        let rows = self.sql.exec(
+            "SELECT seq, bytes FROM stream_events WHERE attempt = ? AND seq >= ? AND seq < ? ORDER BY seq, part",
+            vec![Value::Integer(i64::from(attempt)), Value::Integer(clamp(from)), Value::Integer(clamp(to))],
+        )?;
+        let mut events: Vec<Vec<u8>> = Vec::new();
+        let mut current = None;
+        for row in rows.raw() {
+            let (seq, bytes) = match row?.as_slice() {
+                [Value::Integer(seq), Value::Blob(bytes)] => (*seq, bytes.clone()),
+                _ => return Err(unreadable("stream event")),
+            };
+            if current == Some(seq) {
+                if let Some(last) = events.last_mut() {
+                    last.extend_from_slice(&bytes);
+                }
+            } else {
+                events.push(bytes);
+                current = Some(seq);
+            }
+        }
+        Ok(events)
+    }
+
+    /// Records a streamed attempt's response: its body is its stored events.
+    pub fn save_streamed_response(&self, attempt: u32, content_type: &str, size: u64) -> worker::Result<()> {
+        self.write(
+            "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, 200, ?, ?, 1)",
+            vec![
+                Value::Integer(i64::from(attempt)),
+                Value::String(content_type.to_owned()),
+                Value::Integer(size as i64),
+            ],
+        )?;
+        Ok(())
     }
 
     fn create_tables(&self) -> worker::Result<()> {
         self.sql.exec(
-            "CREATE TABLE IF NOT EXISTS job (
+            "CREATE TABLE IF NOT EXISTS jobs (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 version INTEGER NOT NULL,
                 record TEXT NOT NULL
             );
-            CREATE TABLE IF NOT EXISTS response (
+            CREATE TABLE IF NOT EXISTS responses (
                 attempt INTEGER PRIMARY KEY,
                 status INTEGER NOT NULL,
                 content_type TEXT NOT NULL,
-                size INTEGER NOT NULL
+                size INTEGER NOT NULL,
+                streamed INTEGER NOT NULL
             );
-            CREATE TABLE IF NOT EXISTS response_chunk (
+            CREATE TABLE IF NOT EXISTS response_chunks (
                 attempt INTEGER NOT NULL,
                 seq INTEGER NOT NULL,
                 bytes BLOB NOT NULL,
                 PRIMARY KEY (attempt, seq)
+            );
+            CREATE TABLE IF NOT EXISTS stream_events (
+                attempt INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                part INTEGER NOT NULL,
+                bytes BLOB NOT NULL,
+                PRIMARY KEY (attempt, seq, part)
             )",
             None,
         )?;
@@ -182,6 +256,11 @@ impl Store {
         }
         Ok(cursor.rows_written())
     }
+}
+
+/// An event number as SQLite's signed integer (past i64, the largest).
+fn clamp(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn version(version: u64) -> worker::Result<Value> {

@@ -11,16 +11,32 @@ use onejob_core::settings::Upstream;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::demo;
-use crate::reply::Reply;
+use crate::reply::{ByteChunks, Reply};
+
+/// The media type of a streamed answer.
+pub const SSE: &str = "text/event-stream";
 
 /// Largest upstream body kept; a larger one is refused rather than stored.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 
 /// How one call ended.
-#[derive(Debug, Clone)]
 pub enum CallResult {
     Reply(Reply),
-    Transport { failure: TransportFailure, detail: String },
+    /// A 2xx `text/event-stream` answer to a streamed request: its body is
+    /// read by the Ledger's pump, event by event, not here.
+    Stream(Streaming),
+    Transport {
+        failure: TransportFailure,
+        detail: String,
+    },
+}
+
+/// An answer being streamed.
+pub struct Streaming {
+    pub content_type: String,
+    pub body: ByteChunks,
+    /// Aborts the upstream call (none for the demo provider).
+    pub abort: Option<AbortController>,
 }
 
 /// What to send.
@@ -33,6 +49,8 @@ pub struct Call<'a> {
     pub upstream_key: &'a str,
     pub attempt: u32,
     pub timeout_ms: u64,
+    /// The request asked for a streamed answer (`"stream": true`).
+    pub stream: bool,
 }
 
 /// A short name of the provider, for the audit trail.
@@ -52,6 +70,10 @@ pub fn provider_name(upstream: &Upstream) -> String {
 pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) -> CallResult {
     let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
     match upstream {
+        Upstream::Demo if call.stream => match demo::stream(call.target, call.body) {
+            Ok(body) => CallResult::Stream(Streaming { content_type: SSE.into(), body, abort: None }),
+            Err(reply) => CallResult::Reply(reply),
+        },
         Upstream::Demo => {
             let reply = Box::pin(demo::respond(call.target, call.body, call.attempt));
             match select(reply, timeout).await {
@@ -66,13 +88,21 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
                 Ok(request) => request,
                 Err(detail) => return CallResult::Transport { failure: TransportFailure::Connect, detail },
             };
+            let wants_stream = call.stream;
             let sent = Box::pin(async move {
                 let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
+                let content_type = response.headers().get("Content-Type").ok().flatten().unwrap_or_default();
+                if wants_stream && (200..300).contains(&response.status_code()) && content_type.starts_with(SSE) {
+                    return Ok(Err((content_type, response.stream()?)));
+                }
                 let body = response.bytes().await?;
-                Ok::<_, worker::Error>((response, body))
+                Ok::<_, worker::Error>(Ok((response, body)))
             });
             match select(sent, timeout).await {
-                Either::Left((Ok((response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
+                Either::Left((Ok(Ok((response, body))), _)) => CallResult::Reply(reply_of(&response, body)),
+                Either::Left((Ok(Err((content_type, body))), _)) => {
+                    CallResult::Stream(Streaming { content_type, body: Box::pin(body), abort: Some(controller) })
+                }
                 Either::Left((Err(error), _)) => transport_error(&error.to_string()),
                 Either::Right(_) => {
                     controller.abort();

@@ -274,7 +274,10 @@ fn a_stream_keeps_its_lease_while_it_runs_and_an_interrupted_one_is_final() {
     assert_eq!(j.state(), JobState::Interrupted);
     assert!(j.state().is_terminal());
     assert_eq!(j.replayed_attempt().unwrap().outcome, AttemptOutcome::Interrupted);
-    assert_eq!(j.claim(j.version(), T0 + 99_000, "demo", None), Err(JobError::Finished { state: JobState::Interrupted }));
+    assert_eq!(
+        j.claim(j.version(), T0 + 99_000, "demo", None),
+        Err(JobError::Finished { state: JobState::Interrupted })
+    );
     // The old ticket lost its hold with the renewal.
     assert_eq!(j.extend_lease(t, T0 + 2_100), Err(JobError::StaleAttempt { attempt: 1 }));
 }
