@@ -57,6 +57,21 @@ test("a refused connection: workerd cannot tell it from a dropped one, so the ou
   });
 });
 
+test("UNKNOWN_POLICY=block: an unknown outcome is never advertised as retryable", async () => {
+  await withStack({ vars: { UNKNOWN_POLICY: "block", UPSTREAM_TIMEOUT_MS: "500" } }, async (stack) => {
+    const key = newKey();
+    stack.llm.script(key, ["hang"]);
+    const first = await stack.post(key, chat("blocked"));
+    assertProblem(first, 504, "upstream-timeout");
+    assert.equal(first.res.headers.get("x-should-retry"), "false");
+    assert.equal(first.res.headers.get("retry-after"), null);
+    const again = await stack.post(key, chat("blocked"));
+    assertProblem(again, 409, "outcome-blocked");
+    assert.equal(again.res.headers.get("x-should-retry"), "false");
+    assert.equal(stack.llm.calls(key).length, 1);
+  });
+});
+
 test("one tenant's failures cannot spend another tenant's retries (bug 16)", async () => {
   await withStack({ vars: { MAX_ATTEMPTS: "4", BACKOFF_BASE_MS: "1", BACKOFF_CAP_MS: "5" } }, async (stack) => {
     // Tenant B: 40 jobs of 3 retries each (5 tokens a retry) drain a 500-token budget.

@@ -141,8 +141,6 @@ try {
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
-      const preflights = [];
-      page.on("request", (r) => r.method() === "OPTIONS" && preflights.push(r.url()));
       const failed = [];
       page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
       await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);

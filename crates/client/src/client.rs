@@ -260,7 +260,11 @@ impl Client {
                     self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
                     return Ok(response);
                 }
-                (Step::Wait(delay), _) => {
+                (Step::Wait(delay), response) => {
+                    // The answer is not delivered: release its connection now.
+                    if let Some(response) = &response {
+                        js::discard_body(response);
+                    }
                     let why = reason(observed.classification.class, status, observed.server_delay_ms);
                     let fields = [
                         ("delayMs", Field::Num(delay as f64)),

@@ -36,6 +36,15 @@ pub fn on_abort(signal: &AbortSignal, callback: impl FnOnce() + 'static) {
     }
 }
 
+/// Cancels a response's body nobody will read, so its connection is freed.
+/// A failed cancel is of no interest, but must not go unhandled: Node ends
+/// the process on an unhandled rejection.
+pub fn discard_body(response: &web_sys::Response) {
+    if let Some(body) = response.body() {
+        let _ = then_or(&body.cancel(), JsValue::UNDEFINED, Closure::once_into_js(|_: JsValue| JsValue::UNDEFINED));
+    }
+}
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     js_sys::Date::now() as u64

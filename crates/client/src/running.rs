@@ -99,16 +99,8 @@ impl Running {
             }
         };
         let Some(((_, resolve_last, _), others)) = waiting.split_last() else {
-            // Everyone aborted, which usually errors the body already; a
-            // failed cancel is of no interest (but must not go unhandled:
-            // Node ends the process on an unhandled rejection).
-            if let Some(body) = response.body() {
-                let _ = js::then_or(
-                    &body.cancel(),
-                    JsValue::UNDEFINED,
-                    Closure::once_into_js(|_: JsValue| JsValue::UNDEFINED),
-                );
-            }
+            // Everyone aborted, which usually errors the body already.
+            js::discard_body(&response);
             return;
         };
         // Clone before the original changes hands: a read body cannot be cloned.

@@ -10,7 +10,7 @@
 //! | driven here | same, `Prefer: wait=0` | [`Admission::Refuse`] 409 `request-in-progress` |
 //! | held by an attempt this object does not know (it restarted mid-call) | same | 409 `request-in-progress`, retry when its lease ends |
 //! | unknown, within its lease | same | 409 `outcome-unknown`, retry when the lease ends |
-//! | unknown, policy `block` | same | 409 `outcome-unknown`, an operator must resolve it |
+//! | unknown, policy `block` | same | 409 `outcome-blocked`, not to be retried: an operator must resolve it |
 //! | pending, failed, or unknown past its lease | same | [`Admission::Run`] |
 //!
 //! Time-driven transitions ([`Job::expire`]) are the caller's to apply (and
@@ -80,7 +80,7 @@ pub fn admit(job: Option<&Job>, arrival: Arrival<'_>, now_ms: u64, driving: bool
         ),
         Err(JobError::Blocked) => Admission::Refuse(
             Problem::new(
-                ProblemType::OutcomeUnknown,
+                ProblemType::OutcomeBlocked,
                 "the last attempt's outcome is unknown and this deployment blocks retries; an operator must resolve the job",
             )
             .with_key(arrival.key),
@@ -225,8 +225,9 @@ mod tests {
         let ticket = blocked.claim(0, T0, "demo", None).unwrap();
         blocked.mark_unknown(ticket, T0 + 100, report(0, ErrorClass::TimeoutAfterSend)).unwrap();
         let problem = refused(admit(Some(&blocked), arrive(&fp("{}"), 30_000), T0 + 999_999, false));
-        assert_eq!(problem.kind, ProblemType::OutcomeUnknown);
-        assert_eq!(problem.retry_after_ms, None, "no time will help: an operator must resolve it");
+        assert_eq!(problem.kind, ProblemType::OutcomeBlocked);
+        assert!(!problem.kind.should_retry(), "retrying cannot help: an operator must resolve it");
+        assert_eq!(problem.retry_after_ms, None);
     }
 
     #[test]

@@ -99,10 +99,13 @@ impl Settings {
         let read = Reader { var };
         let upstream = match read.text("UPSTREAM").as_deref() {
             None | Some("demo") => Upstream::Demo,
-            Some(url) if url.starts_with("http://") || url.starts_with("https://") => {
-                Upstream::Http { base_url: url.trim_end_matches('/').to_owned() }
+            Some(url) if is_base_url(url) => Upstream::Http { base_url: url.trim_end_matches('/').to_owned() },
+            Some(_) => {
+                return Err(read.error(
+                    "UPSTREAM",
+                    "\"demo\" or an http(s) base URL with no credentials, query or fragment (the key is UPSTREAM_API_KEY)",
+                ));
             }
-            Some(_) => return Err(read.error("UPSTREAM", "\"demo\" or an http(s) base URL")),
         };
         let unknown_policy = match read.text("UNKNOWN_POLICY").as_deref() {
             None | Some("retry_after_lease") => UnknownPolicy::RetryAfterLease,
@@ -164,6 +167,31 @@ impl Settings {
             policy,
             result_cache,
         })
+    }
+}
+
+/// An http(s) URL with a host and no user info, query or fragment: the
+/// provider's name in the audit trail is its host, and nothing secret may
+/// hide in the URL.
+fn is_base_url(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return false;
+    };
+    let host = rest.split('/').next().unwrap_or("");
+    !host.is_empty() && !host.contains('@') && !url.contains(['?', '#', ' '])
+}
+
+impl Upstream {
+    /// A short name of the provider for the audit trail: `demo`, or the
+    /// base URL's host (and port).
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Demo => "demo",
+            Self::Http { base_url } => {
+                let rest = base_url.split_once("://").map_or(base_url.as_str(), |(_, rest)| rest);
+                rest.split('/').next().unwrap_or(rest)
+            }
+        }
     }
 }
 
@@ -261,6 +289,22 @@ mod tests {
             parse(&[("RETENTION_SECONDS", "60"), ("UPSTREAM_TIMEOUT_MS", "60000")]).unwrap_err().name,
             "RETENTION_SECONDS"
         );
+    }
+
+    #[test]
+    fn upstream_urls_carry_no_secret_and_name_their_host() {
+        for bad in [
+            "https://user:sk-123@api.example/v1",
+            "https://api.example/v1?api-key=sk-123",
+            "ftp://x",
+            "https://",
+            "https://a b",
+        ] {
+            assert_eq!(parse(&[("UPSTREAM", bad)]).unwrap_err().name, "UPSTREAM", "{bad}");
+        }
+        let s = parse(&[("UPSTREAM", "https://api.example:8443/v1")]).unwrap();
+        assert_eq!(s.upstream.name(), "api.example:8443");
+        assert_eq!(Upstream::Demo.name(), "demo");
     }
 
     #[test]

@@ -93,8 +93,9 @@ mod tests {
 
     #[test]
     fn known_digest_of_the_development_key() {
-        // The digest wrangler.toml lists for the development tenant.
-        assert_eq!(key_digest("onejob-dev-key"), "e04218346c7d84c312e229e5dff72ae72d921e69dc413bb40839a2e33aeec80b");
+        // wrangler.toml lists the development tenant by this digest.
+        let wrangler_toml = include_str!("../../../wrangler.toml");
+        assert!(wrangler_toml.contains(&format!(r#"{{"{}":"dev"}}"#, key_digest("onejob-dev-key"))));
         assert_eq!(key_digest("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 

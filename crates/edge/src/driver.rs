@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::classify::Decision;
-use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
+use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::random::RandomSource;
@@ -63,7 +63,7 @@ impl<'a> Driver<'a> {
         let request = serde_json::from_slice::<serde_json::Value>(body).ok();
         let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
         let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(serde_json::Value::as_bool) == Some(true);
-        let provider = upstream::provider_name(&config.settings.upstream);
+        let provider = config.settings.upstream.name().to_owned();
         Self { config, store, submission, body, upstream_key, provider, model, stream }
     }
 
@@ -115,12 +115,15 @@ impl<'a> Driver<'a> {
                     continue;
                 }
                 Step::GiveUp if observed.classification.decision == Decision::Unknown => {
-                    let lease = job.lease_remaining_ms(now_ms());
                     let problem = Problem::new(
                         ProblemType::UpstreamTimeout,
-                        "the provider did not answer in time and may still be processing the request; retry with the same key after Retry-After",
-                    )
-                    .with_retry_after_ms(lease);
+                        "the provider did not answer in time and may still be processing the request",
+                    );
+                    // Under UNKNOWN_POLICY=block no lease ever ends: nothing to retry after.
+                    let problem = match job.policy().unknown_policy() {
+                        UnknownPolicy::Block => problem,
+                        UnknownPolicy::RetryAfterLease => problem.with_retry_after_ms(job.lease_remaining_ms(now_ms())),
+                    };
                     JobResult::problem(&problem, job.state(), Some(ticket.attempt))
                 }
                 // Out of attempts (dead: final) or of budget (ask again later).
@@ -189,6 +192,12 @@ impl<'a> Driver<'a> {
             Decision::Unknown => job.mark_unknown(ticket, now, report),
             Decision::Retry | Decision::RetryOnce => job.fail(ticket, now, report).map(|_| ()),
         };
+        // The response first (keyed by attempt: no one else writes it), then
+        // the job that points at it: a job never names a response that is not
+        // there. An unknown outcome keeps no response: a later attempt may win.
+        if applied.is_ok() && attempted.observed.classification.decision != Decision::Unknown {
+            self.store.save_response(ticket.attempt, &attempted.response)?;
+        }
         let written = applied.is_ok() && {
             match self.store.update_job(ticket.version, job) {
                 Ok(()) => true,
@@ -197,18 +206,14 @@ impl<'a> Driver<'a> {
             }
         };
         if written {
-            // An unknown outcome keeps no response: a later attempt may still win.
-            if attempted.observed.classification.decision != Decision::Unknown {
-                self.store.save_response(ticket.attempt, &attempted.response)?;
-            }
             return Ok(true);
         }
         let Some(mut current) = self.store.load_job()? else {
             return Err(worker::Error::RustError("the job vanished during an attempt".into()));
         };
+        let read = current.version();
         if current.note_discarded(ticket.attempt, now, report) {
-            let version = current.version();
-            if let Err(StoreError::Failed(error)) = self.store.update_job(version, &current) {
+            if let Err(StoreError::Failed(error)) = self.store.update_job(read, &current) {
                 return Err(error);
             }
         }

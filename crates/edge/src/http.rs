@@ -121,9 +121,10 @@ impl JobResult {
         }
     }
 
-    /// The response for the client with key `key`. A finished job's result
-    /// is final whatever its status (a replayed 503 of a dead job too), so it
-    /// says `x-should-retry: false`: retrying would only replay it again.
+    /// The response for the client with key `key`. A result says
+    /// `x-should-retry: true` only with a time to retry after; any other (a
+    /// finished job's, whatever its status — a replayed 503 of a dead job
+    /// too — or an unknown outcome that will never be retried) says `false`.
     pub fn into_response(self, key: &str, replayed: bool) -> Result<Response> {
         let headers = Headers::new();
         headers.set("Content-Type", &self.content_type)?;
@@ -138,11 +139,12 @@ impl JobResult {
         if self.content_type.starts_with(SSE) {
             set_stream_headers(&headers)?;
         }
-        if self.state.is_terminal() {
-            headers.set(header::SHOULD_RETRY, "false")?;
-        } else if let Some(ms) = self.retry_after_ms {
-            set_retry_after(&headers, ms)?;
-            headers.set(header::SHOULD_RETRY, "true")?;
+        match self.retry_after_ms {
+            Some(ms) if !self.state.is_terminal() => {
+                set_retry_after(&headers, ms)?;
+                headers.set(header::SHOULD_RETRY, "true")?;
+            }
+            _ => headers.set(header::SHOULD_RETRY, "false")?,
         }
         with_cors(Response::from_bytes(self.body)?.with_status(self.status).with_headers(headers))
     }

@@ -88,7 +88,12 @@ impl DurableObject for Ledger {
 
     async fn alarm(&self) -> Result<Response> {
         let now = now_ms();
-        match self.store().load_job()? {
+        // An unreadable record is not kept forever: it is deleted like an expired one.
+        let job = self.store().load_job().unwrap_or_else(|error| {
+            worker::console_error!("ledger: deleting an unreadable job: {error}");
+            None
+        });
+        match job {
             Some(job) if job.is_expired(now) && self.driving.get() => {
                 // Expired while an attempt still runs: look again in a minute.
                 self.state.storage().set_alarm(Duration::from_secs(60)).await?;
@@ -215,7 +220,11 @@ impl Ledger {
         let (sender, receiver) = oneshot::channel();
         self.waiters.borrow_mut().push(sender);
         match select(receiver, Delay::from(Duration::from_millis(wait_ms))).await {
-            Either::Left((Ok(Handed::Result(result)), _)) => result.into_response(key, true),
+            // Replayed: only a finished job's stored result is a replay.
+            Either::Left((Ok(Handed::Result(result)), _)) => {
+                let replayed = result.state.is_terminal();
+                result.into_response(key, replayed)
+            }
             Either::Left((Ok(Handed::Stream(subscription)), _)) => http::stream_response(subscription, key, true),
             // The wait ran out, or the driver failed without a result.
             _ => http::problem_about(

@@ -33,27 +33,37 @@ mod upstream;
 
 pub use ledger::Ledger;
 
+use onejob_core::protocol::ProblemType;
 use worker::{Context, Env, Method, Request, Response, Result, event};
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    // Whatever fails below still answers as a problem, with CORS, so a
+    // browser sees an error it can read instead of a bare 500.
+    route(req, &env).await.or_else(|error| {
+        worker::console_error!("onejob: {error}");
+        http::problem_of(ProblemType::Internal, "onejob failed; the request may be retried with the same key")
+    })
+}
+
+async fn route(req: Request, env: &Env) -> Result<Response> {
     let path = req.path();
     if req.method() == Method::Options {
         return http::preflight(&req);
     }
     if path.starts_with("/v1/") {
-        return gateway::proxy(req, &env).await;
+        return gateway::proxy(req, env).await;
     }
     if let Some(key) = path.strip_prefix("/onejob/v1/jobs/") {
         if let Some(key) = key.strip_suffix("/stream") {
             let key = key.to_owned();
-            return gateway::job_stream(req, &env, &key).await;
+            return gateway::job_stream(req, env, &key).await;
         }
         let key = key.to_owned();
-        return gateway::job(req, &env, &key).await;
+        return gateway::job(req, env, &key).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);
     }
-    http::problem_of(onejob_core::protocol::ProblemType::NotFound, "no such route")
+    http::problem_of(ProblemType::NotFound, "no such route")
 }

@@ -53,17 +53,6 @@ pub struct Call<'a> {
     pub stream: bool,
 }
 
-/// A short name of the provider, for the audit trail.
-pub fn provider_name(upstream: &Upstream) -> String {
-    match upstream {
-        Upstream::Demo => "demo".into(),
-        Upstream::Http { base_url } => {
-            let host = base_url.split("://").nth(1).unwrap_or(base_url);
-            host.split('/').next().unwrap_or(host).to_owned()
-        }
-    }
-}
-
 /// Calls the upstream once, giving up after the call's timeout. A timeout is
 /// reported as happening after the request was sent: the provider may have
 /// it, so the outcome is unknown.
@@ -91,16 +80,27 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
             let wants_stream = call.stream;
             let sent = Box::pin(async move {
                 let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
-                let content_type = response.headers().get("Content-Type").ok().flatten().unwrap_or_default();
+                let header = |name: &str| response.headers().get(name).ok().flatten();
+                let content_type = header("Content-Type").unwrap_or_default();
                 if wants_stream && (200..300).contains(&response.status_code()) && content_type.starts_with(SSE) {
-                    return Ok(Err((content_type, response.stream()?)));
+                    return Ok(Received::Stream(content_type, response.stream()?));
+                }
+                // A declared length over the limit is refused before it is read.
+                if let Some(len) = header("Content-Length").and_then(|v| v.parse::<usize>().ok())
+                    && len > MAX_RESPONSE_BYTES
+                {
+                    return Ok(Received::TooLarge(len));
                 }
                 let body = response.bytes().await?;
-                Ok::<_, worker::Error>(Ok((response, body)))
+                Ok::<_, worker::Error>(Received::Whole(response, body))
             });
             match select(sent, timeout).await {
-                Either::Left((Ok(Ok((response, body))), _)) => CallResult::Reply(reply_of(&response, body)),
-                Either::Left((Ok(Err((content_type, body))), _)) => {
+                Either::Left((Ok(Received::Whole(response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
+                Either::Left((Ok(Received::TooLarge(len)), _)) => {
+                    controller.abort();
+                    CallResult::Reply(too_large(len))
+                }
+                Either::Left((Ok(Received::Stream(content_type, body)), _)) => {
                     CallResult::Stream(Streaming { content_type, body: Box::pin(body), abort: Some(controller) })
                 }
                 Either::Left((Err(error), _)) => transport_error(&error.to_string()),
@@ -133,15 +133,26 @@ fn build_request(base_url: &str, api_key: Option<&str>, call: &Call<'_>) -> Resu
 /// The headers the retry rule reads, kept with the reply.
 const HINT_HEADERS: [&str; 3] = [header::RETRY_AFTER, header::RETRY_AFTER_MS, header::SHOULD_RETRY];
 
+/// What came back, before it is judged.
+enum Received {
+    Whole(worker::Response, Vec<u8>),
+    Stream(String, worker::ByteStream),
+    TooLarge(usize),
+}
+
+/// An answer over the size limit: kept as a final error (asking again would
+/// pay for the same answer).
+fn too_large(len: usize) -> Reply {
+    let detail = format!("the provider's response of {len} bytes exceeds the {MAX_RESPONSE_BYTES}-byte limit");
+    let mut reply = Reply::json(502, Problem::new(ProblemType::UpstreamFailed, detail).to_json().into_bytes());
+    reply.content_type = PROBLEM_CONTENT_TYPE.into();
+    reply.hints.push((header::SHOULD_RETRY, "false".into()));
+    reply
+}
+
 fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {
     if body.len() > MAX_RESPONSE_BYTES {
-        // Kept as a final error: asking again would pay for the same answer.
-        let detail =
-            format!("the provider's response of {} bytes exceeds the {MAX_RESPONSE_BYTES}-byte limit", body.len());
-        let mut reply = Reply::json(502, Problem::new(ProblemType::UpstreamFailed, detail).to_json().into_bytes());
-        reply.content_type = PROBLEM_CONTENT_TYPE.into();
-        reply.hints.push((header::SHOULD_RETRY, "false".into()));
-        return reply;
+        return too_large(body.len());
     }
     let header = |name: &str| response.headers().get(name).ok().flatten();
     Reply {

@@ -561,8 +561,10 @@ impl Job {
     }
 
     /// Records, for the audit only, that a losing attempt reported after all.
-    /// Neither the state, the result nor the version changes. Returns whether
-    /// the attempt exists and was not already ended by a report.
+    /// Neither the state nor the result changes; the version does (it is a
+    /// write, and another writer holding the old version must not overwrite
+    /// it). Returns whether the attempt exists and was not already ended by a
+    /// report.
     pub fn note_discarded(&mut self, attempt: u32, now_ms: u64, report: AttemptReport) -> bool {
         let Some(record) = self.attempts.iter_mut().find(|a| a.number == attempt) else {
             return false;
@@ -576,6 +578,7 @@ impl Job {
         record.status = report.status;
         record.usage = report.usage;
         record.error_class = report.error_class;
+        self.bump(now_ms);
         true
     }
 
