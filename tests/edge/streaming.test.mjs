@@ -163,3 +163,24 @@ describe("streamed jobs", () => {
     assert.equal(stack.llm.calls(key).length, 1);
   });
 });
+
+test("the demo provider streams its answer word by word, ending with [DONE]", async () => {
+  const demo = await startStack({ upstream: "demo" });
+  try {
+    const res = await fetch(`${demo.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": newKey(), "Content-Type": "application/json" },
+      body: JSON.stringify({ model: "demo", stream: true, stream_options: { include_usage: true }, messages: [{ role: "user", content: "refund asap, charged twice" }] }),
+    });
+    assert.equal(res.status, 200);
+    const { text, firstByteMs, totalMs } = await readAll(res);
+    assert.ok(firstByteMs < totalMs / 2, `first byte ${firstByteMs} ms of ${totalMs} ms`);
+    const chunks = events(text).filter((e) => e.startsWith("data: {")).map((e) => JSON.parse(e.slice(6)));
+    const answer = chunks.flatMap((c) => c.choices.map((choice) => choice.delta.content ?? "")).join("");
+    assert.match(answer, /^category: billing\npriority: high\nsummary: /);
+    assert.ok(chunks.some((c) => c.usage?.total_tokens > 0));
+    assert.ok(text.endsWith("data: [DONE]\n\n"));
+  } finally {
+    await demo.stop();
+  }
+});
