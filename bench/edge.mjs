@@ -5,7 +5,9 @@
 // - first-call latency p50/p95 of each, and their ratio;
 // - replay latency (from the Ledger, and from KV) against the upstream's delay;
 // - a 1000-way storm on one key: upstream calls, identical bodies, wall time;
-// - throughput at concurrency 16 on distinct keys, and its ratio.
+// - throughput at concurrency 16 on distinct keys, and its ratio;
+// - a streamed answer (20 events, 50 ms apart): time to first event and to
+//   the end, through each; 100 concurrent duplicate streams on one key.
 //
 //   make bench            (node bench/edge.mjs [rounds])
 //
@@ -41,6 +43,27 @@ async function timed(stack, key, body) {
   const text = await res.text();
   if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
   return { ms: performance.now() - started, text };
+}
+
+/** A streamed request: when its first bytes and its end arrived, and its text. */
+async function timedStream(stack, key, body) {
+  const started = performance.now();
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
+    body,
+  });
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let firstMs;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    firstMs ??= performance.now() - started;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { firstMs, totalMs: performance.now() - started, text };
 }
 
 const quantile = (values, q) => {
@@ -108,6 +131,27 @@ try {
   const passRate = await throughput(passthrough, total, 16);
   const onejobRate = await throughput(onejob, total, 16);
   console.log(`throughput at concurrency 16, ${total} distinct keys: pass-through ${passRate.toFixed(0)} req/s, onejob ${onejobRate.toFixed(0)} req/s (${(onejobRate / passRate).toFixed(2)}×)`);
+  const streamed = JSON.stringify(chat("stream please", { stream: true }));
+  const streamTimes = { onejob: [], passthrough: [] };
+  // Every key streams (the pass-through sends the raw key, onejob a derived one).
+  llm.scriptAll(["sse:20:50*"]);
+  for (let i = 0; i < 10; i++) {
+    for (const [name, stack] of [["passthrough", passthrough], ["onejob", onejob]]) {
+      streamTimes[name].push(await timedStream(stack, newKey(), streamed));
+    }
+  }
+  for (const name of ["passthrough", "onejob"]) {
+    const first = streamTimes[name].map((t) => t.firstMs);
+    const total = streamTimes[name].map((t) => t.totalMs);
+    console.log(`stream via ${name.padEnd(11)} first event p50 ${fmt(quantile(first, 0.5))}   end p50 ${fmt(quantile(total, 0.5))}`);
+  }
+  const shared = newKey();
+  const before = llm.allCalls().length;
+  const streamStarted = performance.now();
+  const copies = await Promise.all(Array.from({ length: 100 }, () => timedStream(onejob, shared, streamed)));
+  console.log(
+    `100 concurrent duplicate streams: ${llm.allCalls().length - before} upstream call(s), ${new Set(copies.map((c) => c.text)).size} distinct body, ${(performance.now() - streamStarted).toFixed(0)} ms wall`,
+  );
 } finally {
   await onejob.stop();
   await passthrough.stop();
