@@ -48,3 +48,37 @@ test("kill -9 mid-call: the lost attempt holds the job for its lease, then one n
   const { body: job } = await stack.getJob(key);
   assert.deepEqual(job.attempts.map((a) => a.outcome), ["abandoned", "succeeded"]);
 });
+
+test("kill -9 mid-stream: after the restart the job is interrupted at once, its partial stream kept and closed, nothing called twice", async () => {
+  const key = newKey();
+  stack.llm.script(key, ["sse:40:100", "sse:5:10"]);
+  const body = chat("crash mid-stream", { stream: true });
+  const res = await fetch(`${stack.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { Authorization: "Bearer onejob-dev-key", "Idempotency-Key": key, "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  let received = "";
+  const decoder = new TextDecoder();
+  while ((received.match(/\n\n/g) ?? []).length < 8) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    received += decoder.decode(value, { stream: true });
+  }
+  await sleep(300); // the pump writes its batches every 100 ms
+  await stack.crashAndRestart();
+  const replay = await stack.post(key, body);
+  assert.equal(replay.res.status, 200, replay.text);
+  assert.equal(replay.res.headers.get("onejob-job-state"), "interrupted");
+  const events = replay.text.split(/(?<=\n\n)/);
+  assert.ok(events.length >= 8, `kept ${events.length} events`);
+  assert.ok(replay.text.startsWith(received.slice(0, received.lastIndexOf("\n\n") + 2)), "the partial stream, byte for byte");
+  assert.match(events.at(-1), /"stream_interrupted"/);
+  assert.ok(!replay.text.includes("[DONE]"));
+  const { body: job } = await stack.getJob(key);
+  assert.equal(job.state, "interrupted");
+  assert.deepEqual(job.attempts.map((a) => a.outcome), ["interrupted"]);
+  assert.equal(stack.llm.calls(key).length, 1, "never sent to the provider again");
+});

@@ -153,6 +153,36 @@ describe("streamed jobs", () => {
     assert.equal(stack.llm.calls(failing).length, 1);
   });
 
+  test("10. cancel mid-stream: the upstream is aborted, the partial stream kept, cancelled, replayed as such", async () => {
+    const key = newKey();
+    stack.llm.script(key, ["sse:50:100"]);
+    const goneBefore = stack.llm.streams.clientGone;
+    const res = await open(key, streamed("cancel me"));
+    const reading = readAll(res);
+    await sleep(600);
+    const cancel = () =>
+      fetch(`${stack.url}/onejob/v1/jobs/${key}/cancel`, { method: "POST", headers: { Authorization: `Bearer ${DEV_KEY}` } });
+    const first = await cancel();
+    assert.equal(first.status, 202);
+    const { text } = await reading;
+    assert.match(events(text).at(-1), /"stream_cancelled"/);
+    assert.ok(!text.includes("[DONE]"));
+    await sleep(200);
+    assert.equal(stack.llm.streams.clientGone, goneBefore + 1, "the provider saw the connection closed");
+    const { body: job } = await stack.getJob(key);
+    assert.equal(job.state, "cancelled");
+    assert.deepEqual([job.attempts[0].outcome, job.attempts[0].error_class], ["cancelled", "cancelled"]);
+    const again = await cancel();
+    assert.equal(again.status, 200, "cancelling again changes nothing");
+    assert.equal((await again.json()).state, "cancelled");
+    const replay = await open(key, streamed("cancel me"));
+    assert.equal(replay.headers.get("onejob-job-state"), "cancelled");
+    assert.equal((await readAll(replay)).text, text);
+    assert.equal(stack.llm.calls(key).length, 1);
+    const unknown = await fetch(`${stack.url}/onejob/v1/jobs/${newKey()}/cancel`, { method: "POST", headers: { Authorization: `Bearer ${DEV_KEY}` } });
+    assert.equal(unknown.status, 404);
+  });
+
   test("7. a stream larger than 2 MB spans rows and replays intact", async () => {
     const key = newKey();
     stack.llm.script(key, ["sse-big:12:300000"]);

@@ -108,6 +108,8 @@ pub enum ErrorClass {
     StreamError,
     /// A streamed answer ended without the provider's terminal event.
     StreamInterrupted,
+    /// A streamed answer was cancelled by a caller.
+    Cancelled,
 }
 
 /// The decision and the class of an outcome.

@@ -75,6 +75,8 @@ problem_types! {
     RequestInProgress,
     /// 409: the last attempt's outcome is unknown; no new attempt before its lease ends.
     OutcomeUnknown,
+    /// 409: only a job whose answer is streaming can be cancelled.
+    NotCancellable,
     /// 409: the last attempt's outcome is unknown and the deployment never
     /// retries one (`UNKNOWN_POLICY=block`): only an operator can settle it,
     /// so retrying is useless.
@@ -111,6 +113,7 @@ impl ProblemType {
             Self::RequestInProgress => "request-in-progress",
             Self::OutcomeUnknown => "outcome-unknown",
             Self::OutcomeBlocked => "outcome-blocked",
+            Self::NotCancellable => "not-cancellable",
             Self::PayloadTooLarge => "payload-too-large",
             Self::UnsupportedMediaType => "unsupported-media-type",
             Self::KeyReused => "idempotency-key-reused",
@@ -134,7 +137,7 @@ impl ProblemType {
             Self::Unauthorized => 401,
             Self::JobNotFound | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::RequestInProgress | Self::OutcomeUnknown | Self::OutcomeBlocked => 409,
+            Self::RequestInProgress | Self::OutcomeUnknown | Self::OutcomeBlocked | Self::NotCancellable => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
@@ -158,6 +161,7 @@ impl ProblemType {
             Self::RequestInProgress => "A request with this key is still in progress",
             Self::OutcomeUnknown => "The outcome of the last attempt is unknown",
             Self::OutcomeBlocked => "The outcome of the last attempt is unknown and will not be retried",
+            Self::NotCancellable => "Only a streaming answer can be cancelled",
             Self::PayloadTooLarge => "Request body is too large",
             Self::UnsupportedMediaType => "Unsupported media type",
             Self::KeyReused => "Idempotency-Key was used with a different request",

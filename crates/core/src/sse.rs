@@ -143,6 +143,15 @@ pub fn interrupted_event(detail: &str) -> Vec<u8> {
     format!("data: {error}\n\n").into_bytes()
 }
 
+/// The event the gateway appends to a stream a caller cancelled (the OpenAI
+/// dialect, like [`interrupted_event`]).
+pub fn cancelled_event() -> Vec<u8> {
+    let error = serde_json::json!({
+        "error": { "message": "the answer was cancelled", "type": "onejob_stream_cancelled", "code": "stream_cancelled" }
+    });
+    format!("data: {error}\n\n").into_bytes()
+}
+
 /// When a pump writes its pending events to storage: at 8 KB pending, 100 ms
 /// after the last write, or at the terminal event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

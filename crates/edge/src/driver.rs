@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use onejob_core::admission;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::classify::Decision;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
@@ -24,6 +25,7 @@ use crate::config::Config;
 use crate::handoff::Submission;
 use crate::http::JobResult;
 use crate::store::{Store, StoreError, StoredResponse};
+use crate::stored;
 use crate::upstream::{self, Call, CallResult, Streaming};
 
 pub struct Driver<'a> {
@@ -89,8 +91,20 @@ impl<'a> Driver<'a> {
             }
             let attempted = match self.attempt(ticket).await {
                 Ok(attempted) => attempted,
-                // Past the first byte the provider is never called again automatically.
-                Err(streaming) => return Ok(Driven::Stream { ticket, streaming }),
+                // Past the first byte the provider is never called again
+                // automatically: the job says so before anyone reads a byte.
+                Err(streaming) => {
+                    let read = job.version();
+                    let ticket = job
+                        .mark_streaming(ticket, now_ms())
+                        .map_err(|e| worker::Error::RustError(format!("stream refused: {e}")))?;
+                    self.store.start_streamed_response(ticket.attempt, &streaming.content_type)?;
+                    match self.store.update_job(read, job) {
+                        Ok(()) => return Ok(Driven::Stream { ticket, streaming }),
+                        Err(StoreError::LostRace) => return self.job_as_it_stands(job).map(Driven::Result),
+                        Err(StoreError::Failed(error)) => return Err(error),
+                    }
+                }
             };
             if !self.record(job, ticket, &attempted)? {
                 return self.job_as_it_stands(job).map(Driven::Result);
@@ -212,10 +226,10 @@ impl<'a> Driver<'a> {
             return Err(worker::Error::RustError("the job vanished during an attempt".into()));
         };
         let read = current.version();
-        if current.note_discarded(ticket.attempt, now, report) {
-            if let Err(StoreError::Failed(error)) = self.store.update_job(read, &current) {
-                return Err(error);
-            }
+        if current.note_discarded(ticket.attempt, now, report)
+            && let Err(StoreError::Failed(error)) = self.store.update_job(read, &current)
+        {
+            return Err(error);
         }
         worker::console_warn!("ledger: attempt {} lost the job; its result was discarded", ticket.attempt);
         *job = current;
@@ -223,24 +237,15 @@ impl<'a> Driver<'a> {
     }
 
     /// What the caller gets after losing the job: the winner's stored result
-    /// once there is one, else "in progress".
+    /// once the job has finished, else "in progress".
     fn job_as_it_stands(&self, job: &mut Job) -> Result<JobResult> {
         if let Some(current) = self.store.load_job()? {
             *job = current;
         }
-        let attempt = job.replayed_attempt().map(|a| a.number);
-        if let Some(stored) = attempt.map(|n| self.store.load_response(n)).transpose()?.flatten() {
-            return Ok(JobResult {
-                status: stored.status,
-                content_type: stored.content_type,
-                body: stored.body,
-                state: job.state(),
-                attempt,
-                retry_after_ms: None,
-            });
+        if job.state().is_terminal() {
+            return stored::finished_result(self.store, job);
         }
-        let problem =
-            onejob_core::admission::in_progress(&self.submission.key, onejob_core::admission::DEFAULT_RETRY_AFTER_MS);
+        let problem = admission::in_progress(&self.submission.key, admission::DEFAULT_RETRY_AFTER_MS);
         Ok(JobResult::problem(&problem, job.state(), None))
     }
 }

@@ -144,6 +144,26 @@ pub async fn job_stream(req: Request, env: &Env, raw_key: &str) -> Result<Respon
     call_ledger(env, &storage_id, route::STREAM, &init).await
 }
 
+/// `POST /onejob/v1/jobs/{key}/cancel`: stops a streaming answer.
+pub async fn job_cancel(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
+    let (_, tenant) = match admit_caller(&req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if req.method() != Method::Post {
+        return problem_of(ProblemType::MethodNotAllowed, "use POST");
+    }
+    let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
+        Ok(key) => key,
+        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
+    };
+    let storage_id = StorageId::derive(&tenant, &key);
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None })?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(query.into()));
+    call_ledger(env, &storage_id, route::CANCEL, &init).await
+}
+
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
 /// `type` URI resolves to something a developer can read.
 pub fn problem_doc(slug: &str) -> Result<Response> {

@@ -15,6 +15,8 @@ pub mod route {
     pub const VIEW: &str = "https://ledger/view";
     /// A [`super::JobQuery`]: a streamed answer from an event offset.
     pub const STREAM: &str = "https://ledger/stream";
+    /// A [`super::JobQuery`]: cancel a streaming answer.
+    pub const CANCEL: &str = "https://ledger/cancel";
 }
 
 /// A keyed request the gateway has authenticated and validated.

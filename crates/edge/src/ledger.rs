@@ -24,6 +24,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
+use crate::alarms;
 use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
@@ -31,6 +32,7 @@ use crate::driver::{Driven, Driver};
 use crate::handoff::{self, JobQuery, Submission};
 use crate::http::{self, JobResult};
 use crate::store::Store;
+use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
 
 #[durable_object]
@@ -43,6 +45,8 @@ pub struct Ledger {
     waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
     /// The running attempt's stream, while it streams.
     live: LiveSlot,
+    /// Set to cancel the running stream (its pump stops at its next wake).
+    cancel: Rc<Cell<bool>>,
 }
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
@@ -59,6 +63,7 @@ impl DurableObject for Ledger {
             driving: Rc::new(Cell::new(false)),
             waiters: RefCell::new(Vec::new()),
             live: Rc::new(RefCell::new(None)),
+            cancel: Rc::new(Cell::new(false)),
         }
     }
 
@@ -70,15 +75,13 @@ impl DurableObject for Ledger {
                 Some((submission, body)) => self.submit(&config, submission, body).await,
                 None => http::problem_of(ProblemType::Internal, "malformed submission"),
             },
-            "/view" => match serde_json::from_slice::<JobQuery>(&body) {
-                Ok(query) => self.view(&query.key),
-                Err(_) => http::problem_of(ProblemType::Internal, "malformed job query"),
+            route => match (route, serde_json::from_slice::<JobQuery>(&body)) {
+                ("/view", Ok(query)) => self.view(&query.key),
+                ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0)),
+                ("/cancel", Ok(query)) => self.cancel(&query.key),
+                (_, Ok(_)) => http::problem_of(ProblemType::NotFound, "unknown ledger route"),
+                (_, Err(_)) => http::problem_of(ProblemType::Internal, "malformed job query"),
             },
-            "/stream" => match serde_json::from_slice::<JobQuery>(&body) {
-                Ok(query) => self.resume_stream(&query.key, query.from.unwrap_or(0)),
-                Err(_) => http::problem_of(ProblemType::Internal, "malformed job query"),
-            },
-            _ => http::problem_of(ProblemType::NotFound, "unknown ledger route"),
         };
         answer.or_else(|error| {
             worker::console_error!("ledger: {error}");
@@ -94,11 +97,16 @@ impl DurableObject for Ledger {
             None
         });
         match job {
-            Some(job) if job.is_expired(now) && self.driving.get() => {
-                // Expired while an attempt still runs: look again in a minute.
-                self.state.storage().set_alarm(Duration::from_secs(60)).await?;
+            // Expired, or streaming, while an attempt still runs here: look
+            // again soon (the stream's watchdog).
+            Some(job) if (job.is_expired(now) || job.is_streaming()) && self.driving.get() => {
+                alarms::set(&self.state, alarms::watchdog()).await?;
             }
-            Some(job) if !job.is_expired(now) => self.schedule_expiry(&job).await?,
+            Some(mut job) if !job.is_expired(now) => {
+                // A stream whose pump is gone (restart, eviction, deploy) is settled.
+                stream::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
+                alarms::set(&self.state, alarms::retention(&job)).await?
+            }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
                 self.state.storage().delete_alarm().await?;
@@ -133,15 +141,15 @@ impl Ledger {
         // From here to the claim nothing awaits: no other request interleaves.
         let mut job = store.load_job()?;
         if let Some(job) = job.as_mut() {
-            let read = job.version();
-            if job.expire(now) {
-                store.update_job(read, job)?;
-            }
+            stream::settle_by_time(&store, job, now, self.driving.get())?;
         }
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
         match admission::admit(job.as_ref(), arrival, now, self.driving.get()) {
-            Admission::Replay => self.replay(&store, job.as_ref()).and_then(|result| result.into_response(key, true)),
+            Admission::Replay => match job.as_ref() {
+                Some(job) => stored::finished_result(&store, job)?.into_response(key, true),
+                None => Err(worker::Error::RustError("replay without a job".into())),
+            },
             Admission::Wait => match stream::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
                 Some(subscription) => http::stream_response(subscription, key, true),
@@ -155,7 +163,7 @@ impl Ledger {
                     Some(job) => (job, true),
                     None => {
                         let job = Job::new(fingerprint, now, config.settings.policy);
-                        self.schedule_expiry_in_background(&job);
+                        alarms::set_in_background(&self.state, alarms::retention(&job));
                         (job, false)
                     }
                 };
@@ -183,8 +191,15 @@ impl Ledger {
             Ok(Driven::Stream { ticket, streaming }) => {
                 // The pump owns the stream from here and clears `driving` at its end.
                 stream::open(&self.live, ticket.attempt, &streaming.content_type);
-                let pump =
-                    Pump::new(Rc::clone(&self.live), self.store(), Rc::clone(&self.driving), job, ticket, streaming);
+                let pump = Pump::new(
+                    Rc::clone(&self.live),
+                    self.store(),
+                    Rc::clone(&self.driving),
+                    Rc::clone(&self.cancel),
+                    job,
+                    ticket,
+                    streaming,
+                );
                 let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
                 for waiter in waiters {
                     if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {
@@ -193,6 +208,7 @@ impl Ledger {
                 }
                 let own = stream::subscribe(&self.live, store, 0)?;
                 self.state.wait_until(pump.run());
+                alarms::set_in_background(&self.state, alarms::watchdog());
                 return match own {
                     Some(subscription) => http::stream_response(subscription, &submission.key, false),
                     None => Err(worker::Error::RustError("the stream closed before it was followed".into())),
@@ -235,6 +251,28 @@ impl Ledger {
         }
     }
 
+    /// `POST /onejob/v1/jobs/{key}/cancel`: stops a streaming answer (the
+    /// upstream call is aborted, what arrived is kept). Idempotent: a
+    /// finished job is left as it is. Answers with the job as it stands
+    /// (`202` while the cancel is under way).
+    fn cancel(&self, key: &str) -> Result<Response> {
+        let store = self.store();
+        let (Ok(parsed), Some(job)) = (IdempotencyKey::parse(key), store.load_job()?) else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        let streaming_here = self.live.borrow().is_some();
+        if !job.state().is_terminal() && !streaming_here {
+            return http::problem_about(
+                &Problem::new(ProblemType::NotCancellable, "only a job whose answer is streaming can be cancelled"),
+                key,
+                job.state(),
+            );
+        }
+        self.cancel.set(streaming_here);
+        let status = if streaming_here { 202 } else { 200 };
+        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(status))
+    }
+
     /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
     /// `N`, live while the job streams, from storage once it has finished.
     fn resume_stream(&self, key: &str, from: u64) -> Result<Response> {
@@ -242,48 +280,13 @@ impl Ledger {
         if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
             return http::stream_response(subscription, key, true);
         }
-        let job = store.load_job()?;
-        let finished = job.as_ref().filter(|j| j.state().is_terminal());
-        let attempt = finished.and_then(|j| j.replayed_attempt()).map(|a| a.number);
-        let streamed = attempt.map(|n| store.load_response(n)).transpose()?.flatten().filter(|r| r.streamed);
-        match (finished, attempt, streamed) {
-            (Some(job), Some(attempt), Some(response)) => JobResult {
-                status: response.status,
-                content_type: response.content_type,
-                body: store.load_events(attempt, from, u64::MAX)?.concat(),
-                state: job.state(),
-                attempt: Some(attempt),
-                retry_after_ms: None,
-            }
-            .into_response(key, true),
+        match store.load_job()? {
+            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from)? {
+                Some(result) => result.into_response(key, true),
+                None => http::problem_of(ProblemType::JobNotFound, "this job's answer was not streamed"),
+            },
             _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
         }
-    }
-
-    /// A finished job's stored result.
-    fn replay(&self, store: &Store, job: Option<&Job>) -> Result<JobResult> {
-        let Some(job) = job else { return Err(worker::Error::RustError("replay without a job".into())) };
-        let attempt = job.replayed_attempt().map(|a| a.number);
-        let stored = match attempt {
-            Some(n) => store.load_response(n)?,
-            None => None,
-        };
-        Ok(match stored {
-            Some(response) => JobResult {
-                status: response.status,
-                content_type: response.content_type,
-                body: response.body,
-                state: job.state(),
-                attempt,
-                retry_after_ms: None,
-            },
-            // A dead job whose last attempt's outcome was unknown left no response.
-            None => {
-                let detail =
-                    format!("onejob gave up after {} attempts; the last outcome was unknown", job.attempts().len());
-                JobResult::problem(&Problem::new(ProblemType::UpstreamFailed, detail), job.state(), attempt)
-            }
-        })
     }
 
     /// Writes a finished result to KV after the response (a read-through
@@ -297,22 +300,5 @@ impl Ledger {
         self.state.wait_until(async move {
             cache::store(&env, &storage_id, &fingerprint, &result, ttl_s).await;
         });
-    }
-
-    /// Sets the retention alarm without delaying the first upstream call.
-    fn schedule_expiry_in_background(&self, job: &Job) {
-        let storage = self.state.storage();
-        let at = job.expires_ms();
-        self.state.wait_until(async move {
-            let at = worker::ScheduledTime::new(js_sys::Date::new(&(at as f64).into()));
-            if let Err(error) = storage.set_alarm(at).await {
-                worker::console_error!("ledger: setting the retention alarm failed: {error}");
-            }
-        });
-    }
-
-    async fn schedule_expiry(&self, job: &Job) -> Result<()> {
-        let at = js_sys::Date::new(&(job.expires_ms() as f64).into());
-        self.state.storage().set_alarm(worker::ScheduledTime::new(at)).await
     }
 }

@@ -12,9 +12,11 @@
 //! - `GET /onejob/v1/jobs/{key}`: the job and its attempts (tenant-scoped);
 //! - `GET /onejob/v1/jobs/{key}/stream?from=N`: a streamed answer after its
 //!   first `N` events, live or stored (`Last-Event-ID: N` works too);
+//! - `POST /onejob/v1/jobs/{key}/cancel`: stops a streaming answer;
 //! - `GET /onejob/problems/{type}`: what an error type means;
 //! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
 
+mod alarms;
 mod auth;
 mod budgets;
 mod cache;
@@ -28,6 +30,7 @@ mod http;
 mod ledger;
 mod reply;
 mod store;
+mod stored;
 mod stream;
 mod upstream;
 
@@ -58,6 +61,10 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         if let Some(key) = key.strip_suffix("/stream") {
             let key = key.to_owned();
             return gateway::job_stream(req, env, &key).await;
+        }
+        if let Some(key) = key.strip_suffix("/cancel") {
+            let key = key.to_owned();
+            return gateway::job_cancel(req, env, &key).await;
         }
         let key = key.to_owned();
         return gateway::job(req, env, &key).await;

@@ -142,7 +142,8 @@ impl Store {
                 _ => return Err(unreadable("response chunk")),
             }
         }
-        if body.len() as i64 != size {
+        // A stream's size is known once it has ended (an interrupted one's may not be).
+        if !streamed && body.len() as i64 != size {
             return Err(unreadable("response body (size mismatch)"));
         }
         Ok(Some(StoredResponse { status: u16::try_from(status).unwrap_or(500), content_type, body, streamed }))
@@ -192,17 +193,34 @@ impl Store {
         Ok(events)
     }
 
-    /// Records a streamed attempt's response: its body is its stored events.
-    pub fn save_streamed_response(&self, attempt: u32, content_type: &str, size: u64) -> worker::Result<()> {
+    /// Records that an attempt's response streams: its body is its events.
+    pub fn start_streamed_response(&self, attempt: u32, content_type: &str) -> worker::Result<()> {
         self.write(
-            "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, 200, ?, ?, 1)",
-            vec![
-                Value::Integer(i64::from(attempt)),
-                Value::String(content_type.to_owned()),
-                Value::Integer(size as i64),
-            ],
+            "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, 200, ?, 0, 1)",
+            vec![Value::Integer(i64::from(attempt)), Value::String(content_type.to_owned())],
         )?;
         Ok(())
+    }
+
+    /// Records a finished stream's size.
+    pub fn finish_streamed_response(&self, attempt: u32, size: u64) -> worker::Result<()> {
+        self.write(
+            "UPDATE responses SET size = ? WHERE attempt = ?",
+            vec![Value::Integer(clamp(size)), Value::Integer(i64::from(attempt))],
+        )?;
+        Ok(())
+    }
+
+    /// How many events of an attempt's stream are stored.
+    pub fn count_events(&self, attempt: u32) -> worker::Result<u64> {
+        let row = self.first_row(
+            "SELECT COUNT(DISTINCT seq) FROM stream_events WHERE attempt = ?",
+            vec![Value::Integer(i64::from(attempt))],
+        )?;
+        match row.as_deref() {
+            Some([Value::Integer(n)]) => Ok(u64::try_from(*n).unwrap_or(0)),
+            _ => Ok(0),
+        }
     }
 
     fn create_tables(&self) -> worker::Result<()> {

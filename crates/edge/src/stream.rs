@@ -19,9 +19,11 @@ use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
 use onejob_core::classify::ErrorClass;
-use onejob_core::job::{AttemptReport, AttemptTicket, Job};
+use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::reply::Usage;
-use onejob_core::sse::{EventKind, FlushPolicy, Splitter, classify_event, interrupted_event, usage_of};
+use onejob_core::sse::{
+    EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, usage_of,
+};
 use worker::{Delay, Result};
 
 use crate::clock::now_ms;
@@ -30,6 +32,10 @@ use crate::upstream::Streaming;
 
 /// An upstream silent this long is given up on (the stream is interrupted).
 pub const IDLE_TIMEOUT_MS: u64 = 120_000;
+
+/// A running stream renews its attempt's lease at least this often, also
+/// while the upstream is silent, so a slow answer is never taken for a lost one.
+const RENEW_EVERY_MS: u64 = 5_000;
 
 /// The stream of the running attempt, as far as it has come.
 pub struct Live {
@@ -103,6 +109,8 @@ pub struct Pump {
     ticket: AttemptTicket,
     streaming: Streaming,
     policy: FlushPolicy,
+    /// Set by a caller's cancel: the pump stops at its next wake.
+    cancel: Rc<Cell<bool>>,
     /// The last usage the stream reported, and its size so far.
     usage: Option<Usage>,
     size: u64,
@@ -116,6 +124,8 @@ enum End {
     Failed,
     /// No terminal event: a dropped connection, a silent upstream, a read error.
     Interrupted(&'static str),
+    /// A caller cancelled it.
+    Cancelled,
     /// Another writer took the job: stop without recording.
     LostJob,
 }
@@ -125,11 +135,14 @@ impl Pump {
         slot: LiveSlot,
         store: Store,
         driving: Rc<Cell<bool>>,
+        cancel: Rc<Cell<bool>>,
         job: Job,
         ticket: AttemptTicket,
         streaming: Streaming,
     ) -> Self {
-        Self { slot, store, driving, job, ticket, streaming, policy: FlushPolicy::default(), usage: None, size: 0 }
+        cancel.set(false);
+        let policy = FlushPolicy::default();
+        Self { slot, store, driving, job, ticket, streaming, policy, cancel, usage: None, size: 0 }
     }
 
     pub async fn run(mut self) {
@@ -184,8 +197,12 @@ impl Pump {
             if let Some(end) = ended {
                 return end;
             }
+            if self.cancel.get() {
+                return End::Cancelled;
+            }
             let pending = self.slot.borrow().as_ref().map_or(0, Live::pending_bytes);
-            if self.policy.should_flush(pending, now_ms().saturating_sub(last_flush), false) {
+            let since_flush = now_ms().saturating_sub(last_flush);
+            if self.policy.should_flush(pending, since_flush, false) || since_flush >= RENEW_EVERY_MS {
                 match self.flush(true) {
                     Ok(()) => last_flush = now_ms(),
                     Err(StoreError::LostRace) => return End::LostJob,
@@ -216,19 +233,19 @@ impl Pump {
     }
 
     fn finish(&mut self, end: End) -> Result<()> {
-        if matches!(end, End::Interrupted(_) | End::LostJob)
+        if matches!(end, End::Interrupted(_) | End::Cancelled | End::LostJob)
             && let Some(abort) = self.streaming.abort.take()
         {
             abort.abort();
         }
-        let (error_class, detail) = match end {
+        let (error_class, closing) = match end {
             End::LostJob => return Ok(()),
             End::Complete => (None, None),
             End::Failed => (Some(ErrorClass::StreamError), None),
-            End::Interrupted(detail) => (Some(ErrorClass::StreamInterrupted), Some(detail)),
+            End::Interrupted(detail) => (Some(ErrorClass::StreamInterrupted), Some(interrupted_event(detail))),
+            End::Cancelled => (Some(ErrorClass::Cancelled), Some(cancelled_event())),
         };
-        if let Some(detail) = detail {
-            let event = interrupted_event(detail);
+        if let Some(event) = closing {
             self.note(&event);
             if let Some(live) = self.slot.borrow_mut().as_mut() {
                 live.publish(event);
@@ -241,14 +258,14 @@ impl Pump {
         let report = AttemptReport { status: Some(200), usage, error_class: error_class.or(Some(ErrorClass::None)) };
         let recorded = match error_class {
             Some(ErrorClass::StreamInterrupted) => self.job.interrupt(self.ticket, now, report),
+            Some(ErrorClass::Cancelled) => self.job.cancel(self.ticket, now, report),
             _ => self.job.complete(self.ticket, now, report),
         };
         if recorded.is_err() {
             return Err(worker::Error::RustError("the streaming attempt no longer holds the job".into()));
         }
+        self.store.finish_streamed_response(self.ticket.attempt, size)?;
         self.store.update_job(read, &self.job)?;
-        let content_type = self.slot.borrow().as_ref().map(|l| l.content_type.clone()).unwrap_or_default();
-        self.store.save_streamed_response(self.ticket.attempt, &content_type, size)?;
         Ok(())
     }
 
@@ -261,4 +278,28 @@ impl Pump {
             self.usage = Some(usage);
         }
     }
+}
+
+/// Applies what time and the object's memory decide before any request is
+/// admitted: leases that ran out ([`Job::expire`]), and a stream whose pump
+/// is not running (`pump_here` false: the runtime that ran it is gone),
+/// which is interrupted at once, its stored events closed with the gateway's
+/// error event. Writes only if something changed.
+pub fn settle_by_time(store: &Store, job: &mut Job, now: u64, pump_here: bool) -> Result<()> {
+    let read = job.version();
+    let mut changed = job.expire(now);
+    changed |= !pump_here && job.settle_orphaned_stream(now);
+    if !changed {
+        return Ok(());
+    }
+    if job.state() == JobState::Interrupted
+        && !pump_here
+        && let Some(attempt) = job.replayed_attempt().map(|a| a.number)
+    {
+        let stored = store.count_events(attempt)?;
+        let event = interrupted_event("the gateway lost the stream (its runtime was restarted)");
+        store.append_events(attempt, stored, &[event])?;
+    }
+    store.update_job(read, job)?;
+    Ok(())
 }

@@ -49,12 +49,15 @@ pub enum JobState {
     /// stream is kept and replayed with an error event appended. Never called
     /// again automatically: its tokens were being billed. Terminal.
     Interrupted,
+    /// Cancelled by a caller while it streamed: the upstream call was
+    /// aborted, the partial stream is kept and replayed as such. Terminal.
+    Cancelled,
 }
 
 impl JobState {
     /// Whether the job has a final outcome that duplicates get replayed.
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Dead | Self::Interrupted)
+        matches!(self, Self::Completed | Self::Dead | Self::Interrupted | Self::Cancelled)
     }
 
     /// The state's name on the wire (`in_flight`, `completed`, …).
@@ -67,6 +70,7 @@ impl JobState {
             Self::Completed => "completed",
             Self::Dead => "dead",
             Self::Interrupted => "interrupted",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -184,6 +188,8 @@ pub enum AttemptOutcome {
     Discarded,
     /// Its stream ended without the provider's terminal event.
     Interrupted,
+    /// Its stream was cancelled by a caller.
+    Cancelled,
 }
 
 /// The audit record of one attempt.
@@ -211,6 +217,10 @@ pub struct Attempt {
     pub usage: Option<Usage>,
     /// What kind of outcome it was.
     pub error_class: Option<ErrorClass>,
+    /// Its answer started streaming: from then on the provider is never
+    /// called again for this job, whatever happens to the stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub streamed: bool,
 }
 
 /// What an attempt reports when it ends.
@@ -380,7 +390,7 @@ impl Job {
     pub fn replayed_attempt(&self) -> Option<&Attempt> {
         match self.state {
             JobState::Completed => self.completed_by.and_then(|n| self.attempts.iter().find(|a| a.number == n)),
-            JobState::Dead | JobState::Interrupted => self.attempts.last(),
+            JobState::Dead | JobState::Interrupted | JobState::Cancelled => self.attempts.last(),
             _ => None,
         }
     }
@@ -397,6 +407,12 @@ impl Job {
     pub fn expire(&mut self, now_ms: u64) -> bool {
         let lease_over = self.lease_until_ms.is_some_and(|until| now_ms >= until);
         match self.state {
+            // A stream nobody renewed: its pump is gone, and the provider
+            // was already paid for its first tokens. Never run it again.
+            JobState::InFlight if lease_over && self.is_streaming() => {
+                self.settle_interrupted(now_ms);
+                true
+            }
             JobState::InFlight if lease_over => {
                 self.end_current_attempt(now_ms, AttemptOutcome::Abandoned, AttemptReport::default());
                 self.state = JobState::Unknown;
@@ -468,7 +484,7 @@ impl Job {
                 // Lease over with attempts left (expire() makes it dead otherwise).
                 UnknownPolicy::RetryAfterLease => {}
             },
-            state @ (JobState::Completed | JobState::Dead | JobState::Interrupted) => {
+            state @ (JobState::Completed | JobState::Dead | JobState::Interrupted | JobState::Cancelled) => {
                 return Err(JobError::Finished { state });
             }
         }
@@ -497,6 +513,7 @@ impl Job {
             latency_ms: None,
             usage: None,
             error_class: None,
+            streamed: false,
         });
         ticket
     }
@@ -548,6 +565,54 @@ impl Job {
         self.lease_until_ms = None;
         self.bump(now_ms);
         Ok(())
+    }
+
+    /// Whether the running attempt's answer has started streaming.
+    pub fn is_streaming(&self) -> bool {
+        self.state == JobState::InFlight && self.attempts.last().is_some_and(|a| a.streamed)
+    }
+
+    /// The holding attempt's answer starts streaming. Returns the renewed
+    /// ticket.
+    pub fn mark_streaming(&mut self, ticket: AttemptTicket, now_ms: u64) -> Result<AttemptTicket, JobError> {
+        self.check_ticket(ticket)?;
+        if let Some(attempt) = self.attempts.last_mut() {
+            attempt.streamed = true;
+        }
+        self.bump(now_ms);
+        Ok(AttemptTicket { attempt: ticket.attempt, version: self.version })
+    }
+
+    /// A caller cancelled the holding attempt's stream: the job keeps the
+    /// partial stream and is never run again.
+    pub fn cancel(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
+        self.check_ticket(ticket)?;
+        self.end_current_attempt(now_ms, AttemptOutcome::Cancelled, report);
+        self.state = JobState::Cancelled;
+        self.completed_by = Some(ticket.attempt);
+        self.lease_until_ms = None;
+        self.bump(now_ms);
+        Ok(())
+    }
+
+    /// The stream's pump is known to be gone (the runtime that ran it was
+    /// restarted): the job is interrupted now, without waiting for the lease.
+    /// Returns whether it was a streaming job.
+    pub fn settle_orphaned_stream(&mut self, now_ms: u64) -> bool {
+        if !self.is_streaming() {
+            return false;
+        }
+        self.settle_interrupted(now_ms);
+        true
+    }
+
+    fn settle_interrupted(&mut self, now_ms: u64) {
+        let report = AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::StreamInterrupted) };
+        self.end_current_attempt(now_ms, AttemptOutcome::Interrupted, report);
+        self.state = JobState::Interrupted;
+        self.completed_by = self.attempts.last().map(|a| a.number);
+        self.lease_until_ms = None;
+        self.bump(now_ms);
     }
 
     /// The holding attempt is still streaming at `now_ms`: its lease starts

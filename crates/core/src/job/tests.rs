@@ -282,6 +282,39 @@ fn a_stream_keeps_its_lease_while_it_runs_and_an_interrupted_one_is_final() {
     assert_eq!(j.extend_lease(t, T0 + 2_100), Err(JobError::StaleAttempt { attempt: 1 }));
 }
 
+#[test]
+fn a_stream_whose_pump_is_gone_is_interrupted_never_retried() {
+    // Lease lapsed with no renewal: interrupted, not unknown (no new attempt).
+    let mut j = job(4);
+    let t = j.claim(0, T0, "demo", None).unwrap();
+    j.mark_streaming(t, T0 + 10).unwrap();
+    assert!(j.is_streaming());
+    assert!(j.expire(T0 + 1_010));
+    assert_eq!(j.state(), JobState::Interrupted);
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Interrupted);
+    assert_eq!(j.attempts()[0].error_class, Some(ErrorClass::StreamInterrupted));
+    assert_eq!(
+        j.claim(j.version(), T0 + 99_000, "demo", None),
+        Err(JobError::Finished { state: JobState::Interrupted })
+    );
+    // Known to be gone (the runtime restarted): settled at once.
+    let mut k = job(4);
+    let t = k.claim(0, T0, "demo", None).unwrap();
+    assert!(!k.settle_orphaned_stream(T0 + 5), "not streaming yet: the unknown-outcome rules apply");
+    k.mark_streaming(t, T0 + 10).unwrap();
+    assert!(k.settle_orphaned_stream(T0 + 20));
+    assert_eq!((k.state(), k.completed_by()), (JobState::Interrupted, Some(1)));
+    // Cancelled by a caller: final, replayed, never run again.
+    let mut c = job(4);
+    let t = c.claim(0, T0, "demo", None).unwrap();
+    let t = c.mark_streaming(t, T0 + 10).unwrap();
+    c.cancel(t, T0 + 50, AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::Cancelled) })
+        .unwrap();
+    assert_eq!((c.state(), c.completed_by()), (JobState::Cancelled, Some(1)));
+    assert_eq!(c.attempts()[0].outcome, AttemptOutcome::Cancelled);
+    assert_eq!(c.claim(c.version(), T0 + 99, "demo", None), Err(JobError::Finished { state: JobState::Cancelled }));
+}
+
 /// One step a racing participant can take.
 #[derive(Debug, Clone)]
 enum Step {

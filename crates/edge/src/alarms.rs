@@ -1,0 +1,36 @@
+//! The Ledger's one alarm, for two purposes: retention (delete everything
+//! when the job expires) and, while a stream runs, its watchdog (settle a
+//! stream whose pump is gone). The alarm handler sets the next one.
+
+use std::time::Duration;
+
+use onejob_core::job::Job;
+use worker::{ScheduledTime, State};
+
+/// How often a running stream's watchdog looks at it.
+const WATCHDOG_MS: u64 = 30_000;
+
+/// When the job's retention ends.
+pub fn retention(job: &Job) -> ScheduledTime {
+    ScheduledTime::new(js_sys::Date::new(&(job.expires_ms() as f64).into()))
+}
+
+/// The watchdog's next look.
+pub fn watchdog() -> ScheduledTime {
+    ScheduledTime::from(Duration::from_millis(WATCHDOG_MS))
+}
+
+/// Sets the alarm.
+pub async fn set(state: &State, at: ScheduledTime) -> worker::Result<()> {
+    state.storage().set_alarm(at).await
+}
+
+/// Sets the alarm without delaying anything (a failure is logged).
+pub fn set_in_background(state: &State, at: ScheduledTime) {
+    let storage = state.storage();
+    state.wait_until(async move {
+        if let Err(error) = storage.set_alarm(at).await {
+            worker::console_error!("ledger: setting an alarm failed: {error}");
+        }
+    });
+}

@@ -1,0 +1,51 @@
+//! A finished job's result as it is replayed from the Ledger's storage: the
+//! response of the attempt that won (or of a dead job's last attempt), a
+//! streamed answer's events, or — when the last outcome was unknown and no
+//! attempt left a response — a problem saying so.
+
+use onejob_core::job::Job;
+use onejob_core::protocol::{Problem, ProblemType};
+use worker::Result;
+
+use crate::http::JobResult;
+use crate::store::Store;
+
+/// The stored result of a finished job.
+pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {
+    let attempt = job.replayed_attempt().map(|a| a.number);
+    let stored = match attempt {
+        Some(n) => store.load_response(n)?,
+        None => None,
+    };
+    Ok(match stored {
+        Some(response) => JobResult {
+            status: response.status,
+            content_type: response.content_type,
+            body: response.body,
+            state: job.state(),
+            attempt,
+            retry_after_ms: None,
+        },
+        // A dead job whose last attempt's outcome was unknown left no response.
+        None => {
+            let detail =
+                format!("onejob gave up after {} attempts; the last outcome was unknown", job.attempts().len());
+            JobResult::problem(&Problem::new(ProblemType::UpstreamFailed, detail), job.state(), attempt)
+        }
+    })
+}
+
+/// A finished streamed answer after its first `from` events; `None` when the
+/// job's answer did not stream.
+pub fn stream_after(store: &Store, job: &Job, from: u64) -> Result<Option<JobResult>> {
+    let Some(attempt) = job.replayed_attempt().map(|a| a.number) else { return Ok(None) };
+    let Some(response) = store.load_response(attempt)?.filter(|r| r.streamed) else { return Ok(None) };
+    Ok(Some(JobResult {
+        status: response.status,
+        content_type: response.content_type,
+        body: store.load_events(attempt, from, u64::MAX)?.concat(),
+        state: job.state(),
+        attempt: Some(attempt),
+        retry_after_ms: None,
+    }))
+}
