@@ -90,7 +90,7 @@ async function pollJob(key) {
         $("calls").textContent = String(job.attempts.length);
         $("calls").dataset.count = String(job.attempts.length);
         showServerAttempts(job);
-        if (["completed", "dead", "unknown"].includes(job.state) && job.attempts.every((a) => a.outcome !== "running")) return;
+        if (["completed", "dead", "unknown", "interrupted", "cancelled"].includes(job.state) && job.attempts.every((a) => a.outcome !== "running")) return;
       }
       await new Promise((r) => setTimeout(r, 400));
     }
@@ -143,9 +143,40 @@ function showResult(key, status, text) {
   pollJob(key);
 }
 
+// A streamed answer, shown as it is written; resolves to the same JSON a
+// non-streamed call returns, so the rest of the page handles both alike.
+async function readStream(res) {
+  const box = $("result");
+  box.className = "result streaming";
+  box.textContent = "";
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let pending = "";
+  let content = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    pending += decoder.decode(value, { stream: true });
+    const events = pending.split("\n\n");
+    pending = events.pop();
+    for (const event of events) {
+      const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+      if (!data || data === "[DONE]") continue;
+      const chunk = JSON.parse(data);
+      if (chunk.error) throw Object.assign(new Error(chunk.error.message), { name: "StreamError" });
+      content += chunk.choices?.[0]?.delta?.content ?? "";
+      box.textContent = content;
+      box.dataset.tokens = String(Number(box.dataset.tokens ?? 0) + 1);
+    }
+  }
+  return JSON.stringify({ choices: [{ message: { role: "assistant", content } }] });
+}
+
 async function classify() {
+  const streamed = $("stream").checked;
   const body = JSON.stringify({
     model: $("model").value,
+    ...(streamed ? { stream: true, stream_options: { include_usage: true } } : {}),
     messages: [
       { role: "system", content: "Classify the support ticket: category, priority, one-line summary." },
       { role: "user", content: $("ticket").value },
@@ -153,7 +184,9 @@ async function classify() {
   });
   try {
     const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body });
-    showResult(res.headers.get("Idempotency-Key"), res.status, await res.text());
+    const isStream = res.ok && (res.headers.get("Content-Type") ?? "").startsWith("text/event-stream");
+    const text = isStream ? await readStream(res) : await res.text();
+    showResult(res.headers.get("Idempotency-Key"), res.status, text);
   } catch (error) {
     addLine("error", `${error.name}: ${error.message}`);
     $("result").className = "result error";
@@ -193,7 +226,8 @@ if (unfinished.length > 0) {
   addLine("resumed", `page reloaded: resuming ${unfinished.length} unfinished intent(s) with their original key`);
   for (const { key, response } of await oj.resume()) {
     addLine("resumed", `resumed intent finished (status ${response.status})`);
-    showResult(key, response.status, await response.text());
+    const isStream = response.ok && (response.headers.get("Content-Type") ?? "").startsWith("text/event-stream");
+    showResult(key, response.status, isStream ? await readStream(response) : await response.text());
   }
 }
 document.body.dataset.ready = "true";

@@ -76,6 +76,28 @@ describe("demo page", () => {
     await context.close();
   });
 
+  test("streaming: the answer appears word by word, then as the triage result; one upstream call", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.check("#stream");
+    await page.selectOption("#model", "demo-slow");
+    await page.click("#classify");
+    // Part of the answer is on the page while the model is still writing.
+    await waitFor(page, () => Number(document.getElementById("result").dataset.tokens ?? 0) >= 3);
+    assert.equal(await page.getAttribute("#result", "class"), "result streaming");
+    const partial = await page.textContent("#result");
+    assert.match(partial, /^category: /);
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal(await page.textContent("#result .category"), "billing");
+    const key = (await page.textContent("#key")).trim();
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
+    const record = await job(key);
+    assert.equal(record.attempts.length, 1);
+    assert.ok(record.attempts[0].usage.total_tokens > 0, "usage from the stream is audited");
+    await screenshot(page, "streaming");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
   test("offline for 3 s: retries with backoff, then success, one job", async () => {
     const { context, page, errors } = await openDemo();
     await page.fill("#ticket", "Offline ticket: the app crashes when I upload a file.");

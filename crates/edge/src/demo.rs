@@ -9,7 +9,7 @@
 //! | `demo-slow` | answers after 5 s |
 //! | `demo-timeout` | never answers (the gateway's timeout makes the job unknown) |
 //!
-//! With `"stream": true`, `demo` and `demo-slow` stream their answer word by word.
+//! With `"stream": true` the answers stream word by word (the misbehaviours stay).
 
 use std::time::Duration;
 
@@ -71,20 +71,21 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
 }
 
 /// A streamed answer (`"stream": true`): the same triage, one chat
-/// completion chunk per word about 40 ms apart, a usage chunk when asked
-/// (`stream_options.include_usage`), then `data: [DONE]`. `Err` is a
-/// non-streamed error answer (an unknown model, say).
-pub fn stream(target: &str, body: &[u8]) -> Result<ByteChunks, Reply> {
+/// completion chunk per word about 40 ms apart (250 ms for `demo-slow`), a
+/// usage chunk when asked (`stream_options.include_usage`), then
+/// `data: [DONE]`. `None` when this call does not stream: errors, a
+/// `demo-flaky` first attempt, `demo-timeout` ([`respond`] answers those).
+pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     let path = target.split('?').next().unwrap_or(target);
-    if !path.ends_with("/chat/completions") {
-        return Err(error(404, "not_found", "the demo provider serves /v1/chat/completions", None));
-    }
-    if !matches!(model.as_str(), "demo" | "demo-slow") {
-        return Err(error(400, "model_not_found", "the demo provider streams demo and demo-slow", None));
-    }
-    let pause_ms = if model == "demo-slow" { 250 } else { 40 };
+    let pause_ms = match model.as_str() {
+        _ if !path.ends_with("/chat/completions") => return None,
+        "demo" => 40,
+        "demo-flaky" if attempt > 1 => 40,
+        "demo-slow" => 250,
+        _ => return None,
+    };
     let ticket = last_user_message(&request);
     let (category, priority) = triage(&ticket);
     let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
@@ -115,7 +116,7 @@ pub fn stream(target: &str, body: &[u8]) -> Result<ByteChunks, Reply> {
         sleep(pause_ms).await;
         Some((Ok(event), events))
     });
-    Ok(Box::pin(paced))
+    Some(Box::pin(paced))
 }
 
 async fn sleep(ms: u64) {
