@@ -59,7 +59,9 @@ pub struct Call<'a> {
 pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) -> CallResult {
     let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
     match upstream {
-        Upstream::Demo if let Some(body) = call.stream.then(|| demo::stream(call.target, call.body, call.attempt)).flatten() => {
+        Upstream::Demo
+            if let Some(body) = call.stream.then(|| demo::stream(call.target, call.body, call.attempt)).flatten() =>
+        {
             CallResult::Stream(Streaming { content_type: SSE.into(), body, abort: None })
         }
         Upstream::Demo => {
