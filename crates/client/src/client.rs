@@ -23,6 +23,7 @@ use crate::options::{Options, RetryPolicy};
 use crate::request::Outgoing;
 use crate::running::{self, Running};
 use crate::store::IntentStore;
+use crate::stream::{self, Resume};
 
 pub struct Client {
     endpoint: Option<String>,
@@ -203,7 +204,7 @@ impl Client {
     }
 
     /// The retry loop of one intent.
-    async fn send(&self, mut record: IntentRecord, request: Outgoing) -> Result<Response, JsValue> {
+    async fn send(self: &Rc<Self>, mut record: IntentRecord, request: Outgoing) -> Result<Response, JsValue> {
         let intent = record.intent.clone();
         let key = record.key.to_string();
         let signal = request.signal.clone();
@@ -258,7 +259,13 @@ impl Client {
                     // identical submission is a new intent with a new key.
                     self.store.remove(&intent);
                     self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
-                    return Ok(response);
+                    if !stream::is_event_stream(&response) {
+                        return Ok(response);
+                    }
+                    let url = format!("{}/onejob/v1/jobs/{key}/stream?from=", gateway(&request.url, self.endpoint()));
+                    let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request }, &key)?;
+                    let resume = Resume { client: Rc::clone(self), intent, key, url, init, signal };
+                    return stream::resumable(response, resume);
                 }
                 (Step::Wait(delay), response) => {
                     // The answer is not delivered: release its connection now.
@@ -294,6 +301,78 @@ impl Client {
         }
     }
 
+    /// After a streamed answer's body failed: asks for the events after those
+    /// delivered (`url`) with the usual backoff and attempt limits, until
+    /// the gateway answers `200` (or the rules say stop).
+    pub async fn reopen_stream(
+        &self,
+        resume: &Resume,
+        url: &str,
+        mut last_error: JsValue,
+    ) -> Result<Response, JsValue> {
+        let (intent, key, signal) = (&resume.intent, &resume.key, resume.signal.as_ref());
+        let mut retries = Retries::new(self.retry.backoff, UnknownOutcomes::Resend);
+        let mut observed = Observation::transport(TransportFailure::DroppedAfterSend);
+        // The read that failed counts as the first try.
+        let mut sent = 1;
+        loop {
+            let status = observed.status.unwrap_or(0);
+            let why = format!(
+                "stream interrupted: {}",
+                reason(observed.classification.class, status, observed.server_delay_ms)
+            );
+            let step = retries.next(
+                &observed,
+                sent < self.retry.max_attempts,
+                &mut self.budget.borrow_mut(),
+                &mut CryptoRandom,
+            );
+            let Step::Wait(delay) = step else {
+                self.events.emit(
+                    "gave_up",
+                    intent,
+                    key,
+                    &[("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))],
+                );
+                let gave_up =
+                    error("OneJobNetworkError", &format!("onejob: {why}; could not resume it after {sent} tries"));
+                let _ = Reflect::set(&gave_up, &"cause".into(), &last_error);
+                return Err(gave_up);
+            };
+            let fields = [
+                ("delayMs", Field::Num(delay as f64)),
+                ("reason", Field::Str(&why)),
+                ("serverAsked", Field::Bool(observed.server_delay_ms.is_some())),
+            ];
+            self.events.emit("backoff", intent, key, &fields);
+            js::sleep(delay, signal).await?;
+            sent += 1;
+            match js::fetch(url, &resume.init).await {
+                Ok(response) if response.status() == 200 => return Ok(response),
+                Ok(response) => {
+                    let headers = response.headers();
+                    let get = |name: &str| headers.get(name).ok().flatten();
+                    observed = Observation::from_http(
+                        response.status(),
+                        &get,
+                        BodyHint::None,
+                        js::now_ms(),
+                        self.retry.retry_after_cap_ms,
+                    );
+                    js::discard_body(&response);
+                    last_error = JsValue::UNDEFINED;
+                }
+                Err(failure) => {
+                    if let Some(signal) = signal.filter(|s| s.aborted()) {
+                        return Err(signal.reason());
+                    }
+                    observed = Observation::transport(TransportFailure::DroppedAfterSend);
+                    last_error = failure;
+                }
+            }
+        }
+    }
+
     /// The `init` of one send: the app's headers plus the key and the token.
     fn init_for(&self, request: &Outgoing, key: &str) -> Result<JsValue, JsValue> {
         let headers = web_sys::Headers::new()?;
@@ -314,6 +393,18 @@ impl Client {
             Reflect::set(&init, &"signal".into(), signal)?;
         }
         Ok(init.into())
+    }
+}
+
+/// Where the gateway of `url` answers: the endpoint when `url` is under
+/// it, else `url`'s origin.
+fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
+    match endpoint {
+        Some(base) if url.strip_prefix(base).is_some_and(|rest| rest.starts_with('/')) => base,
+        _ => {
+            let host = url.find("://").map_or(0, |i| i + 3);
+            &url[..url[host..].find('/').map_or(url.len(), |i| host + i)]
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod options;
 mod request;
 mod running;
 mod store;
+mod stream;
 
 use std::rc::Rc;
 

@@ -1,0 +1,189 @@
+// Streamed answers through the SDK (`oj.fetch`, `oj.fetcher()` under the
+// official `openai` package), against the worker under `wrangler dev` and
+// the fake LLM streaming real SSE. A proxy between the SDK and the gateway
+// cuts the connection of a streamed response in the middle of an event: the
+// SDK must continue the same body from `GET …/jobs/{key}/stream?from=N`, so
+// the reader sees one uninterrupted stream, and the model is called once.
+import assert from "node:assert/strict";
+import http from "node:http";
+import { after, before, describe, test } from "node:test";
+
+import OpenAI from "openai";
+
+import { OneJob } from "../../crates/client/pkg/node.js";
+import { DEV_KEY, chat, newKey, startStack } from "../support/harness.mjs";
+
+let stack;
+let proxy;
+
+/** The end of the `n`-th complete event in `text` (just past its blank line), or -1. */
+function eventEnd(text, n) {
+  let at = 0;
+  for (let i = 0; i < n; i++) {
+    const end = text.indexOf("\n\n", at);
+    if (end < 0) return -1;
+    at = end + 2;
+  }
+  return at;
+}
+
+/**
+ * Forwards every request to the gateway, streaming responses as they come.
+ * `cutNextStream(k)`: the next text/event-stream response is cut after `k`
+ * complete events and half of the next one (the socket is destroyed).
+ */
+async function startProxy(target) {
+  const seen = [];
+  let cutAfter = null;
+  let cuts = 0;
+  const server = http.createServer((req, res) => {
+    seen.push({ method: req.method, path: req.url, key: req.headers["idempotency-key"] });
+    const forward = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode, up.headers);
+      res.flushHeaders();
+      const cut = /^text\/event-stream/.test(up.headers["content-type"] ?? "") && cutAfter !== null ? cutAfter : null;
+      if (cut !== null) cutAfter = null;
+      let text = "";
+      let written = 0;
+      up.on("data", (chunk) => {
+        if (cut === null) return res.write(chunk);
+        if (written < 0) return; // already cut
+        text += chunk.toString("latin1");
+        const whole = eventEnd(text, cut);
+        const next = whole < 0 ? -1 : eventEnd(text, cut + 1);
+        if (next < 0) return; // wait until the event after the cut has arrived
+        const stop = whole + Math.floor((next - whole) / 2);
+        res.write(Buffer.from(text.slice(written, stop), "latin1"), () => {
+          cuts++;
+          res.socket.destroy();
+          up.destroy();
+        });
+        written = -1;
+      });
+      up.on("end", () => written >= 0 && res.end());
+      up.on("error", () => res.socket?.destroy());
+    });
+    forward.on("error", () => res.socket?.destroy());
+    req.pipe(forward);
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    seen,
+    get cuts() {
+      return cuts;
+    },
+    cutNextStream(k) {
+      cutAfter = k;
+    },
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+before(async () => {
+  stack = await startStack();
+  proxy = await startProxy(stack.url);
+});
+
+after(async () => {
+  await proxy?.close();
+  await stack?.stop();
+});
+
+async function readText(res) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return text;
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
+/** The finished stream as the gateway keeps it, read directly. */
+async function finished(key) {
+  const res = await fetch(`${stack.url}/onejob/v1/jobs/${key}/stream?from=0`, { headers: { Authorization: `Bearer ${DEV_KEY}` } });
+  assert.equal(res.status, 200);
+  return readText(res);
+}
+
+/** The key the SDK sent with the request it made since `from` (one key for the whole intent). */
+function keySince(from) {
+  const keys = new Set(proxy.seen.slice(from).map((s) => s.key).filter(Boolean));
+  assert.equal(keys.size, 1, `one key: ${[...keys]}`);
+  return [...keys][0];
+}
+
+const ANSWER = Array.from({ length: 20 }, (_, i) => `token${i} `).join("");
+
+/** Scripts the fake LLM for every key this test's intent may use (its key is the SDK's). */
+function scriptNextStreams(fault) {
+  stack.llm.scriptAll([fault]);
+}
+
+describe("streamed answers through the SDK", () => {
+  test("1. oj.fetch: a connection cut mid-event is continued from ?from=N; the body is the finished stream byte for byte; one upstream call", async () => {
+    scriptNextStreams("sse:20:30");
+    const events = [];
+    const oj = new OneJob({ endpoint: proxy.url, token: DEV_KEY, storage: "memory", retry: { baseMs: 50, capMs: 200 }, onEvent: (e) => events.push(e) });
+    const from = proxy.seen.length;
+    const cutsBefore = proxy.cuts;
+    proxy.cutNextStream(5);
+    const res = await oj.fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(chat("stream through a cut", { stream: true })),
+    });
+    assert.equal(res.status, 200);
+    assert.match(res.headers.get("content-type"), /^text\/event-stream/);
+    const text = await readText(res);
+    const key = keySince(from);
+    assert.equal(proxy.cuts, cutsBefore + 1, "the proxy cut the stream");
+    const resumed = proxy.seen.slice(from).filter((s) => s.method === "GET");
+    assert.ok(resumed.length >= 1, "the SDK asked for the rest");
+    assert.equal(resumed[0].path, `/onejob/v1/jobs/${key}/stream?from=5`);
+    assert.ok(text.endsWith("data: [DONE]\n\n"));
+    assert.equal(text, await finished(key));
+    assert.equal(stack.llm.calls(key).length, 1);
+  });
+
+  test("2. openai package at its defaults, stream: true, through the cut: every token exactly once, one upstream call", async () => {
+    scriptNextStreams("sse:20:30");
+    const oj = new OneJob({ storage: "memory" });
+    const openai = new OpenAI({ baseURL: `${proxy.url}/v1`, apiKey: DEV_KEY, fetch: oj.fetcher() });
+    const from = proxy.seen.length;
+    const cutsBefore = proxy.cuts;
+    proxy.cutNextStream(7);
+    const stream = await openai.chat.completions.create({
+      model: "gpt-test",
+      messages: [{ role: "user", content: "stream through a cut, openai" }],
+      stream: true,
+    });
+    let content = "";
+    for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
+    assert.equal(proxy.cuts, cutsBefore + 1, "the proxy cut the stream");
+    assert.equal(content, ANSWER);
+    assert.equal(stack.llm.calls(keySince(from)).length, 1);
+  });
+
+  test("3. an uninterrupted stream through oj.fetch is the gateway's byte for byte, with no extra request", async () => {
+    scriptNextStreams("sse:10:10");
+    const oj = new OneJob({ endpoint: proxy.url, token: DEV_KEY, storage: "memory" });
+    const from = proxy.seen.length;
+    const res = await oj.fetch("/v1/chat/completions", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(chat("a clean stream", { stream: true })),
+    });
+    const text = await readText(res);
+    assert.equal(proxy.seen.length - from, 1, "one request");
+    const key = keySince(from);
+    assert.equal(text, await finished(key));
+    assert.ok(text.endsWith("data: [DONE]\n\n"));
+    assert.equal(stack.llm.calls(key).length, 1);
+  });
+});
