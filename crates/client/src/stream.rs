@@ -57,13 +57,15 @@ pub fn resumable(response: Response, resume: Resume) -> Result<Response, JsValue
     });
     let source = Object::new();
     let pulling = Rc::clone(&body);
-    let pull = Closure::<dyn Fn(ReadableStreamDefaultController) -> js_sys::Promise>::new(move |controller| {
+    // (One closure type for both: each type costs its own glue.)
+    let pull = Closure::<dyn Fn(JsValue) -> JsValue>::new(move |controller: JsValue| {
         let body = Rc::clone(&pulling);
-        future_to_promise(async move { body.pull(controller).await.map(|()| JsValue::UNDEFINED) })
+        future_to_promise(async move { body.pull(controller.unchecked_into()).await.map(|()| JsValue::UNDEFINED) })
+            .into()
     });
-    let cancel = Closure::<dyn Fn(JsValue) -> js_sys::Promise>::new(move |reason: JsValue| {
+    let cancel = Closure::<dyn Fn(JsValue) -> JsValue>::new(move |reason: JsValue| {
         body.cancelled.set(true);
-        body.reader.borrow().cancel_with_reason(&reason)
+        body.reader.borrow().cancel_with_reason(&reason).into()
     });
     Reflect::set(&source, &"pull".into(), &pull.into_js_value())?;
     Reflect::set(&source, &"cancel".into(), &cancel.into_js_value())?;

@@ -310,6 +310,35 @@ fn jcs_numbers_match_javascript() {
     }
 }
 
+/// A streamed answer whose connection drops mid-event: the caller gets the
+/// whole events, then the rest from `…/stream?from=<whole events>`, as one body.
+#[wasm_bindgen_test]
+async fn a_stream_cut_mid_event_continues_after_the_events_delivered() {
+    script(
+        r#"[{"headers": {"Content-Type": "text/event-stream"}, "body": "data: a\n\ndata: b\n\ndata: c", "drop": true},
+            {"headers": {"Content-Type": "text/event-stream"}, "body": "data: c\n\ndata: [DONE]\n\n"}]"#,
+    );
+    let oj = client(FAST);
+    let response = post(&oj, r#"{"stream":true}"#, None, None).await.unwrap();
+    assert_eq!(text(&response).await, "data: a\n\ndata: b\n\ndata: c\n\ndata: [DONE]\n\n");
+    let calls = calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!((calls[1].method.as_str(), calls[1].authorization.as_deref()), ("GET", Some("Bearer tenant-key")));
+    assert_eq!(calls[1].url, format!("https://gateway.test/onejob/v1/jobs/{}/stream?from=2", calls[0].key));
+    assert_eq!(events(), ["attempt", "settled", "backoff"]);
+}
+
+/// A stream that ends cleanly is the whole answer, even without a terminal
+/// event (the gateway appends its own error event to an interrupted one).
+#[wasm_bindgen_test]
+async fn a_stream_that_ends_cleanly_is_not_resumed() {
+    script(r#"[{"headers": {"Content-Type": "text/event-stream"}, "body": "data: a\n\ndata: b\n\ndata: partial"}]"#);
+    let oj = client(FAST);
+    let response = post(&oj, r#"{"stream":true}"#, None, None).await.unwrap();
+    assert_eq!(text(&response).await, "data: a\n\ndata: b\n\ndata: partial");
+    assert_eq!(calls().len(), 1);
+}
+
 // Small helpers, kept here so the SDK itself needs no futures crate.
 
 /// The requests are already running (`post` calls fetch at once); await each.

@@ -23,12 +23,16 @@ globalThis.fetch = async (url, init = {}) => {
     const bytes = new TextEncoder().encode(body);
     body = new ReadableStream({ start: (c) => c.enqueue(bytes), cancel: () => { globalThis.__onejob.cancelled += 1; } });
   }
+  if (step.drop) { // the connection drops once the body's bytes are read
+    const bytes = new TextEncoder().encode(body);
+    body = new ReadableStream({ start: (c) => c.enqueue(bytes), pull: (c) => c.error(new TypeError("terminated")) });
+  }
   return new Response(body, { status: step.status ?? 200, headers: step.headers ?? {} });
 };
 "#;
 
 /// Installs a fresh stub with `script` (a JSON array of steps:
-/// `{status, headers, body, delayMs, networkError, openBody}`).
+/// `{status, headers, body, delayMs, networkError, openBody, drop}`).
 pub fn script(steps: &str) {
     Function::new_no_args(STUB).call0(&JsValue::UNDEFINED).expect("stub installs");
     let state = Reflect::get(&js_sys::global(), &"__onejob".into()).unwrap();
@@ -43,6 +47,7 @@ pub fn cancelled() -> u32 {
 
 /// A recorded call.
 pub struct Call {
+    pub url: String,
     pub key: String,
     pub authorization: Option<String>,
     pub method: String,
@@ -56,6 +61,7 @@ pub fn calls() -> Vec<Call> {
     calls
         .iter()
         .map(|c| Call {
+            url: Reflect::get(&c, &"url".into()).unwrap().as_string().unwrap_or_default(),
             key: Reflect::get(&c, &"key".into()).unwrap().as_string().unwrap_or_default(),
             authorization: Reflect::get(&c, &"authorization".into()).unwrap().as_string(),
             method: Reflect::get(&c, &"method".into()).unwrap().as_string().unwrap_or_default(),
