@@ -121,14 +121,17 @@ export async function startFakeLlm() {
     port,
     baseUrl: `http://127.0.0.1:${port}/v1`,
     script(key, faults, tenant = "dev") {
+      // Under the raw key too, so a test can also run against a gateway that
+      // forwards the client's key (ONEJOB_CHECKOUT=an older checkout).
       scripts.set(upstreamKey(key, tenant), [...faults]);
+      scripts.set(key, [...faults]);
     },
     /** A script for every key that has none of its own. */
     scriptAll(faults) {
       defaultScript = [...faults];
     },
     calls(key, tenant = "dev") {
-      return calls.get(upstreamKey(key, tenant)) ?? [];
+      return [...(calls.get(upstreamKey(key, tenant)) ?? []), ...(calls.get(key) ?? [])];
     },
     streams,
     /** Every call, whatever its key. */

@@ -27,9 +27,10 @@ export async function freePort() {
 
 /**
  * Starts `wrangler dev` with `vars` overriding wrangler.toml, state persisted
- * in `persistTo`. Resolves once the worker answers.
+ * in `persistTo`. Resolves once the worker answers. `ONEJOB_CHECKOUT` runs
+ * another checkout's built worker instead (to show a test failing on it).
  */
-export async function startWorker({ vars = {}, persistTo, cwd = root, config, logLevel }) {
+export async function startWorker({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel }) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
