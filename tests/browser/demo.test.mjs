@@ -98,6 +98,29 @@ describe("demo page", () => {
     await context.close();
   });
 
+  test("reload mid-stream: resume() shows the whole answer once, with one upstream call", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.check("#stream");
+    await page.selectOption("#model", "demo-slow");
+    await page.click("#classify");
+    await waitFor(page, () => Number(document.getElementById("result").dataset.tokens ?? 0) >= 3);
+    const key = (await page.textContent("#key")).trim();
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]", { timeout: 30_000 });
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal((await page.textContent("#key")).trim(), key, "the same key after the reload");
+    assert.equal(await page.textContent("#result .category"), "billing");
+    assert.ok((await page.locator("li[data-kind=resumed]").count()) >= 1);
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
+    const record = await job(key);
+    assert.equal(record.attempts.length, 1, "one upstream call");
+    // Read to its end: the intent is delivered and forgotten.
+    assert.equal(await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith("onejob:")).length), 0);
+    await screenshot(page, "reload-mid-stream");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
   test("offline for 3 s: retries with backoff, then success, one job", async () => {
     const { context, page, errors } = await openDemo();
     await page.fill("#ticket", "Offline ticket: the app crashes when I upload a file.");

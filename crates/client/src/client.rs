@@ -153,6 +153,11 @@ impl Client {
         records
     }
 
+    /// A streamed answer was read to its end: the intent is delivered.
+    pub fn stream_read(&self, intent: &str) {
+        self.store.remove(intent);
+    }
+
     pub fn forget(&self, intent: &str) -> bool {
         self.store.remove(intent)
     }
@@ -255,13 +260,16 @@ impl Client {
             let step = retries.next(&observed, may_try_again, &mut self.budget.borrow_mut(), &mut CryptoRandom);
             match (step, response) {
                 (Step::Deliver, Some(response)) => {
-                    // Delivered: nothing left to remember, and the next
-                    // identical submission is a new intent with a new key.
-                    self.store.remove(&intent);
                     self.events.emit("settled", &intent, &key, &[("status", Field::Num(f64::from(status)))]);
                     if !stream::is_event_stream(&response) {
+                        // Delivered: nothing left to remember, and the next
+                        // identical submission is a new intent with a new key.
+                        self.store.remove(&intent);
                         return Ok(response);
                     }
+                    // A stream is delivered once it has been read to its end
+                    // (see `stream_read`): until then a reload's resume()
+                    // sends it again with the same key and gets it whole.
                     let url = format!("{}/onejob/v1/jobs/{key}/stream?from=", gateway(&request.url, self.endpoint()));
                     let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request }, &key)?;
                     let resume = Resume { client: Rc::clone(self), intent, key, url, init, signal };

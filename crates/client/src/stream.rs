@@ -10,7 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Object, Reflect, Uint8Array};
-use onejob_core::sse::Splitter;
+use onejob_core::sse::{Splitter, ends_stream};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, future_to_promise};
 use web_sys::{ReadableStream, ReadableStreamDefaultController, ReadableStreamDefaultReader, Response, ResponseInit};
@@ -90,12 +90,17 @@ impl Body {
                             controller.enqueue_with_chunk(&Uint8Array::from(rest.pending()))?;
                         }
                         let _ = controller.close();
+                        self.resume.client.stream_read(&self.resume.intent);
                         return Ok(());
                     }
                     let bytes = Uint8Array::new(&Reflect::get(&chunk, &"value".into())?).to_vec();
                     let events = self.splitter.borrow_mut().push(&bytes);
                     if !events.is_empty() {
                         self.delivered.set(self.delivered.get() + events.len() as u64);
+                        // The whole answer is here (SDKs often cancel the body right after).
+                        if events.last().is_some_and(|e| ends_stream(e)) {
+                            self.resume.client.stream_read(&self.resume.intent);
+                        }
                         return controller.enqueue_with_chunk(&Uint8Array::from(&events.concat()[..]));
                     }
                 }

@@ -116,6 +116,16 @@ pub fn classify_event(event: &[u8]) -> EventKind {
     if is_error { EventKind::Error } else { EventKind::Data }
 }
 
+/// Whether an event ends its stream (a terminal or an error event, see the
+/// table above), decided from its `event:` and `data:` lines alone, without
+/// parsing JSON: what a client needs to know that it has the whole answer.
+pub fn ends_stream(event: &[u8]) -> bool {
+    let (name, data) = fields(event);
+    matches!(name, Some("response.completed" | "response.incomplete" | "response.failed" | "message_stop" | "error"))
+        || data.trim() == "[DONE]"
+        || data.trim_start().starts_with("{\"error\"")
+}
+
 /// Token usage carried by an event: OpenAI's `usage` chunk
 /// (`stream_options.include_usage`), the Responses API's
 /// `response.completed`, or Anthropic's `message_start` / `message_delta`.
@@ -211,6 +221,13 @@ mod tests {
         assert_eq!(classify_event(b"event: error\ndata: {\"type\":\"error\"}\n\n"), EventKind::Error);
         assert_eq!(classify_event(b": ping\n\n"), EventKind::Data);
         assert_eq!(classify_event(&interrupted_event("cut")), EventKind::Error);
+        for end in
+            [&b"data: [DONE]\n\n"[..], b"event: message_stop\ndata: {}\n\n", b"event: response.completed\ndata: {}\n\n"]
+        {
+            assert!(ends_stream(end));
+        }
+        assert!(ends_stream(&interrupted_event("cut")));
+        assert!(!ends_stream(b"data: {\"choices\":[]}\n\n"));
     }
 
     #[test]
