@@ -63,14 +63,16 @@ describe("streamed jobs", () => {
     assert.equal(job.state, "completed");
     assert.equal(job.attempts[0].outcome, "succeeded");
     assert.deepEqual(job.attempts[0].usage, { prompt_tokens: 10, completion_tokens: 20, total_tokens: 30 });
+    const { started_ms, first_byte_ms, latency_ms } = job.attempts[0];
+    assert.ok(first_byte_ms - started_ms < latency_ms / 3, `time to first byte ${first_byte_ms - started_ms} ms of ${latency_ms} ms`);
   });
 
-  test("2. duplicates joining mid-stream get the same bytes from event 0; one upstream call", async () => {
+  test("2. 100 duplicates joining mid-stream get the same bytes from event 0; one upstream call", async () => {
     const key = newKey();
     stack.llm.script(key, ["sse:20:50"]);
     const first = readAll(await open(key, streamed("shared")));
     await sleep(400);
-    const duplicates = await Promise.all(Array.from({ length: 20 }, () => open(key, streamed("shared"))));
+    const duplicates = await Promise.all(Array.from({ length: 100 }, () => open(key, streamed("shared"))));
     assert.ok(duplicates.every((d) => d.status === 200 && d.headers.get("idempotent-replayed") === "true"));
     const texts = await Promise.all(duplicates.map((d) => readAll(d).then((r) => r.text)));
     const original = (await first).text;
@@ -192,6 +194,27 @@ describe("streamed jobs", () => {
     assert.equal((await readAll(await open(key, streamed("big")))).text, original);
     assert.equal(stack.llm.calls(key).length, 1);
   });
+});
+
+test("the demo's stream misbehaviours: demo-stream-drop is interrupted, demo-stream-error is kept as it failed", async () => {
+  const demo = await startStack({ upstream: "demo" });
+  try {
+    for (const [model, state, last] of [["demo-stream-drop", "interrupted", /stream_interrupted/], ["demo-stream-error", "completed", /failed mid-answer/]]) {
+      const key = newKey();
+      const res = await fetch(`${demo.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
+        body: JSON.stringify({ model, stream: true, messages: [{ role: "user", content: "refund asap, charged twice" }] }),
+      });
+      const { text } = await readAll(res);
+      assert.match(events(text).at(-1), last, model);
+      assert.ok(!text.includes("[DONE]"), model);
+      await sleep(100);
+      assert.equal((await demo.getJob(key)).body.state, state, model);
+    }
+  } finally {
+    await demo.stop();
+  }
 });
 
 test("the demo provider streams its answer word by word, ending with [DONE]", async () => {

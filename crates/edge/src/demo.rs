@@ -9,7 +9,10 @@
 //! | `demo-slow` | answers after 5 s |
 //! | `demo-timeout` | never answers (the gateway's timeout makes the job unknown) |
 //!
-//! With `"stream": true` the answers stream word by word (the misbehaviours stay).
+//! | `demo-stream-drop` | streamed: half the answer, then the stream ends without `[DONE]` (interrupted) |
+//! | `demo-stream-error` | streamed: half the answer, then an error event |
+//!
+//! With `"stream": true` every answer streams word by word (the misbehaviours stay).
 
 use std::time::Duration;
 
@@ -27,7 +30,7 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
         return error(404, "not_found", &format!("the demo provider serves /v1/chat/completions, not {path}"), None);
     }
     match model.as_str() {
-        "demo" => sleep(300).await,
+        "demo" | "demo-stream-drop" | "demo-stream-error" => sleep(300).await,
         "demo-slow" => sleep(5_000).await,
         "demo-timeout" => sleep(24 * 3_600_000).await,
         "demo-flaky" if attempt == 1 => {
@@ -41,8 +44,9 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
         }
         "demo-flaky" => sleep(300).await,
         other => {
-            let message =
-                format!("unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout");
+            let message = format!(
+                "unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout, demo-stream-drop, demo-stream-error"
+            );
             return error(400, "model_not_found", &message, None);
         }
     }
@@ -81,7 +85,7 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let path = target.split('?').next().unwrap_or(target);
     let pause_ms = match model.as_str() {
         _ if !path.ends_with("/chat/completions") => return None,
-        "demo" => 40,
+        "demo" | "demo-stream-drop" | "demo-stream-error" => 40,
         "demo-flaky" if attempt > 1 => 40,
         "demo-slow" => 250,
         _ => return None,
@@ -100,6 +104,20 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let mut events = vec![chunk(json!({ "role": "assistant", "content": "" }), Value::Null)];
     let words: Vec<&str> = answer.split_inclusive([' ', '\n']).collect();
     events.extend(words.iter().map(|w| chunk(json!({ "content": w }), Value::Null)));
+    // The stream misbehaviours: half the answer, then nothing (no [DONE]) or an error event.
+    match model.as_str() {
+        "demo-stream-drop" => {
+            events.truncate(words.len() / 2);
+            return Some(pace(events, pause_ms));
+        }
+        "demo-stream-error" => {
+            events.truncate(words.len() / 2);
+            let failure = json!({ "error": { "message": "the demo model failed mid-answer", "type": "server_error", "code": "server_error" } });
+            events.push(format!("data: {failure}\n\n").into_bytes());
+            return Some(pace(events, pause_ms));
+        }
+        _ => {}
+    }
     events.push(chunk(json!({}), json!("stop")));
     let include_usage = request.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
     if include_usage {
@@ -111,12 +129,16 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
         events.push(format!("data: {usage}\n\n").into_bytes());
     }
     events.push(b"data: [DONE]\n\n".to_vec());
-    let paced = futures_util::stream::unfold(events.into_iter(), move |mut events| async move {
+    Some(pace(events, pause_ms))
+}
+
+/// The events, one every `pause_ms`.
+fn pace(events: Vec<Vec<u8>>, pause_ms: u64) -> ByteChunks {
+    Box::pin(futures_util::stream::unfold(events.into_iter(), move |mut events| async move {
         let event = events.next()?;
         sleep(pause_ms).await;
         Some((Ok(event), events))
-    });
-    Some(Box::pin(paced))
+    }))
 }
 
 async fn sleep(ms: u64) {

@@ -221,6 +221,9 @@ pub struct Attempt {
     /// called again for this job, whatever happens to the stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub streamed: bool,
+    /// When a streamed answer began (time to first byte: this minus `started_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_ms: Option<u64>,
 }
 
 /// What an attempt reports when it ends.
@@ -514,6 +517,7 @@ impl Job {
             usage: None,
             error_class: None,
             streamed: false,
+            first_byte_ms: None,
         });
         ticket
     }
@@ -578,6 +582,7 @@ impl Job {
         self.check_ticket(ticket)?;
         if let Some(attempt) = self.attempts.last_mut() {
             attempt.streamed = true;
+            attempt.first_byte_ms = Some(now_ms);
         }
         self.bump(now_ms);
         Ok(AttemptTicket { attempt: ticket.attempt, version: self.version })

@@ -289,6 +289,7 @@ fn a_stream_whose_pump_is_gone_is_interrupted_never_retried() {
     let t = j.claim(0, T0, "demo", None).unwrap();
     j.mark_streaming(t, T0 + 10).unwrap();
     assert!(j.is_streaming());
+    assert_eq!(j.attempts()[0].first_byte_ms, Some(T0 + 10));
     assert!(j.expire(T0 + 1_010));
     assert_eq!(j.state(), JobState::Interrupted);
     assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Interrupted);
