@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
+import { createOpenAI } from "@ai-sdk/openai";
+import { streamText } from "ai";
 import OpenAI from "openai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
@@ -165,6 +167,21 @@ describe("streamed answers through the SDK", () => {
     });
     let content = "";
     for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
+    assert.equal(proxy.cuts, cutsBefore + 1, "the proxy cut the stream");
+    assert.equal(content, ANSWER);
+    assert.equal(stack.llm.calls(keySince(from)).length, 1);
+  });
+
+  test("2b. the Vercel AI SDK's streamText at its defaults, through the cut: the exact text, one upstream call", async () => {
+    scriptNextStreams("sse:20:30");
+    const oj = new OneJob({ storage: "memory" });
+    const openai = createOpenAI({ baseURL: `${proxy.url}/v1`, apiKey: DEV_KEY, fetch: oj.fetcher() });
+    const from = proxy.seen.length;
+    const cutsBefore = proxy.cuts;
+    proxy.cutNextStream(9);
+    const result = streamText({ model: openai.chat("gpt-test"), prompt: "stream through a cut, ai sdk" });
+    let content = "";
+    for await (const part of result.textStream) content += part;
     assert.equal(proxy.cuts, cutsBefore + 1, "the proxy cut the stream");
     assert.equal(content, ANSWER);
     assert.equal(stack.llm.calls(keySince(from)).length, 1);
