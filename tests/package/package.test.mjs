@@ -13,6 +13,7 @@ import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
+import { startCuttingProxy } from "../support/cutting-proxy.mjs";
 import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -156,6 +157,54 @@ try {
     } finally {
       await browser.close();
       server.close();
+      await stack.stop();
+    }
+  });
+
+  test("the official openai package streaming in a cross-origin page: a connection cut mid-stream is continued, every token once", async () => {
+    const stack = await startStack();
+    stack.llm.scriptAll(["sse:20:30*"]);
+    const proxy = await startCuttingProxy(stack.url);
+    const web = path.join(app, "openai-stream-web");
+    mkdirSync(web);
+    writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
+    writeFileSync(
+      path.join(web, "main.js"),
+      `import OpenAI from "openai";
+import { OneJob } from "onejob";
+const endpoint = new URLSearchParams(location.search).get("endpoint");
+const oj = new OneJob({ endpoint });
+const openai = new OpenAI({ baseURL: endpoint + "/v1", apiKey: "${DEV_KEY}", fetch: oj.fetcher(), dangerouslyAllowBrowser: true });
+try {
+  const stream = await openai.chat.completions.create({ model: "gpt-test", stream: true, messages: [{ role: "user", content: "stream in the browser" }] });
+  let content = "";
+  for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
+  document.body.dataset.result = "ok";
+  document.body.textContent = content;
+} catch (error) {
+  document.body.dataset.result = "error";
+  document.body.textContent = String(error);
+}
+`,
+    );
+    run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
+    const server = await serveStatic(path.join(web, "dist"));
+    const browser = await launchChromium();
+    try {
+      const page = await browser.newPage();
+      proxy.cutNextStream(7);
+      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(proxy.url)}`);
+      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
+      const text = await page.textContent("body");
+      assert.equal(await page.getAttribute("body", "data-result"), "ok", text);
+      assert.equal(proxy.cuts, 1, "the proxy cut the stream");
+      assert.equal(text, Array.from({ length: 20 }, (_, i) => `token${i} `).join(""));
+      assert.equal(stack.llm.allCalls().length, 1, "one upstream call");
+      assert.ok(proxy.seen.some((s) => s.method === "GET" && s.path.includes("/stream?from=")), "the page's SDK asked for the rest");
+    } finally {
+      await browser.close();
+      server.close();
+      await proxy.close();
       await stack.stop();
     }
   });

@@ -5,7 +5,6 @@
 // SDK must continue the same body from `GET …/jobs/{key}/stream?from=N`, so
 // the reader sees one uninterrupted stream, and the model is called once.
 import assert from "node:assert/strict";
-import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
 import { createOpenAI } from "@ai-sdk/openai";
@@ -13,77 +12,11 @@ import { streamText } from "ai";
 import OpenAI from "openai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
+import { startCuttingProxy as startProxy } from "../support/cutting-proxy.mjs";
 import { DEV_KEY, chat, newKey, startStack } from "../support/harness.mjs";
 
 let stack;
 let proxy;
-
-/** The end of the `n`-th complete event in `text` (just past its blank line), or -1. */
-function eventEnd(text, n) {
-  let at = 0;
-  for (let i = 0; i < n; i++) {
-    const end = text.indexOf("\n\n", at);
-    if (end < 0) return -1;
-    at = end + 2;
-  }
-  return at;
-}
-
-/**
- * Forwards every request to the gateway, streaming responses as they come.
- * `cutNextStream(k)`: the next text/event-stream response is cut after `k`
- * complete events and half of the next one (the socket is destroyed).
- */
-async function startProxy(target) {
-  const seen = [];
-  let cutAfter = null;
-  let cuts = 0;
-  const server = http.createServer((req, res) => {
-    seen.push({ method: req.method, path: req.url, key: req.headers["idempotency-key"] });
-    const forward = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers }, (up) => {
-      res.writeHead(up.statusCode, up.headers);
-      res.flushHeaders();
-      const cut = /^text\/event-stream/.test(up.headers["content-type"] ?? "") && cutAfter !== null ? cutAfter : null;
-      if (cut !== null) cutAfter = null;
-      let text = "";
-      let written = 0;
-      up.on("data", (chunk) => {
-        if (cut === null) return res.write(chunk);
-        if (written < 0) return; // already cut
-        text += chunk.toString("latin1");
-        const whole = eventEnd(text, cut);
-        const next = whole < 0 ? -1 : eventEnd(text, cut + 1);
-        if (next < 0) return; // wait until the event after the cut has arrived
-        const stop = whole + Math.floor((next - whole) / 2);
-        res.write(Buffer.from(text.slice(written, stop), "latin1"), () => {
-          cuts++;
-          res.socket.destroy();
-          up.destroy();
-        });
-        written = -1;
-      });
-      up.on("end", () => written >= 0 && res.end());
-      up.on("error", () => res.socket?.destroy());
-    });
-    forward.on("error", () => res.socket?.destroy());
-    req.pipe(forward);
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${server.address().port}`,
-    seen,
-    get cuts() {
-      return cuts;
-    },
-    cutNextStream(k) {
-      cutAfter = k;
-    },
-    close: () => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(resolve));
-    },
-  };
-}
 
 before(async () => {
   stack = await startStack();
