@@ -104,6 +104,12 @@ describe("streamed jobs", () => {
     // Last-Event-ID is the same cursor.
     const byHeader = await fetch(`${stack.url}/onejob/v1/jobs/${key}/stream`, { headers: { Authorization: `Bearer ${DEV_KEY}`, "Last-Event-ID": String(k) } });
     assert.equal((await readAll(byHeader)).text, rest);
+    // No id: lines unless asked for; asked for, each event carries its number.
+    assert.ok(!whole.includes("\nid: ") && !whole.startsWith("id: "));
+    const numbered = await fetch(`${stack.url}/onejob/v1/jobs/${key}/stream?from=${k}&ids=1`, { headers: { Authorization: `Bearer ${DEV_KEY}` } });
+    const withIds = events((await readAll(numbered)).text);
+    assert.deepEqual(withIds.map((e) => e.split("\n")[0]), events(rest).map((_, i) => `id: ${k + 1 + i}`));
+    assert.deepEqual(withIds.map((e) => e.slice(e.indexOf("\n") + 1)), events(rest));
   });
 
   test("4. a finished stream replays byte for byte, also after a restart", async () => {

@@ -126,6 +126,15 @@ pub fn ends_stream(event: &[u8]) -> bool {
         || data.trim_start().starts_with("{\"error\"")
 }
 
+/// The event with an `id:` line naming its number (1 for the first event),
+/// for readers that asked for ids: an `EventSource` (or any SSE client) then
+/// resumes with `Last-Event-ID`, which onejob reads as "events received".
+pub fn with_id(event: &[u8], number: u64) -> Vec<u8> {
+    let mut out = format!("id: {number}\n").into_bytes();
+    out.extend_from_slice(event);
+    out
+}
+
 /// Token usage carried by an event: OpenAI's `usage` chunk
 /// (`stream_options.include_usage`), the Responses API's
 /// `response.completed`, or Anthropic's `message_start` / `message_delta`.
@@ -228,6 +237,13 @@ mod tests {
         }
         assert!(ends_stream(&interrupted_event("cut")));
         assert!(!ends_stream(b"data: {\"choices\":[]}\n\n"));
+    }
+
+    #[test]
+    fn ids_are_event_numbers_on_their_own_line() {
+        assert_eq!(with_id(b"data: x\n\n", 7), b"id: 7\ndata: x\n\n".to_vec());
+        let mut splitter = Splitter::new();
+        assert_eq!(splitter.push(&with_id(b"data: [DONE]\n\n", 3)).len(), 1, "still one event");
     }
 
     #[test]

@@ -104,7 +104,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
     let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None })?;
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None, ids: false })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(query.into()));
     call_ledger(env, &storage_id, route::VIEW, &init).await
@@ -124,7 +124,11 @@ pub async fn job_stream(req: Request, env: &Env, raw_key: &str) -> Result<Respon
         Ok(key) => key,
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
-    let from_query = req.url()?.query_pairs().find(|(name, _)| name == "from").map(|(_, v)| v.into_owned());
+    let url = req.url()?;
+    let query = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
+    let from_query = query("from");
+    // `id:` lines only when asked for: OpenAI-compatible clients must not see them.
+    let ids = matches!(query("ids").as_deref(), Some("1" | "true"));
     let from = match from_query.or(req.headers().get("Last-Event-ID")?) {
         None => 0,
         Some(text) => match text.trim().parse::<u64>() {
@@ -138,7 +142,7 @@ pub async fn job_stream(req: Request, env: &Env, raw_key: &str) -> Result<Respon
         },
     };
     let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: Some(from) })?;
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: Some(from), ids })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(query.into()));
     call_ledger(env, &storage_id, route::STREAM, &init).await
@@ -158,7 +162,7 @@ pub async fn job_cancel(req: Request, env: &Env, raw_key: &str) -> Result<Respon
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
     let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None })?;
+    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None, ids: false })?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(query.into()));
     call_ledger(env, &storage_id, route::CANCEL, &init).await

@@ -40,6 +40,9 @@ pub struct JobQuery {
     /// For a stream: the number of events the reader already has.
     #[serde(default)]
     pub from: Option<u64>,
+    /// For a stream: number the events with `id:` lines.
+    #[serde(default)]
+    pub ids: bool,
 }
 
 /// The body of a submission: header, then the request bytes.

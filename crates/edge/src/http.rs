@@ -4,6 +4,7 @@
 use futures_util::StreamExt;
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
+use onejob_core::sse::with_id;
 use worker::{Headers, Request, Response, Result};
 
 use crate::stream::Subscription;
@@ -153,7 +154,12 @@ impl JobResult {
 /// A caller's view of a live stream: its events as they come, with onejob's
 /// headers. The job is still running (`in_flight`).
 pub fn stream_response(subscription: Subscription, key: &str, replayed: bool) -> Result<Response> {
-    let Subscription { attempt, content_type, events } = subscription;
+    stream_response_with(subscription, key, replayed, false)
+}
+
+/// [`stream_response`], its events numbered with `id:` lines when `ids`.
+pub fn stream_response_with(subscription: Subscription, key: &str, replayed: bool, ids: bool) -> Result<Response> {
+    let Subscription { attempt, content_type, from, events } = subscription;
     let headers = Headers::new();
     headers.set("Content-Type", &content_type)?;
     set_stream_headers(&headers)?;
@@ -163,7 +169,11 @@ pub fn stream_response(subscription: Subscription, key: &str, replayed: bool) ->
     if replayed {
         headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
     }
-    let body = events.map(Ok::<Vec<u8>, worker::Error>);
+    let mut number = from;
+    let body = events.map(move |event| {
+        number += 1;
+        Ok::<Vec<u8>, worker::Error>(if ids { with_id(&event, number) } else { event })
+    });
     with_cors(Response::from_stream(body)?.with_headers(headers))
 }
 

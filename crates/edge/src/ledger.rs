@@ -77,7 +77,7 @@ impl DurableObject for Ledger {
             },
             route => match (route, serde_json::from_slice::<JobQuery>(&body)) {
                 ("/view", Ok(query)) => self.view(&query.key),
-                ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0)),
+                ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0), query.ids),
                 ("/cancel", Ok(query)) => self.cancel(&query.key),
                 (_, Ok(_)) => http::problem_of(ProblemType::NotFound, "unknown ledger route"),
                 (_, Err(_)) => http::problem_of(ProblemType::Internal, "malformed job query"),
@@ -275,13 +275,13 @@ impl Ledger {
 
     /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
     /// `N`, live while the job streams, from storage once it has finished.
-    fn resume_stream(&self, key: &str, from: u64) -> Result<Response> {
+    fn resume_stream(&self, key: &str, from: u64, ids: bool) -> Result<Response> {
         let store = self.store();
         if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
-            return http::stream_response(subscription, key, true);
+            return http::stream_response_with(subscription, key, true, ids);
         }
         match store.load_job()? {
-            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from)? {
+            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from, ids)? {
                 Some(result) => result.into_response(key, true),
                 None => http::problem_of(ProblemType::JobNotFound, "this job's answer was not streamed"),
             },

@@ -5,6 +5,7 @@
 
 use onejob_core::job::Job;
 use onejob_core::protocol::{Problem, ProblemType};
+use onejob_core::sse::with_id;
 use worker::Result;
 
 use crate::http::JobResult;
@@ -35,15 +36,20 @@ pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {
     })
 }
 
-/// A finished streamed answer after its first `from` events; `None` when the
-/// job's answer did not stream.
-pub fn stream_after(store: &Store, job: &Job, from: u64) -> Result<Option<JobResult>> {
+/// A finished streamed answer after its first `from` events (numbered with
+/// `id:` lines when `ids`); `None` when the job's answer did not stream.
+pub fn stream_after(store: &Store, job: &Job, from: u64, ids: bool) -> Result<Option<JobResult>> {
     let Some(attempt) = job.replayed_attempt().map(|a| a.number) else { return Ok(None) };
     let Some(response) = store.load_response(attempt)?.filter(|r| r.streamed) else { return Ok(None) };
     Ok(Some(JobResult {
         status: response.status,
         content_type: response.content_type,
-        body: store.load_events(attempt, from, u64::MAX)?.concat(),
+        body: store
+            .load_events(attempt, from, u64::MAX)?
+            .iter()
+            .zip(from + 1..)
+            .flat_map(|(event, number)| if ids { with_id(event, number) } else { event.clone() })
+            .collect(),
         state: job.state(),
         attempt: Some(attempt),
         retry_after_ms: None,

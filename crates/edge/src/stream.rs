@@ -55,6 +55,8 @@ pub type LiveSlot = Rc<RefCell<Option<Live>>>;
 pub struct Subscription {
     pub attempt: u32,
     pub content_type: String,
+    /// The number of events before the first one it gets.
+    pub from: u64,
     pub events: UnboundedReceiver<Vec<u8>>,
 }
 
@@ -84,7 +86,7 @@ pub fn subscribe(slot: &LiveSlot, store: &Store, from: u64) -> Result<Option<Sub
         let _ = sender.unbounded_send(event.clone());
     }
     live.subscribers.push(sender);
-    Ok(Some(Subscription { attempt: live.attempt, content_type: live.content_type.clone(), events }))
+    Ok(Some(Subscription { attempt: live.attempt, content_type: live.content_type.clone(), from, events }))
 }
 
 impl Live {
