@@ -7,11 +7,14 @@
 // - a 1000-way storm on one key: upstream calls, identical bodies, wall time;
 // - throughput at concurrency 16 on distinct keys, and its ratio;
 // - a streamed answer (20 events, 50 ms apart): time to first event and to
-//   the end, through each; 100 concurrent duplicate streams on one key.
+//   the end, straight from the upstream and through each; 100 concurrent
+//   duplicate streams on one key; the runtime's memory while a 20 MB stream
+//   passes through onejob (no whole-body buffering).
 //
 //   make bench            (node bench/edge.mjs [rounds])
 //
 // Figures are wall-clock times seen by a local client on this machine.
+import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -43,6 +46,18 @@ async function timed(stack, key, body) {
   const text = await res.text();
   if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
   return { ms: performance.now() - started, text };
+}
+
+/** Resident memory of every workerd process on the machine, in MB (Linux /proc). */
+function workerdRssMb() {
+  let kb = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      if (!readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("workerd")) continue;
+      kb += Number(readFileSync(`/proc/${pid}/status`, "utf8").match(/VmRSS:\s+(\d+)/)?.[1] ?? 0);
+    } catch {}
+  }
+  return kb / 1024;
 }
 
 /** A streamed request: when its first bytes and its end arrived, and its text. */
@@ -135,12 +150,14 @@ try {
   const streamTimes = { onejob: [], passthrough: [] };
   // Every key streams (the pass-through sends the raw key, onejob a derived one).
   llm.scriptAll(["sse:20:50*"]);
+  streamTimes.upstream = [];
+  const direct = { url: llm.baseUrl.replace(/\/v1$/, "") };
   for (let i = 0; i < 10; i++) {
-    for (const [name, stack] of [["passthrough", passthrough], ["onejob", onejob]]) {
+    for (const [name, stack] of [["upstream", direct], ["passthrough", passthrough], ["onejob", onejob]]) {
       streamTimes[name].push(await timedStream(stack, newKey(), streamed));
     }
   }
-  for (const name of ["passthrough", "onejob"]) {
+  for (const name of ["upstream", "passthrough", "onejob"]) {
     const first = streamTimes[name].map((t) => t.firstMs);
     const total = streamTimes[name].map((t) => t.totalMs);
     console.log(`stream via ${name.padEnd(11)} first event p50 ${fmt(quantile(first, 0.5))}   end p50 ${fmt(quantile(total, 0.5))}`);
@@ -151,6 +168,17 @@ try {
   const copies = await Promise.all(Array.from({ length: 100 }, () => timedStream(onejob, shared, streamed)));
   console.log(
     `100 concurrent duplicate streams: ${llm.allCalls().length - before} upstream call(s), ${new Set(copies.map((c) => c.text)).size} distinct body, ${(performance.now() - streamStarted).toFixed(0)} ms wall`,
+  );
+
+  // The runtime's resident memory while 20 MB stream through one job.
+  llm.scriptAll(["sse-big:70:300000*"]);
+  const baseline = workerdRssMb();
+  let peak = baseline;
+  const sampler = setInterval(() => (peak = Math.max(peak, workerdRssMb())), 50);
+  const big = await timedStream(onejob, newKey(), streamed);
+  clearInterval(sampler);
+  console.log(
+    `a ${(big.text.length / 1e6).toFixed(1)} MB stream through onejob: workerd resident memory ${baseline.toFixed(0)} MB before, at most ${peak.toFixed(0)} MB while it passed`,
   );
 } finally {
   await onejob.stop();
