@@ -116,29 +116,10 @@ void [response, f, records, resumed, oj.forget("triage:1") satisfies boolean];
 
   test("the official openai package at its defaults, bundled into a page on another origin: one completion, one upstream call", async () => {
     const stack = await startStack();
-    const web = path.join(app, "openai-web");
-    mkdirSync(web);
-    writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
-    writeFileSync(
-      path.join(web, "main.js"),
-      `import OpenAI from "openai";
-import { OneJob } from "onejob";
-const endpoint = new URLSearchParams(location.search).get("endpoint");
-const oj = new OneJob({ endpoint });
-// dangerouslyAllowBrowser: the key here is a onejob tenant key, not the provider's.
-const openai = new OpenAI({ baseURL: endpoint + "/v1", apiKey: "${DEV_KEY}", fetch: oj.fetcher(), dangerouslyAllowBrowser: true });
-try {
+    const dist = buildOpenAiPage("openai-web", `
   const completion = await openai.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "from the browser" }] });
-  document.body.dataset.result = "ok";
-  document.body.textContent = completion.choices[0].message.content;
-} catch (error) {
-  document.body.dataset.result = "error";
-  document.body.textContent = String(error);
-}
-`,
-    );
-    run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
-    const server = await serveStatic(path.join(web, "dist"));
+  document.body.textContent = completion.choices[0].message.content;`);
+    const server = await serveStatic(dist);
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
@@ -165,30 +146,12 @@ try {
     const stack = await startStack();
     stack.llm.scriptAll(["sse:20:30*"]);
     const proxy = await startCuttingProxy(stack.url);
-    const web = path.join(app, "openai-stream-web");
-    mkdirSync(web);
-    writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
-    writeFileSync(
-      path.join(web, "main.js"),
-      `import OpenAI from "openai";
-import { OneJob } from "onejob";
-const endpoint = new URLSearchParams(location.search).get("endpoint");
-const oj = new OneJob({ endpoint });
-const openai = new OpenAI({ baseURL: endpoint + "/v1", apiKey: "${DEV_KEY}", fetch: oj.fetcher(), dangerouslyAllowBrowser: true });
-try {
+    const dist = buildOpenAiPage("openai-stream-web", `
   const stream = await openai.chat.completions.create({ model: "gpt-test", stream: true, messages: [{ role: "user", content: "stream in the browser" }] });
   let content = "";
   for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
-  document.body.dataset.result = "ok";
-  document.body.textContent = content;
-} catch (error) {
-  document.body.dataset.result = "error";
-  document.body.textContent = String(error);
-}
-`,
-    );
-    run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
-    const server = await serveStatic(path.join(web, "dist"));
+  document.body.textContent = content;`);
+    const server = await serveStatic(dist);
     const browser = await launchChromium();
     try {
       const page = await browser.newPage();
@@ -259,4 +222,34 @@ async function serveStatic(dir) {
   });
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   return server;
+}
+
+/**
+ * Bundles (Vite) a page of the app that uses the official openai package
+ * through `oj.fetcher()` against `?endpoint=`; `body` runs with `openai` in
+ * scope and sets the page's text. The page says `data-result` ok or error.
+ * Returns the built folder.
+ */
+function buildOpenAiPage(name, body) {
+  const web = path.join(app, name);
+  mkdirSync(web);
+  writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
+  writeFileSync(
+    path.join(web, "main.js"),
+    `import OpenAI from "openai";
+import { OneJob } from "onejob";
+const endpoint = new URLSearchParams(location.search).get("endpoint");
+const oj = new OneJob({ endpoint });
+// dangerouslyAllowBrowser: the key here is a onejob tenant key, not the provider's.
+const openai = new OpenAI({ baseURL: endpoint + "/v1", apiKey: "${DEV_KEY}", fetch: oj.fetcher(), dangerouslyAllowBrowser: true });
+try {${body}
+  document.body.dataset.result = "ok";
+} catch (error) {
+  document.body.dataset.result = "error";
+  document.body.textContent = String(error);
+}
+`,
+  );
+  run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
+  return path.join(web, "dist");
 }

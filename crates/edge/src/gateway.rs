@@ -90,82 +90,55 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     call_ledger(env, &storage_id, route::SUBMIT, &init).await
 }
 
-/// `GET /onejob/v1/jobs/{key}`.
-pub async fn job(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
-    let (_, tenant) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    if req.method() != Method::Get {
-        return problem_of(ProblemType::MethodNotAllowed, "use GET");
-    }
-    let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
-        Ok(key) => key,
-        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
-    };
-    let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None, ids: false })?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(query.into()));
-    call_ledger(env, &storage_id, route::VIEW, &init).await
+/// The routes about one job, under `/onejob/v1/jobs/{key}`.
+#[derive(Clone, Copy)]
+pub enum JobRoute {
+    /// `GET …/{key}`: the job and its attempts.
+    View,
+    /// `GET …/{key}/stream?from=N` (or `Last-Event-ID: N`; `&ids=1` for
+    /// `id:` lines): a streamed answer after its first `N` events.
+    Stream,
+    /// `POST …/{key}/cancel`: stops a streaming answer.
+    Cancel,
 }
 
-/// `GET /onejob/v1/jobs/{key}/stream?from=N` (or `Last-Event-ID: N`): the
-/// events of a streamed answer after the first `N`.
-pub async fn job_stream(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
+/// A tenant's request about its job `raw_key`, handed to the job's Ledger.
+pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Result<Response> {
     let (_, tenant) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
     };
-    if req.method() != Method::Get {
-        return problem_of(ProblemType::MethodNotAllowed, "use GET");
+    let (method, ledger_route) = match route {
+        JobRoute::View => (Method::Get, route::VIEW),
+        JobRoute::Stream => (Method::Get, route::STREAM),
+        JobRoute::Cancel => (Method::Post, route::CANCEL),
+    };
+    if req.method() != method {
+        return problem_of(ProblemType::MethodNotAllowed, format!("use {method}"));
     }
     let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
         Ok(key) => key,
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
-    let url = req.url()?;
-    let query = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
-    let from_query = query("from");
-    // `id:` lines only when asked for: OpenAI-compatible clients must not see them.
-    let ids = matches!(query("ids").as_deref(), Some("1" | "true"));
-    let from = match from_query.or(req.headers().get("Last-Event-ID")?) {
-        None => 0,
-        Some(text) => match text.trim().parse::<u64>() {
-            Ok(n) => n,
-            Err(_) => {
-                return problem_of(
-                    ProblemType::InvalidQuery,
-                    "from (or Last-Event-ID) must be a whole number of events",
-                );
+    let mut query = JobQuery { key: key.to_string(), from: None, ids: false };
+    if let JobRoute::Stream = route {
+        let url = req.url()?;
+        let param = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
+        // `id:` lines only when asked for: OpenAI-compatible clients must not see them.
+        query.ids = matches!(param("ids").as_deref(), Some("1" | "true"));
+        let from = param("from").or(req.headers().get("Last-Event-ID")?);
+        query.from = match from.map(|text| text.trim().parse::<u64>()) {
+            None => Some(0),
+            Some(Ok(n)) => Some(n),
+            Some(Err(_)) => {
+                let detail = "from (or Last-Event-ID) must be a whole number of events";
+                return problem_of(ProblemType::InvalidQuery, detail);
             }
-        },
-    };
-    let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: Some(from), ids })?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(query.into()));
-    call_ledger(env, &storage_id, route::STREAM, &init).await
-}
-
-/// `POST /onejob/v1/jobs/{key}/cancel`: stops a streaming answer.
-pub async fn job_cancel(req: Request, env: &Env, raw_key: &str) -> Result<Response> {
-    let (_, tenant) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    if req.method() != Method::Post {
-        return problem_of(ProblemType::MethodNotAllowed, "use POST");
+        };
     }
-    let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
-        Ok(key) => key,
-        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
-    };
-    let storage_id = StorageId::derive(&tenant, &key);
-    let query = serde_json::to_string(&JobQuery { key: key.to_string(), from: None, ids: false })?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(query.into()));
-    call_ledger(env, &storage_id, route::CANCEL, &init).await
+    init.with_method(Method::Post).with_body(Some(serde_json::to_string(&query)?.into()));
+    call_ledger(env, &StorageId::derive(&tenant, &key), ledger_route, &init).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a

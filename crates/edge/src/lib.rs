@@ -36,6 +36,7 @@ mod upstream;
 
 pub use ledger::Ledger;
 
+use gateway::JobRoute;
 use onejob_core::protocol::ProblemType;
 use worker::{Context, Env, Method, Request, Response, Result, event};
 
@@ -57,17 +58,14 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     if path.starts_with("/v1/") {
         return gateway::proxy(req, env).await;
     }
-    if let Some(key) = path.strip_prefix("/onejob/v1/jobs/") {
-        if let Some(key) = key.strip_suffix("/stream") {
-            let key = key.to_owned();
-            return gateway::job_stream(req, env, &key).await;
-        }
-        if let Some(key) = key.strip_suffix("/cancel") {
-            let key = key.to_owned();
-            return gateway::job_cancel(req, env, &key).await;
-        }
+    if let Some(rest) = path.strip_prefix("/onejob/v1/jobs/") {
+        let (key, route) = match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel")) {
+            (Some(key), _) => (key, JobRoute::Stream),
+            (_, Some(key)) => (key, JobRoute::Cancel),
+            _ => (rest, JobRoute::View),
+        };
         let key = key.to_owned();
-        return gateway::job(req, env, &key).await;
+        return gateway::job(req, env, &key, route).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);

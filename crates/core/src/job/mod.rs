@@ -563,11 +563,7 @@ impl Job {
     /// job keeps the partial stream and is never run again.
     pub fn interrupt(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
         self.check_ticket(ticket)?;
-        self.end_current_attempt(now_ms, AttemptOutcome::Interrupted, report);
-        self.state = JobState::Interrupted;
-        self.completed_by = Some(ticket.attempt);
-        self.lease_until_ms = None;
-        self.bump(now_ms);
+        self.end_stream(now_ms, JobState::Interrupted, report);
         Ok(())
     }
 
@@ -592,11 +588,7 @@ impl Job {
     /// partial stream and is never run again.
     pub fn cancel(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
         self.check_ticket(ticket)?;
-        self.end_current_attempt(now_ms, AttemptOutcome::Cancelled, report);
-        self.state = JobState::Cancelled;
-        self.completed_by = Some(ticket.attempt);
-        self.lease_until_ms = None;
-        self.bump(now_ms);
+        self.end_stream(now_ms, JobState::Cancelled, report);
         Ok(())
     }
 
@@ -613,8 +605,16 @@ impl Job {
 
     fn settle_interrupted(&mut self, now_ms: u64) {
         let report = AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::StreamInterrupted) };
-        self.end_current_attempt(now_ms, AttemptOutcome::Interrupted, report);
-        self.state = JobState::Interrupted;
+        self.end_stream(now_ms, JobState::Interrupted, report);
+    }
+
+    /// The current attempt's stream ends for good (`Interrupted` or
+    /// `Cancelled`): its partial answer is the job's result.
+    fn end_stream(&mut self, now_ms: u64, state: JobState, report: AttemptReport) {
+        let outcome =
+            if state == JobState::Cancelled { AttemptOutcome::Cancelled } else { AttemptOutcome::Interrupted };
+        self.end_current_attempt(now_ms, outcome, report);
+        self.state = state;
         self.completed_by = self.attempts.last().map(|a| a.number);
         self.lease_until_ms = None;
         self.bump(now_ms);
