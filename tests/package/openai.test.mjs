@@ -5,21 +5,16 @@
 // called once.
 import assert from "node:assert/strict";
 import http from "node:http";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import OpenAI from "openai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
-import { startFakeLlm } from "../support/fake-llm.mjs";
-import { DEV_KEY, startWorker } from "../support/worker.mjs";
+import { DEV_KEY, startStack } from "../support/harness.mjs";
 
 let llm;
 let worker;
 let proxy;
-let persistTo;
 
 /**
  * Forwards to the worker; `dropNext` makes it swallow the next response and
@@ -62,17 +57,14 @@ async function startProxy(target, { strip = [] } = {}) {
 }
 
 before(async () => {
-  llm = await startFakeLlm();
-  persistTo = mkdtempSync(path.join(tmpdir(), "onejob-openai-"));
-  worker = await startWorker({ vars: { UPSTREAM: llm.baseUrl }, persistTo });
+  worker = await startStack();
+  llm = worker.llm;
   proxy = await startProxy(worker.url);
 });
 
 after(async () => {
   await proxy?.close();
   await worker?.stop();
-  await llm?.close();
-  if (persistTo) rmSync(persistTo, { recursive: true, force: true });
 });
 
 const client = (events = []) => {
@@ -135,14 +127,12 @@ async function startAlways503() {
 describe("openai SDK at its default maxRetries, upstream always 503", () => {
   let down;
   let downWorker;
-  let downState;
   let stripping;
 
   before(async () => {
     down = await startAlways503();
-    downState = mkdtempSync(path.join(tmpdir(), "onejob-openai-503-"));
-    const vars = { UPSTREAM: down.baseUrl, BACKOFF_BASE_MS: "10", BACKOFF_CAP_MS: "50" };
-    downWorker = await startWorker({ vars, persistTo: downState });
+    const vars = { BACKOFF_BASE_MS: "10", BACKOFF_CAP_MS: "50" };
+    downWorker = await startStack({ upstream: down.baseUrl, vars });
     stripping = await startProxy(downWorker.url, { strip: ["x-should-retry"] });
   });
 
@@ -150,7 +140,6 @@ describe("openai SDK at its default maxRetries, upstream always 503", () => {
     await stripping?.close();
     await downWorker?.stop();
     await down?.close();
-    if (downState) rmSync(downState, { recursive: true, force: true });
   });
 
   /** create() through `oj.fetcher()` at the package's default maxRetries (2): its outcome, or "pending" after 60 s. */
