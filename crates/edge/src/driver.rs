@@ -114,16 +114,8 @@ impl<'a> Driver<'a> {
                 retries.next(&attempted.observed, may_try_again, budget, &mut MathRandom)
             });
             let Attempted { observed, response, .. } = attempted;
-            let result = |retry_after_ms| JobResult {
-                status: response.status,
-                content_type: response.content_type.clone(),
-                body: response.body.clone(),
-                state: job.state(),
-                attempt: Some(ticket.attempt),
-                retry_after_ms,
-            };
             let finished = match step {
-                Step::Deliver => result(None),
+                Step::Deliver => JobResult::of(response, job.state(), Some(ticket.attempt), None),
                 Step::Wait(ms) => {
                     Delay::from(Duration::from_millis(ms)).await;
                     continue;
@@ -141,7 +133,10 @@ impl<'a> Driver<'a> {
                     JobResult::problem(&problem, job.state(), Some(ticket.attempt))
                 }
                 // Out of attempts (dead: final) or of budget (ask again later).
-                Step::GiveUp => result(may_try_again.then(|| observed.server_delay_ms.unwrap_or(1_000))),
+                Step::GiveUp => {
+                    let again = may_try_again.then(|| observed.server_delay_ms.unwrap_or(1_000));
+                    JobResult::of(response, job.state(), Some(ticket.attempt), again)
+                }
             };
             return Ok(Driven::Result(finished));
         }
@@ -171,12 +166,8 @@ impl<'a> Driver<'a> {
                         now_ms(),
                         settings.retry_after_cap_ms,
                     );
-                    let response = StoredResponse {
-                        status: reply.status,
-                        content_type: reply.content_type,
-                        body: reply.body,
-                        streamed: false,
-                    };
+                    let response =
+                        StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
                     (observed, response, facts.usage)
                 }
                 CallResult::Stream(streaming) => return Err(streaming),
@@ -186,7 +177,6 @@ impl<'a> Driver<'a> {
                         status: problem.status(),
                         content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
                         body: problem.to_json().into_bytes(),
-                        streamed: false,
                     };
                     (Observation::transport(failure), response, None)
                 }

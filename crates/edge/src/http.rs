@@ -7,6 +7,7 @@ use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::sse::with_id;
 use worker::{Headers, Request, Response, Result};
 
+use crate::store::StoredResponse;
 use crate::stream::Subscription;
 use crate::upstream::SSE;
 
@@ -110,6 +111,12 @@ pub struct JobResult {
 }
 
 impl JobResult {
+    /// A stored (or just stored) response as the job's result, moved, not copied.
+    pub fn of(response: StoredResponse, state: JobState, attempt: Option<u32>, retry_after_ms: Option<u64>) -> Self {
+        let StoredResponse { status, content_type, body } = response;
+        Self { status, content_type, body, state, attempt, retry_after_ms }
+    }
+
     /// An error of onejob's own (no upstream response to keep), as problem+json.
     pub fn problem(problem: &Problem, state: JobState, attempt: Option<u32>) -> Self {
         Self {

@@ -22,6 +22,15 @@ pub struct StoredResponse {
     pub status: u16,
     pub content_type: String,
     pub body: Vec<u8>,
+}
+
+/// What a stored response is, without its body.
+#[derive(Debug, Clone)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub content_type: String,
+    /// Body bytes (a stream's: once it has ended).
+    pub size: u64,
     /// The body is a stored stream of events.
     pub streamed: bool,
 }
@@ -111,42 +120,51 @@ impl Store {
         Ok(())
     }
 
-    /// An attempt's stored response, body reassembled.
-    pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
-        let attempt = Value::Integer(i64::from(attempt));
-        let Some(row) = self.first_row(
+    /// What an attempt's stored response is, without reading its body.
+    pub fn response_head(&self, attempt: u32) -> worker::Result<Option<ResponseHead>> {
+        let row = self.first_row(
             "SELECT status, content_type, size, streamed FROM responses WHERE attempt = ?",
-            vec![attempt.clone()],
-        )?
-        else {
-            return Ok(None);
-        };
-        let (status, content_type, size, streamed) = match row.as_slice() {
-            [Value::Integer(status), Value::String(content_type), Value::Integer(size), Value::Integer(streamed)] => {
-                (*status, content_type.clone(), *size, *streamed != 0)
-            }
-            _ => return Err(unreadable("response")),
-        };
-        let mut body = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        let query = if streamed {
-            "SELECT bytes FROM stream_events WHERE attempt = ? ORDER BY seq, part"
+            vec![Value::Integer(i64::from(attempt))],
+        )?;
+        match row.as_deref() {
+            None => Ok(None),
+            Some(
+                [Value::Integer(status), Value::String(content_type), Value::Integer(size), Value::Integer(streamed)],
+            ) => Ok(Some(ResponseHead {
+                status: u16::try_from(*status).unwrap_or(500),
+                content_type: content_type.clone(),
+                size: u64::try_from(*size).unwrap_or(0),
+                streamed: *streamed != 0,
+            })),
+            Some(_) => Err(unreadable("response")),
+        }
+    }
+
+    /// An attempt's stored response, body reassembled (a stream's from its events).
+    pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
+        let Some(head) = self.response_head(attempt)? else { return Ok(None) };
+        let body = if head.streamed {
+            self.load_events(attempt, 0, u64::MAX)?.concat()
         } else {
-            "SELECT bytes FROM response_chunks WHERE attempt = ? ORDER BY seq"
-        };
-        let chunks = self.sql.exec(query, vec![attempt])?;
-        for row in chunks.raw() {
-            match row?.into_iter().next() {
-                Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
-                // An empty BLOB may come back as an empty string.
-                Some(Value::String(text)) if text.is_empty() => {}
-                _ => return Err(unreadable("response chunk")),
+            let mut body = Vec::with_capacity(usize::try_from(head.size).unwrap_or(0));
+            let chunks = self.sql.exec(
+                "SELECT bytes FROM response_chunks WHERE attempt = ? ORDER BY seq",
+                vec![Value::Integer(i64::from(attempt))],
+            )?;
+            for row in chunks.raw() {
+                match row?.into_iter().next() {
+                    Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
+                    // An empty BLOB may come back as an empty string.
+                    Some(Value::String(text)) if text.is_empty() => {}
+                    _ => return Err(unreadable("response chunk")),
+                }
             }
-        }
-        // A stream's size is known once it has ended (an interrupted one's may not be).
-        if !streamed && body.len() as i64 != size {
-            return Err(unreadable("response body (size mismatch)"));
-        }
-        Ok(Some(StoredResponse { status: u16::try_from(status).unwrap_or(500), content_type, body, streamed }))
+            if body.len() as u64 != head.size {
+                return Err(unreadable("response body (size mismatch)"));
+            }
+            body
+        };
+        Ok(Some(StoredResponse { status: head.status, content_type: head.content_type, body }))
     }
 
     /// Appends the events numbered `first_seq..` of an attempt's stream
@@ -177,8 +195,9 @@ impl Store {
         let mut events: Vec<Vec<u8>> = Vec::new();
         let mut current = None;
         for row in rows.raw() {
-            let (seq, bytes) = match row?.as_slice() {
-                [Value::Integer(seq), Value::Blob(bytes)] => (*seq, bytes.clone()),
+            let mut values = row?.into_iter();
+            let (seq, bytes) = match (values.next(), values.next()) {
+                (Some(Value::Integer(seq)), Some(Value::Blob(bytes))) => (seq, bytes),
                 _ => return Err(unreadable("stream event")),
             };
             if current == Some(seq) {

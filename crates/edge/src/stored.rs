@@ -19,14 +19,7 @@ pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {
         None => None,
     };
     Ok(match stored {
-        Some(response) => JobResult {
-            status: response.status,
-            content_type: response.content_type,
-            body: response.body,
-            state: job.state(),
-            attempt,
-            retry_after_ms: None,
-        },
+        Some(response) => JobResult::of(response, job.state(), attempt, None),
         // A dead job whose last attempt's outcome was unknown left no response.
         None => {
             let detail =
@@ -40,10 +33,11 @@ pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {
 /// `id:` lines when `ids`); `None` when the job's answer did not stream.
 pub fn stream_after(store: &Store, job: &Job, from: u64, ids: bool) -> Result<Option<JobResult>> {
     let Some(attempt) = job.replayed_attempt().map(|a| a.number) else { return Ok(None) };
-    let Some(response) = store.load_response(attempt)?.filter(|r| r.streamed) else { return Ok(None) };
+    // The head tells whether it streamed; only the events after `from` are read.
+    let Some(head) = store.response_head(attempt)?.filter(|h| h.streamed) else { return Ok(None) };
     Ok(Some(JobResult {
-        status: response.status,
-        content_type: response.content_type,
+        status: head.status,
+        content_type: head.content_type,
         body: store
             .load_events(attempt, from, u64::MAX)?
             .iter()
