@@ -18,7 +18,7 @@ import { readFileSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-import { DEV_KEY, chat, newKey, startFakeLlm, startStack } from "../tests/support/harness.mjs";
+import { DEV_KEY, chat, newKey, readBody, startFakeLlm, startStack } from "../tests/support/harness.mjs";
 
 const rounds = Number(process.argv[2] ?? 40);
 const UPSTREAM_MS = 50;
@@ -36,17 +36,20 @@ const onejob = await startStack({
 });
 const passthrough = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "passthrough") });
 
-async function timed(stack, key, body) {
+/** One keyed call, read to its end: its text, first-byte and total times. */
+async function timedStream(stack, key, body) {
   const started = performance.now();
   const res = await fetch(`${stack.url}/v1/chat/completions`, {
     method: "POST",
     headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
     body,
   });
-  const text = await res.text();
+  const { text, firstByteMs, totalMs } = await readBody(res, started);
   if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
-  return { ms: performance.now() - started, text };
+  return { ms: totalMs, firstMs: firstByteMs, totalMs, text };
 }
+
+const timed = timedStream;
 
 /** Resident memory of every workerd process on the machine, in MB (Linux /proc). */
 function workerdRssMb() {
@@ -58,27 +61,6 @@ function workerdRssMb() {
     } catch {}
   }
   return kb / 1024;
-}
-
-/** A streamed request: when its first bytes and its end arrived, and its text. */
-async function timedStream(stack, key, body) {
-  const started = performance.now();
-  const res = await fetch(`${stack.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
-    body,
-  });
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  let firstMs;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    firstMs ??= performance.now() - started;
-    text += decoder.decode(value, { stream: true });
-  }
-  return { firstMs, totalMs: performance.now() - started, text };
 }
 
 const quantile = (values, q) => {

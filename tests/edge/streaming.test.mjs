@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { DEV_KEY, chat, newKey, sleep, startStack } from "../support/harness.mjs";
+import { DEV_KEY, chat, newKey, readBody, sleep, startStack } from "../support/harness.mjs";
 
 let stack;
 
@@ -28,20 +28,7 @@ function open(key, body, { headers = {} } = {}) {
   });
 }
 
-/** Reads a response body to its end: the text, and when the first byte came (ms after `since`). */
-async function readAll(res, since = performance.now()) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  let firstByteMs;
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    firstByteMs ??= performance.now() - since;
-    text += decoder.decode(value, { stream: true });
-  }
-  return { text, firstByteMs, totalMs: performance.now() - since };
-}
+const readAll = readBody;
 
 const events = (text) => text.split(/(?<=\n\n)/).filter((e) => e.length > 0);
 

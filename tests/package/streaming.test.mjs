@@ -13,7 +13,7 @@ import OpenAI from "openai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
 import { startCuttingProxy as startProxy } from "../support/cutting-proxy.mjs";
-import { DEV_KEY, chat, newKey, startStack } from "../support/harness.mjs";
+import { DEV_KEY, chat, newKey, readBody, startStack } from "../support/harness.mjs";
 
 let stack;
 let proxy;
@@ -28,16 +28,7 @@ after(async () => {
   await stack?.stop();
 });
 
-async function readText(res) {
-  const reader = res.body.getReader();
-  const decoder = new TextDecoder();
-  let text = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return text;
-    text += decoder.decode(value, { stream: true });
-  }
-}
+const readText = async (res) => (await readBody(res)).text;
 
 /** The finished stream as the gateway keeps it, read directly. */
 async function finished(key) {

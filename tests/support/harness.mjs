@@ -27,6 +27,24 @@ export const newKey = () => `test-${randomUUID()}`;
 export const chat = (content, extra = {}) => ({ model: "gpt-test", messages: [{ role: "user", content }], ...extra });
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * Reads a response body to its end as it arrives: its text, when its first
+ * bytes came and when it ended (ms after `since`).
+ */
+export async function readBody(res, since = performance.now()) {
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let firstByteMs;
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    firstByteMs ??= performance.now() - since;
+    text += decoder.decode(value, { stream: true });
+  }
+  return { text, firstByteMs, totalMs: performance.now() - since };
+}
+
 /** Asserts an RFC 9457 problem of `slug` with `status`; returns its body. */
 export function assertProblem({ res, text }, status, slug) {
   assert.equal(res.status, status, text);
