@@ -223,36 +223,23 @@ impl Client {
             sent += 1;
             self.events.emit("attempt", &intent, &key, &[("attempt", Field::Num(f64::from(record.attempts)))]);
             let init = self.init_for(&request, &key)?;
-            let (observed, response) = match js::fetch(&request.url, &init).await {
-                Ok(response) => {
-                    let headers = response.headers();
-                    let get = |name: &str| headers.get(name).ok().flatten();
-                    if get(header::IDEMPOTENT_REPLAYED).as_deref() == Some("true") {
-                        self.events.emit(
-                            "replayed",
-                            &intent,
-                            &key,
-                            &[("status", Field::Num(f64::from(response.status())))],
-                        );
+            let (observed, response) = match self.try_once(&request.url, &init, signal.as_ref()).await {
+                Ok(Ok(response)) => {
+                    if response.headers().get(header::IDEMPOTENT_REPLAYED).ok().flatten().as_deref() == Some("true") {
+                        let fields = [("status", Field::Num(f64::from(response.status())))];
+                        self.events.emit("replayed", &intent, &key, &fields);
                     }
-                    let observed = Observation::from_http(
-                        response.status(),
-                        &get,
-                        BodyHint::None,
-                        js::now_ms(),
-                        self.retry.retry_after_cap_ms,
-                    );
-                    (observed, Some(response))
+                    (self.observe(&response), Some(response))
                 }
-                Err(failure) => {
-                    if let Some(signal) = signal.as_ref().filter(|s| s.aborted()) {
-                        self.save(&record);
-                        return Err(signal.reason());
-                    }
-                    // Lost before or after reaching the gateway: with the same
-                    // key a resend is safe either way.
+                // Lost before or after reaching the gateway: with the same
+                // key a resend is safe either way.
+                Ok(Err(failure)) => {
                     last_network_error = failure;
                     (Observation::transport(TransportFailure::DroppedAfterSend), None)
+                }
+                Err(aborted) => {
+                    self.save(&record);
+                    return Err(aborted);
                 }
             };
             let status = observed.status.unwrap_or(0);
@@ -281,13 +268,7 @@ impl Client {
                         js::discard_body(response);
                     }
                     let why = reason(observed.classification.class, status, observed.server_delay_ms);
-                    let fields = [
-                        ("delayMs", Field::Num(delay as f64)),
-                        ("reason", Field::Str(&why)),
-                        ("serverAsked", Field::Bool(observed.server_delay_ms.is_some())),
-                    ];
-                    self.events.emit("backoff", &intent, &key, &fields);
-                    js::sleep(delay, signal.as_ref()).await?;
+                    self.back_off(&intent, &key, delay, &why, &observed, signal.as_ref()).await?;
                 }
                 // Out of attempts or budget (a final answer always has a response).
                 (_, response) => {
@@ -347,38 +328,63 @@ impl Client {
                 let _ = Reflect::set(&gave_up, &"cause".into(), &last_error);
                 return Err(gave_up);
             };
-            let fields = [
-                ("delayMs", Field::Num(delay as f64)),
-                ("reason", Field::Str(&why)),
-                ("serverAsked", Field::Bool(observed.server_delay_ms.is_some())),
-            ];
-            self.events.emit("backoff", intent, key, &fields);
-            js::sleep(delay, signal).await?;
+            self.back_off(intent, key, delay, &why, &observed, signal).await?;
             sent += 1;
-            match js::fetch(url, &resume.init).await {
+            match self.try_once(url, &resume.init, signal).await? {
                 Ok(response) if response.status() == 200 => return Ok(response),
                 Ok(response) => {
-                    let headers = response.headers();
-                    let get = |name: &str| headers.get(name).ok().flatten();
-                    observed = Observation::from_http(
-                        response.status(),
-                        &get,
-                        BodyHint::None,
-                        js::now_ms(),
-                        self.retry.retry_after_cap_ms,
-                    );
+                    observed = self.observe(&response);
                     js::discard_body(&response);
                     last_error = JsValue::UNDEFINED;
                 }
                 Err(failure) => {
-                    if let Some(signal) = signal.filter(|s| s.aborted()) {
-                        return Err(signal.reason());
-                    }
                     observed = Observation::transport(TransportFailure::DroppedAfterSend);
                     last_error = failure;
                 }
             }
         }
+    }
+
+    /// One fetch: its response, or (inner `Err`) the error of a request
+    /// that failed on the way; outer `Err` is the caller's abort reason.
+    async fn try_once(
+        &self,
+        url: &str,
+        init: &JsValue,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<Result<Response, JsValue>, JsValue> {
+        match js::fetch(url, init).await {
+            Ok(response) => Ok(Ok(response)),
+            Err(_) if let Some(signal) = signal.filter(|s| s.aborted()) => Err(signal.reason()),
+            Err(failure) => Ok(Err(failure)),
+        }
+    }
+
+    /// What a response means for retrying (core's rule, the server's hints).
+    fn observe(&self, response: &Response) -> Observation {
+        let headers = response.headers();
+        let get = |name: &str| headers.get(name).ok().flatten();
+        Observation::from_http(response.status(), &get, BodyHint::None, js::now_ms(), self.retry.retry_after_cap_ms)
+    }
+
+    /// Says why and how long it waits (a `backoff` event), then waits; the
+    /// caller's signal ends the wait at once.
+    async fn back_off(
+        &self,
+        intent: &str,
+        key: &str,
+        delay: u64,
+        why: &str,
+        observed: &Observation,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<(), JsValue> {
+        let fields = [
+            ("delayMs", Field::Num(delay as f64)),
+            ("reason", Field::Str(why)),
+            ("serverAsked", Field::Bool(observed.server_delay_ms.is_some())),
+        ];
+        self.events.emit("backoff", intent, key, &fields);
+        js::sleep(delay, signal).await
     }
 
     /// The `init` of one send: the app's headers plus the key and the token.
