@@ -6,7 +6,7 @@
 //! | 2xx | [`Decision::Accept`] |
 //! | 2xx with `content_filter` or an empty completion | [`Decision::Never`]: a paid, final answer; retrying pays again for the same |
 //! | `x-should-retry: true` / `false` on an error | [`Decision::Retry`] / [`Decision::Never`] (the server knows best) |
-//! | 408, 409, 425, 429, 502, 503, 504 | [`Decision::Retry`] |
+//! | 408, 409, 425, 429, 502, 503, 504, 529 (Anthropic's "overloaded") | [`Decision::Retry`] |
 //! | 500 | [`Decision::RetryOnce`] |
 //! | other 4xx, other 5xx | [`Decision::Never`] |
 //! | connection refused/reset, DNS, timeout *before* the request was sent | [`Decision::Retry`] |
@@ -94,6 +94,8 @@ pub enum ErrorClass {
     ServerError,
     /// 502, 503, 504.
     Unavailable,
+    /// 529: the provider is overloaded (Anthropic).
+    Overloaded,
     /// Any other 4xx.
     ClientError,
     /// Any other status.
@@ -110,6 +112,9 @@ pub enum ErrorClass {
     StreamInterrupted,
     /// A streamed answer was cancelled by a caller.
     Cancelled,
+    /// A 2xx answer that did not meet its route's output contract: not
+    /// accepted as the job's result; the next provider may be tried.
+    Contract,
 }
 
 /// The decision and the class of an outcome.
@@ -143,11 +148,16 @@ pub fn classify(outcome: Outcome) -> Classification {
                 409 | 425 => ErrorClass::Conflict,
                 500 => ErrorClass::ServerError,
                 502..=504 => ErrorClass::Unavailable,
+                529 => ErrorClass::Overloaded,
                 400..=499 => ErrorClass::ClientError,
                 _ => ErrorClass::UnexpectedStatus,
             };
             let by_status = match class {
-                ErrorClass::RateLimited | ErrorClass::Timeout | ErrorClass::Conflict | ErrorClass::Unavailable => Retry,
+                ErrorClass::RateLimited
+                | ErrorClass::Timeout
+                | ErrorClass::Conflict
+                | ErrorClass::Unavailable
+                | ErrorClass::Overloaded => Retry,
                 ErrorClass::ServerError => RetryOnce,
                 _ => Never,
             };
@@ -178,7 +188,7 @@ mod tests {
         for s in [200, 201, 204] {
             assert_eq!(decision(s), Decision::Accept, "{s}");
         }
-        for s in [408, 409, 425, 429, 502, 503, 504] {
+        for s in [408, 409, 425, 429, 502, 503, 504, 529] {
             assert_eq!(decision(s), Decision::Retry, "{s}");
         }
         assert_eq!(decision(500), Decision::RetryOnce);
@@ -193,6 +203,7 @@ mod tests {
         assert_eq!(classify(Outcome::status(503)).class, ErrorClass::Unavailable);
         assert_eq!(classify(Outcome::status(400)).class, ErrorClass::ClientError);
         assert_eq!(classify(Outcome::status(200)).class, ErrorClass::None);
+        assert_eq!(classify(Outcome::status(529)).class, ErrorClass::Overloaded);
     }
 
     #[test]

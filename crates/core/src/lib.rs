@@ -11,10 +11,13 @@
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
 //! - [`intent`]: which key a client-side intent uses, and when it changes.
 //! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
+//! - [`breaker`]: a circuit breaker per provider, outside the retries.
 //! - [`classify`]: which outcomes are retried, never retried, or unknown.
+//! - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+//! - [`providers`]: named upstreams, routes by model, the order of failover.
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
 //! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
@@ -23,14 +26,17 @@
 
 pub mod admission;
 pub mod backoff;
+pub mod breaker;
 pub mod canonical;
 pub mod classify;
+pub mod contract;
 mod digest;
 pub mod fingerprint;
 pub mod intent;
 pub mod job;
 pub mod key;
 pub mod protocol;
+pub mod providers;
 pub mod random;
 pub mod reply;
 pub mod settings;

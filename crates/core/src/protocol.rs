@@ -96,6 +96,12 @@ problem_types! {
     /// 500: the deployment's configuration is malformed. The details go to
     /// the operator's log, never into the response.
     Misconfigured,
+    /// 400: no route serves the request's model (with the request's API).
+    NoRoute,
+    /// 503: every provider of the route has an open circuit breaker.
+    NoHealthyProvider,
+    /// 502: the provider's answer did not meet the route's output contract.
+    OutputContract,
 }
 
 impl ProblemType {
@@ -121,6 +127,9 @@ impl ProblemType {
             Self::UpstreamTimeout => "upstream-timeout",
             Self::Internal => "internal",
             Self::Misconfigured => "gateway-misconfigured",
+            Self::NoRoute => "no-route",
+            Self::NoHealthyProvider => "no-healthy-provider",
+            Self::OutputContract => "output-contract",
         }
     }
 
@@ -133,7 +142,11 @@ impl ProblemType {
     /// The HTTP status code.
     pub fn status(self) -> u16 {
         match self {
-            Self::MissingIdempotencyKey | Self::InvalidIdempotencyKey | Self::InvalidJson | Self::InvalidQuery => 400,
+            Self::MissingIdempotencyKey
+            | Self::InvalidIdempotencyKey
+            | Self::InvalidJson
+            | Self::InvalidQuery
+            | Self::NoRoute => 400,
             Self::Unauthorized => 401,
             Self::JobNotFound | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
@@ -141,7 +154,8 @@ impl ProblemType {
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
-            Self::UpstreamFailed => 502,
+            Self::UpstreamFailed | Self::OutputContract => 502,
+            Self::NoHealthyProvider => 503,
             Self::UpstreamTimeout => 504,
             Self::Internal | Self::Misconfigured => 500,
         }
@@ -169,13 +183,23 @@ impl ProblemType {
             Self::UpstreamTimeout => "The upstream provider did not answer in time",
             Self::Internal => "Internal error",
             Self::Misconfigured => "Gateway misconfigured",
+            Self::NoRoute => "No route serves this model",
+            Self::NoHealthyProvider => "No provider of this route is healthy",
+            Self::OutputContract => "The answer did not meet the route's output contract",
         }
     }
 
     /// Whether a client should retry the same request with the same key
     /// (sent as `x-should-retry`).
     pub fn should_retry(self) -> bool {
-        matches!(self, Self::RequestInProgress | Self::OutcomeUnknown | Self::UpstreamTimeout | Self::Internal)
+        matches!(
+            self,
+            Self::RequestInProgress
+                | Self::OutcomeUnknown
+                | Self::UpstreamTimeout
+                | Self::Internal
+                | Self::NoHealthyProvider
+        )
     }
 
     /// The variant whose slug or type URI this is.

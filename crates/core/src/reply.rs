@@ -43,8 +43,34 @@ pub fn read_reply(body: &[u8]) -> ReplyFacts {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
         return ReplyFacts::default();
     };
-    let usage = value.get("usage").and_then(|u| Usage::deserialize(u).ok());
-    ReplyFacts { hint: hint_of(&value), usage }
+    let usage = value.get("usage").and_then(|u| Usage::deserialize(u).ok().or_else(|| anthropic_usage(u)));
+    let hint = if value.get("type").and_then(|t| t.as_str()) == Some("message") {
+        anthropic_hint(&value)
+    } else {
+        hint_of(&value)
+    };
+    ReplyFacts { hint, usage }
+}
+
+/// Anthropic's `usage`: `input_tokens` and `output_tokens` (no total).
+fn anthropic_usage(usage: &serde_json::Value) -> Option<Usage> {
+    let prompt = usage.get("input_tokens")?.as_u64()?;
+    let completion = usage.get("output_tokens")?.as_u64()?;
+    Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion })
+}
+
+/// The hint of an Anthropic message: `stop_reason == "refusal"` is a
+/// content filter; no text and no tool use is an empty completion.
+fn anthropic_hint(value: &serde_json::Value) -> BodyHint {
+    if value.get("stop_reason").and_then(|r| r.as_str()) == Some("refusal") {
+        return BodyHint::ContentFilter;
+    }
+    let blocks = value.get("content").and_then(|c| c.as_array()).map_or(&[][..], |c| c.as_slice());
+    let says_something = blocks.iter().any(|block| match block.get("type").and_then(|t| t.as_str()) {
+        Some("text") => block.get("text").and_then(|t| t.as_str()).is_some_and(|t| !t.trim().is_empty()),
+        _ => true,
+    });
+    if says_something { BodyHint::None } else { BodyHint::EmptyCompletion }
 }
 
 /// The hint of an OpenAI-style body: `choices[].finish_reason ==
@@ -101,5 +127,16 @@ mod tests {
         assert_eq!(facts.hint, BodyHint::None);
         assert_eq!(facts.usage, Some(Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }));
         assert_eq!(read_reply(br#"{"usage":{"prompt_tokens":"many"}}"#).usage, None);
+    }
+
+    #[test]
+    fn anthropic_messages() {
+        let fine = br#"{"type":"message","content":[{"type":"text","text":"billing"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":3}}"#;
+        let facts = read_reply(fine);
+        assert_eq!(facts.hint, BodyHint::None);
+        assert_eq!(facts.usage, Some(Usage { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 }));
+        assert_eq!(hint(br#"{"type":"message","content":[],"stop_reason":"refusal"}"#), BodyHint::ContentFilter);
+        assert_eq!(hint(br#"{"type":"message","content":[{"type":"text","text":" "}]}"#), BodyHint::EmptyCompletion);
+        assert_eq!(hint(br#"{"type":"message","content":[{"type":"tool_use","id":"t"}]}"#), BodyHint::None);
     }
 }

@@ -7,7 +7,9 @@
 use std::fmt;
 
 use crate::backoff::{Backoff, Jitter};
+use crate::breaker::BreakerPolicy;
 use crate::job::{JobPolicy, UnknownPolicy};
+use crate::providers::{Providers, is_base_url};
 
 /// The defaults, shared with the SDK where they must agree (retention).
 pub mod defaults {
@@ -31,6 +33,10 @@ pub mod defaults {
     pub const BACKOFF_CAP_MS: u64 = 10_000;
     /// `RETRY_AFTER_CAP_MS`: the longest `Retry-After` honoured.
     pub const RETRY_AFTER_CAP_MS: u64 = 60_000;
+    /// `BREAKER_FAILURES`: consecutive failures that open a provider's breaker.
+    pub const BREAKER_FAILURES: u64 = 5;
+    /// `BREAKER_COOLDOWN_MS`: how long an open breaker skips its provider.
+    pub const BREAKER_COOLDOWN_MS: u64 = 30_000;
 }
 
 /// The longest `Prefer: wait=N` (and `COALESCE_WAIT_MS`) honoured, so a
@@ -41,23 +47,14 @@ pub const MAX_WAIT_MS: u64 = 120_000;
 /// storage and scheduling; past that the runtime must have lost it.
 pub const ATTEMPT_LEASE_SLACK_MS: u64 = 10_000;
 
-/// Where upstream calls go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Upstream {
-    /// The built-in demo provider (no network, no API key).
-    Demo,
-    /// An OpenAI-compatible API, e.g. `https://api.openai.com/v1`.
-    Http {
-        /// The base URL, without a trailing slash.
-        base_url: String,
-    },
-}
-
 /// Everything a deployment can tune.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
-    /// `UPSTREAM`.
-    pub upstream: Upstream,
+    /// `PROVIDERS` and `ROUTES`, or the single `UPSTREAM` (see
+    /// [`crate::providers`]).
+    pub providers: Providers,
+    /// `BREAKER_FAILURES`, `BREAKER_COOLDOWN_MS`.
+    pub breaker: BreakerPolicy,
     /// `MAX_BODY_BYTES`: request bodies above it get a 413.
     pub max_body_bytes: u64,
     /// `COALESCE_WAIT_MS`.
@@ -96,16 +93,32 @@ impl std::error::Error for SettingsError {}
 impl Settings {
     /// Reads the settings through `var` (a variable's value, if set).
     pub fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        const HOUR_MS: u64 = 3_600_000;
         let read = Reader { var };
-        let upstream = match read.text("UPSTREAM").as_deref() {
-            None | Some("demo") => Upstream::Demo,
-            Some(url) if is_base_url(url) => Upstream::Http { base_url: url.trim_end_matches('/').to_owned() },
-            Some(_) => {
-                return Err(read.error(
-                    "UPSTREAM",
-                    "\"demo\" or an http(s) base URL with no credentials, query or fragment (the key is UPSTREAM_API_KEY)",
-                ));
-            }
+        let providers = match read.text("PROVIDERS") {
+            Some(list) => Providers::parse(&list, read.text("ROUTES").as_deref())
+                .map_err(|e| SettingsError { name: e.name, expected: e.expected })?,
+            None if read.text("ROUTES").is_some() => return Err(read.error("ROUTES", "set only with PROVIDERS")),
+            None => match read.text("UPSTREAM").as_deref() {
+                None | Some("demo") => Providers::single(None),
+                Some(url) if is_base_url(url) => Providers::single(Some(url.trim_end_matches('/'))),
+                Some(_) => {
+                    return Err(read.error(
+                        "UPSTREAM",
+                        "\"demo\" or an http(s) base URL with no credentials, query or fragment (the key is UPSTREAM_API_KEY)",
+                    ));
+                }
+            },
+        };
+        let breaker = BreakerPolicy {
+            failures: read.number("BREAKER_FAILURES", defaults::BREAKER_FAILURES, 0, 1_000, "0 to 1000")? as u32,
+            cooldown_ms: read.number(
+                "BREAKER_COOLDOWN_MS",
+                defaults::BREAKER_COOLDOWN_MS,
+                1,
+                HOUR_MS,
+                "1 to 3600000 (ms)",
+            )?,
         };
         let unknown_policy = match read.text("UNKNOWN_POLICY").as_deref() {
             None | Some("retry_after_lease") => UnknownPolicy::RetryAfterLease,
@@ -117,7 +130,6 @@ impl Settings {
             Some("off") => false,
             Some(_) => return Err(read.error("RESULT_CACHE", "kv or off")),
         };
-        const HOUR_MS: u64 = 3_600_000;
         let upstream_timeout_ms =
             read.number("UPSTREAM_TIMEOUT_MS", defaults::UPSTREAM_TIMEOUT_MS, 1, HOUR_MS, "1 to 3600000 (ms)")?;
         let max_attempts = read.number("MAX_ATTEMPTS", defaults::MAX_ATTEMPTS, 1, 100, "1 to 100")?;
@@ -140,7 +152,8 @@ impl Settings {
         )
         .map_err(|_| read.error("BACKOFF_CAP_MS", "at least BACKOFF_BASE_MS"))?;
         Ok(Self {
-            upstream,
+            providers,
+            breaker,
             max_body_bytes: read.number(
                 "MAX_BODY_BYTES",
                 defaults::MAX_BODY_BYTES,
@@ -167,31 +180,6 @@ impl Settings {
             policy,
             result_cache,
         })
-    }
-}
-
-/// An http(s) URL with a host and no user info, query or fragment: the
-/// provider's name in the audit trail is its host, and nothing secret may
-/// hide in the URL.
-fn is_base_url(url: &str) -> bool {
-    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
-        return false;
-    };
-    let host = rest.split('/').next().unwrap_or("");
-    !host.is_empty() && !host.contains('@') && !url.contains(['?', '#', ' '])
-}
-
-impl Upstream {
-    /// A short name of the provider for the audit trail: `demo`, or the
-    /// base URL's host (and port).
-    pub fn name(&self) -> &str {
-        match self {
-            Self::Demo => "demo",
-            Self::Http { base_url } => {
-                let rest = base_url.split_once("://").map_or(base_url.as_str(), |(_, rest)| rest);
-                rest.split('/').next().unwrap_or(rest)
-            }
-        }
     }
 }
 
@@ -239,7 +227,8 @@ mod tests {
     #[test]
     fn defaults_when_nothing_is_set() {
         let s = parse(&[]).unwrap();
-        assert_eq!(s.upstream, Upstream::Demo);
+        assert_eq!(s.providers, Providers::single(None));
+        assert_eq!(s.breaker, BreakerPolicy { failures: 5, cooldown_ms: 30_000 });
         assert_eq!(s.max_body_bytes, 1_048_576);
         assert_eq!(s.coalesce_wait_ms, 30_000);
         assert_eq!(s.upstream_timeout_ms, 30_000);
@@ -263,7 +252,7 @@ mod tests {
             ("COALESCE_WAIT_MS", " 0 "),
         ])
         .unwrap();
-        assert_eq!(s.upstream, Upstream::Http { base_url: "https://api.example/v1".into() });
+        assert_eq!(s.providers, Providers::single(Some("https://api.example/v1")));
         assert_eq!(s.policy.max_attempts(), 7);
         assert_eq!(s.policy.unknown_policy(), UnknownPolicy::Block);
         assert!(!s.result_cache);
@@ -303,14 +292,24 @@ mod tests {
             assert_eq!(parse(&[("UPSTREAM", bad)]).unwrap_err().name, "UPSTREAM", "{bad}");
         }
         let s = parse(&[("UPSTREAM", "https://api.example:8443/v1")]).unwrap();
-        assert_eq!(s.upstream.name(), "api.example:8443");
-        assert_eq!(Upstream::Demo.name(), "demo");
+        assert_eq!(s.providers.get(0).name, "api.example:8443");
+    }
+
+    #[test]
+    fn providers_replace_the_single_upstream() {
+        let providers = r#"[{"name": "a", "kind": "openai", "base_url": "https://a.example/v1"}]"#;
+        let s = parse(&[("PROVIDERS", providers), ("UPSTREAM", "https://ignored.example/v1")]).unwrap();
+        assert_eq!(s.providers.get(0).name, "a");
+        assert_eq!(parse(&[("ROUTES", "{}")]).unwrap_err().name, "ROUTES");
+        assert_eq!(parse(&[("PROVIDERS", "[")]).unwrap_err().name, "PROVIDERS");
+        assert_eq!(parse(&[("BREAKER_FAILURES", "0")]).unwrap().breaker.failures, 0);
+        assert_eq!(parse(&[("BREAKER_COOLDOWN_MS", "0")]).unwrap_err().name, "BREAKER_COOLDOWN_MS");
     }
 
     #[test]
     fn errors_never_quote_the_value() {
         let secret = "sk-live-0123456789abcdef";
-        for name in ["UPSTREAM", "MAX_ATTEMPTS", "UNKNOWN_POLICY", "RESULT_CACHE", "MAX_BODY_BYTES"] {
+        for name in ["UPSTREAM", "MAX_ATTEMPTS", "UNKNOWN_POLICY", "RESULT_CACHE", "MAX_BODY_BYTES", "PROVIDERS"] {
             let error = parse(&[(name, secret)]).unwrap_err();
             assert_eq!(error.name, name);
             assert!(!error.to_string().contains(secret), "{error}");

@@ -10,6 +10,12 @@
 //!  failed / unknown, attempts exhausted ──► dead (terminal, dead-lettered, replayed as the last error)
 //! ```
 //!
+//! A hedged job has two attempts in flight at once ([`Job::hedge`]): the
+//! first to report a final answer completes the job and the other is marked
+//! `lost_race`; its answer, if it still comes, is only audited
+//! ([`Job::note_discarded`]). A transient failure of one racer leaves the
+//! job in flight for the other.
+//!
 //! Every transition is a compare-and-swap: it checks the job's `version` (or
 //! the [`AttemptTicket`] that carries it), bumps it, and either applies whole
 //! or returns a [`JobError`] leaving the job untouched. A result is written
@@ -186,6 +192,9 @@ pub enum AttemptOutcome {
     Abandoned,
     /// Reported after it had lost the job; its result was not used.
     Discarded,
+    /// A hedged attempt that was still running when the other one won the
+    /// job: its answer, if it comes, is audited (it was paid) and never used.
+    LostRace,
     /// Its stream ended without the provider's terminal event.
     Interrupted,
     /// Its stream was cancelled by a caller.
@@ -281,6 +290,8 @@ pub enum JobError {
         /// The ticket's attempt.
         attempt: u32,
     },
+    /// Only a job with one running, non-streaming attempt can be hedged.
+    NotHedgeable,
 }
 
 impl fmt::Display for JobError {
@@ -300,6 +311,7 @@ impl fmt::Display for JobError {
             Self::StaleAttempt { attempt } => {
                 write!(f, "attempt {attempt} no longer holds the job")
             }
+            Self::NotHedgeable => f.write_str("only a job with one running, non-streaming attempt can be hedged"),
         }
     }
 }
@@ -318,6 +330,15 @@ pub struct Job {
     lease_until_ms: Option<u64>,
     /// The attempt whose result is the job's result.
     completed_by: Option<u32>,
+    /// Two attempts are (or were, until the job settles) in flight at once:
+    /// tickets are then checked by their attempt still running, not by the
+    /// job's version (the other racer's writes bump it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    racing: bool,
+    /// In a race, a racer ended unknown: if the other one does not win,
+    /// the job is unknown until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    unknown_until_ms: Option<u64>,
     policy: JobPolicy,
     attempts: Vec<Attempt>,
 }
@@ -333,6 +354,8 @@ impl Job {
             updated_ms: now_ms,
             lease_until_ms: None,
             completed_by: None,
+            racing: false,
+            unknown_until_ms: None,
             policy,
             attempts: Vec::new(),
         }
@@ -417,7 +440,11 @@ impl Job {
                 true
             }
             JobState::InFlight if lease_over => {
-                self.end_current_attempt(now_ms, AttemptOutcome::Abandoned, AttemptReport::default());
+                for number in self.running_attempts() {
+                    self.end_attempt(number, now_ms, AttemptOutcome::Abandoned, AttemptReport::default());
+                }
+                self.racing = false;
+                self.unknown_until_ms = None;
                 self.state = JobState::Unknown;
                 self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
                 self.bump(now_ms);
@@ -529,7 +556,15 @@ impl Job {
         let succeeded = report.status.is_some_and(|s| (200..300).contains(&s))
             && matches!(report.error_class, None | Some(ErrorClass::None));
         let outcome = if succeeded { AttemptOutcome::Succeeded } else { AttemptOutcome::Rejected };
-        self.end_current_attempt(now_ms, outcome, report);
+        self.end_attempt(ticket.attempt, now_ms, outcome, report);
+        // The other racer, if any, lost: it is audited when (if) it answers.
+        for number in self.running_attempts() {
+            if let Some(loser) = self.attempts.iter_mut().find(|a| a.number == number) {
+                loser.outcome = AttemptOutcome::LostRace;
+            }
+        }
+        self.racing = false;
+        self.unknown_until_ms = None;
         self.state = JobState::Completed;
         self.completed_by = Some(ticket.attempt);
         self.lease_until_ms = None;
@@ -541,9 +576,21 @@ impl Job {
     /// `Failed` (another claim may retry) or `Dead` (no attempts left).
     pub fn fail(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<JobState, JobError> {
         self.check_ticket(ticket)?;
-        self.end_current_attempt(now_ms, AttemptOutcome::Failed, report);
-        self.state = if self.attempts_left() == 0 { JobState::Dead } else { JobState::Failed };
-        self.lease_until_ms = None;
+        self.end_attempt(ticket.attempt, now_ms, AttemptOutcome::Failed, report);
+        if !self.running_attempts().is_empty() {
+            // The other racer still holds the job.
+            self.bump(now_ms);
+            return Ok(self.state);
+        }
+        self.racing = false;
+        if let Some(until) = self.unknown_until_ms.take() {
+            // The other racer's outcome is unknown: it may still finish.
+            self.state = JobState::Unknown;
+            self.lease_until_ms = Some(until);
+        } else {
+            self.state = if self.attempts_left() == 0 { JobState::Dead } else { JobState::Failed };
+            self.lease_until_ms = None;
+        }
         self.bump(now_ms);
         Ok(self.state)
     }
@@ -552,9 +599,18 @@ impl Job {
     /// left: the provider may still finish. No claim until the unknown lease ends.
     pub fn mark_unknown(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
         self.check_ticket(ticket)?;
-        self.end_current_attempt(now_ms, AttemptOutcome::Unknown, report);
+        self.end_attempt(ticket.attempt, now_ms, AttemptOutcome::Unknown, report);
+        let until = now_ms.saturating_add(self.policy.unknown_lease_ms);
+        if !self.running_attempts().is_empty() {
+            // The other racer still holds the job; unknown if it fails too.
+            self.unknown_until_ms = Some(self.unknown_until_ms.map_or(until, |u| u.max(until)));
+            self.bump(now_ms);
+            return Ok(());
+        }
+        self.racing = false;
+        self.unknown_until_ms = None;
         self.state = JobState::Unknown;
-        self.lease_until_ms = Some(now_ms.saturating_add(self.policy.unknown_lease_ms));
+        self.lease_until_ms = Some(until);
         self.bump(now_ms);
         Ok(())
     }
@@ -570,6 +626,39 @@ impl Job {
     /// Whether the running attempt's answer has started streaming.
     pub fn is_streaming(&self) -> bool {
         self.state == JobState::InFlight && self.attempts.last().is_some_and(|a| a.streamed)
+    }
+
+    /// Starts a second attempt while the first is still in flight (a hedge:
+    /// the first slow answer is raced against another provider). Only a job
+    /// with exactly one running, non-streaming attempt and attempts left may
+    /// be hedged. Both tickets hold the job until one of them wins it.
+    pub fn hedge(
+        &mut self,
+        expected_version: u64,
+        now_ms: u64,
+        provider: &str,
+        model: Option<&str>,
+    ) -> Result<AttemptTicket, JobError> {
+        self.check_version(expected_version)?;
+        let running = self.running_attempts();
+        let lease_over = self.lease_remaining_ms(now_ms) == 0;
+        if self.state != JobState::InFlight || running.len() != 1 || self.is_streaming() || lease_over {
+            return Err(JobError::NotHedgeable);
+        }
+        if self.attempts_left() == 0 {
+            return Err(JobError::Finished { state: JobState::Dead });
+        }
+        let lease_until = self.lease_until_ms;
+        let ticket = self.begin_attempt(now_ms, provider, model);
+        // The first racer keeps its lease; the job is held as long as either.
+        self.lease_until_ms = lease_until.max(self.lease_until_ms);
+        self.racing = true;
+        Ok(ticket)
+    }
+
+    /// The numbers of the attempts still running, oldest first.
+    fn running_attempts(&self) -> Vec<u32> {
+        self.attempts.iter().filter(|a| a.outcome == AttemptOutcome::Running).map(|a| a.number).collect()
     }
 
     /// The holding attempt's answer starts streaming. Returns the renewed
@@ -639,10 +728,13 @@ impl Job {
         let Some(record) = self.attempts.iter_mut().find(|a| a.number == attempt) else {
             return false;
         };
-        if !matches!(record.outcome, AttemptOutcome::Running | AttemptOutcome::Abandoned) {
+        let lost_race = record.outcome == AttemptOutcome::LostRace && record.ended_ms.is_none();
+        if !(lost_race || matches!(record.outcome, AttemptOutcome::Running | AttemptOutcome::Abandoned)) {
             return false;
         }
-        record.outcome = AttemptOutcome::Discarded;
+        if !lost_race {
+            record.outcome = AttemptOutcome::Discarded;
+        }
         record.ended_ms = Some(now_ms);
         record.latency_ms = Some(now_ms.saturating_sub(record.started_ms));
         record.status = report.status;
@@ -666,15 +758,25 @@ impl Job {
     }
 
     fn check_ticket(&self, ticket: AttemptTicket) -> Result<(), JobError> {
-        let holds = self.state == JobState::InFlight
-            && self.completed_by.is_none()
-            && self.version == ticket.version
-            && self.attempts.len() as u32 == ticket.attempt;
+        let in_play = self.state == JobState::InFlight && self.completed_by.is_none();
+        let holds = if self.racing {
+            // The other racer's writes bump the version: a racer holds the
+            // job while its attempt runs.
+            in_play && self.attempts.iter().any(|a| a.number == ticket.attempt && a.outcome == AttemptOutcome::Running)
+        } else {
+            in_play && self.version == ticket.version && self.attempts.len() as u32 == ticket.attempt
+        };
         if holds { Ok(()) } else { Err(JobError::StaleAttempt { attempt: ticket.attempt }) }
     }
 
     fn end_current_attempt(&mut self, now_ms: u64, outcome: AttemptOutcome, report: AttemptReport) {
-        if let Some(attempt) = self.attempts.last_mut() {
+        if let Some(number) = self.attempts.last().map(|a| a.number) {
+            self.end_attempt(number, now_ms, outcome, report);
+        }
+    }
+
+    fn end_attempt(&mut self, number: u32, now_ms: u64, outcome: AttemptOutcome, report: AttemptReport) {
+        if let Some(attempt) = self.attempts.iter_mut().find(|a| a.number == number) {
             attempt.outcome = outcome;
             attempt.ended_ms = Some(now_ms);
             attempt.latency_ms = Some(now_ms.saturating_sub(attempt.started_ms));

@@ -373,3 +373,100 @@ proptest! {
         }
     }
 }
+
+/// A hedge: the second attempt answers first and wins; the first is marked
+/// lost_race and its late answer is only audited (usage kept), never used.
+#[test]
+fn hedge_reverse_order_finish_the_late_racer_loses() {
+    let mut j = job(4);
+    let a = j.claim(0, T0, "primary", Some("m")).unwrap();
+    let b = j.hedge(j.version(), T0 + 500, "backup", Some("m")).unwrap();
+    assert_eq!(b.attempt, 2);
+    assert_eq!(j.state(), JobState::InFlight);
+    // The first racer's lease still holds the job.
+    assert_eq!(j.lease_until_ms(), Some(T0 + 1_500));
+    j.complete(b, T0 + 1_500, ok()).unwrap();
+    assert_eq!((j.state(), j.completed_by()), (JobState::Completed, Some(2)));
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::LostRace);
+    assert_eq!(j.attempts()[0].ended_ms, None);
+    // A answers at last: refused as the result, audited with its usage.
+    assert_eq!(j.complete(a, T0 + 3_000, ok()), Err(JobError::StaleAttempt { attempt: 1 }));
+    let before = j.version();
+    assert!(j.note_discarded(1, T0 + 3_000, ok()));
+    assert_eq!(j.version(), before + 1);
+    let late = &j.attempts()[0];
+    assert_eq!(
+        (late.outcome, late.ended_ms, late.usage.unwrap().total_tokens),
+        (AttemptOutcome::LostRace, Some(T0 + 3_000), 7)
+    );
+    assert_eq!(j.replayed_attempt().unwrap().number, 2);
+    // Audited once only.
+    assert!(!j.note_discarded(1, T0 + 3_100, ok()));
+}
+
+#[test]
+fn hedge_mirror_the_first_racer_wins() {
+    let mut j = job(4);
+    let a = j.claim(0, T0, "primary", None).unwrap();
+    let b = j.hedge(j.version(), T0 + 500, "backup", None).unwrap();
+    j.complete(a, T0 + 1_300, ok()).unwrap();
+    assert_eq!(j.completed_by(), Some(1));
+    assert_eq!(j.attempts()[1].outcome, AttemptOutcome::LostRace);
+    assert_eq!(j.fail(b, T0 + 2_000, unavailable()), Err(JobError::StaleAttempt { attempt: 2 }));
+}
+
+#[test]
+fn a_racer_that_fails_leaves_the_job_to_the_other() {
+    let mut j = job(4);
+    let a = j.claim(0, T0, "primary", None).unwrap();
+    let b = j.hedge(j.version(), T0 + 500, "backup", None).unwrap();
+    assert_eq!(j.fail(b, T0 + 1_100, unavailable()), Ok(JobState::InFlight));
+    j.complete(a, T0 + 1_500, ok()).unwrap();
+    assert_eq!((j.state(), j.completed_by()), (JobState::Completed, Some(1)));
+    assert_eq!(j.attempts()[1].outcome, AttemptOutcome::Failed);
+
+    // Both fail: the job is failed, with attempts left for the next claim.
+    let mut j = job(4);
+    let a = j.claim(0, T0, "primary", None).unwrap();
+    let b = j.hedge(j.version(), T0 + 500, "backup", None).unwrap();
+    j.fail(a, T0 + 1_100, unavailable()).unwrap();
+    assert_eq!(j.fail(b, T0 + 1_200, unavailable()), Ok(JobState::Failed));
+    assert_eq!(j.claim(j.version(), T0 + 1_300, "primary", None).unwrap().attempt, 3);
+
+    // One unknown, the other failed: the job is unknown (it may still finish).
+    let mut j = job(4);
+    let a = j.claim(0, T0, "primary", None).unwrap();
+    let b = j.hedge(j.version(), T0 + 500, "backup", None).unwrap();
+    j.mark_unknown(a, T0 + 1_100, timeout()).unwrap();
+    assert_eq!(j.state(), JobState::InFlight);
+    assert_eq!(j.fail(b, T0 + 1_200, unavailable()), Ok(JobState::Unknown));
+    assert_eq!(j.lease_until_ms(), Some(T0 + 1_100 + 5_000));
+}
+
+#[test]
+fn only_one_running_non_streaming_attempt_can_be_hedged() {
+    let mut j = job(4);
+    assert_eq!(j.hedge(0, T0, "backup", None), Err(JobError::NotHedgeable));
+    let a = j.claim(0, T0, "primary", None).unwrap();
+    j.hedge(j.version(), T0 + 10, "backup", None).unwrap();
+    assert_eq!(j.hedge(j.version(), T0 + 20, "third", None), Err(JobError::NotHedgeable));
+    let mut s = job(4);
+    let t = s.claim(0, T0, "primary", None).unwrap();
+    s.mark_streaming(t, T0 + 5).unwrap();
+    assert_eq!(s.hedge(s.version(), T0 + 10, "backup", None), Err(JobError::NotHedgeable));
+    // The cap counts hedges.
+    let mut one = job(1);
+    one.claim(0, T0, "primary", None).unwrap();
+    assert_eq!(one.hedge(1, T0 + 10, "backup", None), Err(JobError::Finished { state: JobState::Dead }));
+    let _ = a;
+}
+
+#[test]
+fn a_lost_race_runtime_abandons_both_racers() {
+    let mut j = job(4);
+    j.claim(0, T0, "primary", None).unwrap();
+    j.hedge(j.version(), T0 + 500, "backup", None).unwrap();
+    assert!(j.expire(T0 + 1_600));
+    assert_eq!(j.state(), JobState::Unknown);
+    assert!(j.attempts().iter().all(|a| a.outcome == AttemptOutcome::Abandoned));
+}

@@ -1,0 +1,460 @@
+//! Providers and routes: where a job's attempts go.
+//!
+//! A **provider** is a named upstream (`PROVIDERS`): its kind (the API it
+//! speaks), its base URL and the name of the secret holding its API key. A
+//! **route** (`ROUTES`) maps a request's `model` (or `*`, any other model)
+//! to an ordered list of providers and the model name at each, with an
+//! optional hedge delay and output contract.
+//!
+//! Every attempt of a job is placed by [`Route::rotation`]: the first
+//! attempt goes to the route's first provider, and after a failure the next
+//! attempt goes to the provider after the one that failed (wrapping around),
+//! so a fallback is a new attempt of the same job under the same cap. The
+//! breakers (see [`crate::breaker`]) then skip providers that are open.
+//!
+//! Without `PROVIDERS` the deployment has the single provider `UPSTREAM`
+//! names, which forwards every API as it comes and has no breaker, exactly as
+//! before providers existed. The demo (`UPSTREAM=demo`) adds two more demo
+//! providers and two routes so that failover and hedging show without keys.
+
+use serde_json::Value;
+
+use crate::contract::Contract;
+
+/// The API a request speaks, by its path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI's (`/v1/chat/completions`, `/v1/responses`, `/v1/embeddings`, …).
+    OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`).
+    Anthropic,
+}
+
+impl Api {
+    /// The API of a request to `path` (path and query).
+    pub fn of_path(path: &str) -> Self {
+        let path = path.split('?').next().unwrap_or(path);
+        if path == "/v1/messages" || path.starts_with("/v1/messages/") { Self::Anthropic } else { Self::OpenAi }
+    }
+}
+
+/// What a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// An OpenAI-compatible API (OpenAI, Azure-style hosts, Workers AI's
+    /// OpenAI endpoint, vLLM, …).
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// The built-in demo provider: answers both APIs, no network.
+    Demo,
+    /// The single `UPSTREAM`: forwards every API as it comes.
+    Passthrough,
+}
+
+impl ProviderKind {
+    /// Whether this kind serves requests of `api`.
+    pub fn serves(self, api: Api) -> bool {
+        match self {
+            Self::OpenAi => api == Api::OpenAi,
+            Self::Anthropic => api == Api::Anthropic,
+            Self::Demo | Self::Passthrough => true,
+        }
+    }
+
+    /// Its name in configuration and on the providers' page.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Anthropic => "anthropic",
+            Self::Demo => "demo",
+            Self::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// Where a provider is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The built-in demo provider. `outage` makes it answer every call with
+    /// a 503, to show failover and breakers.
+    Demo {
+        /// Always unavailable.
+        outage: bool,
+    },
+    /// An HTTP API at this base URL (without a trailing slash, usually
+    /// ending in `/v1`).
+    Http {
+        /// The base URL.
+        base_url: String,
+    },
+}
+
+/// One named upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provider {
+    /// Its name in routes, the audit trail and the providers' page.
+    pub name: String,
+    /// The API it speaks.
+    pub kind: ProviderKind,
+    /// Where it is.
+    pub endpoint: Endpoint,
+    /// The name of the variable or secret that holds its API key.
+    pub api_key_var: Option<String>,
+    /// Whether a circuit breaker guards it (every provider listed in
+    /// `PROVIDERS`; not the single `UPSTREAM`).
+    pub breaker: bool,
+}
+
+/// One provider of a route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteStep {
+    /// The provider's index in [`Providers::list`].
+    pub provider: usize,
+    /// The model name to send it; `None` sends the request's own.
+    pub model: Option<String>,
+}
+
+/// How requests for one model are served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The providers, in order of preference.
+    pub steps: Vec<RouteStep>,
+    /// Start a second attempt on the next provider if the first has not
+    /// answered after this long (non-streamed requests only).
+    pub hedge_after_ms: Option<u64>,
+    /// What an answer must contain to be accepted.
+    pub contract: Option<Contract>,
+}
+
+/// The providers and routes of a deployment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Providers {
+    list: Vec<Provider>,
+    routes: Vec<(String, Route)>,
+    any_model: Option<Route>,
+}
+
+/// What is wrong with `PROVIDERS` or `ROUTES` (never quoting a value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProvidersError {
+    /// `PROVIDERS` or `ROUTES`.
+    pub name: &'static str,
+    /// What it must be.
+    pub expected: &'static str,
+}
+
+/// The longest hedge delay accepted (an hour).
+const MAX_HEDGE_MS: u64 = 3_600_000;
+
+impl Providers {
+    /// The single provider of `UPSTREAM` (an HTTP base URL, or `None` for
+    /// the demo), with one route for every model.
+    pub fn single(base_url: Option<&str>) -> Self {
+        let Some(base_url) = base_url else { return Self::demo() };
+        let name = host_of(base_url).to_owned();
+        let provider = Provider {
+            name,
+            kind: ProviderKind::Passthrough,
+            endpoint: Endpoint::Http { base_url: base_url.to_owned() },
+            api_key_var: Some("UPSTREAM_API_KEY".into()),
+            breaker: false,
+        };
+        Self { list: vec![provider], routes: Vec::new(), any_model: Some(only(0)) }
+    }
+
+    /// The demo: `demo` (every model, as before), plus `demo-backup` and
+    /// `demo-outage` (always 503) with breakers, and the routes
+    /// `demo-failover` (outage → backup) and `demo-hedge` (a slow primary
+    /// hedged on the backup after 300 ms).
+    fn demo() -> Self {
+        let demo = |name: &str, outage: bool, breaker: bool| Provider {
+            name: name.into(),
+            kind: ProviderKind::Demo,
+            endpoint: Endpoint::Demo { outage },
+            api_key_var: None,
+            breaker,
+        };
+        let step = |provider, model: &str| RouteStep { provider, model: Some(model.into()) };
+        let failover = Route { steps: vec![step(2, "demo"), step(1, "demo")], hedge_after_ms: None, contract: None };
+        let hedge =
+            Route { steps: vec![step(0, "demo-slow"), step(1, "demo")], hedge_after_ms: Some(300), contract: None };
+        Self {
+            list: vec![demo("demo", false, false), demo("demo-backup", false, true), demo("demo-outage", true, true)],
+            routes: vec![("demo-failover".into(), failover), ("demo-hedge".into(), hedge)],
+            any_model: Some(only(0)),
+        }
+    }
+
+    /// Reads `PROVIDERS` (a JSON array) and `ROUTES` (a JSON object; when
+    /// absent, every model goes to every provider in order).
+    pub fn parse(providers: &str, routes: Option<&str>) -> Result<Self, ProvidersError> {
+        let bad = |expected| ProvidersError { name: "PROVIDERS", expected };
+        let value: Value = serde_json::from_str(providers).map_err(|_| bad("a JSON array of providers"))?;
+        let entries = value.as_array().filter(|a| !a.is_empty()).ok_or(bad("a non-empty JSON array of providers"))?;
+        let mut list: Vec<Provider> = Vec::new();
+        for entry in entries {
+            let provider = provider_of(entry).map_err(bad)?;
+            if list.iter().any(|p| p.name == provider.name) {
+                return Err(bad("a list of providers with distinct names"));
+            }
+            list.push(provider);
+        }
+        let (routes, any_model) = match routes {
+            None => {
+                let every = (0..list.len()).map(|provider| RouteStep { provider, model: None }).collect();
+                (Vec::new(), Some(Route { steps: every, hedge_after_ms: None, contract: None }))
+            }
+            Some(text) => routes_of(text, &list)?,
+        };
+        Ok(Self { list, routes, any_model })
+    }
+
+    /// Every provider, in configuration order.
+    pub fn list(&self) -> &[Provider] {
+        &self.list
+    }
+
+    /// The route for a request's `model` (its own, else `*`).
+    pub fn route(&self, model: Option<&str>) -> Option<&Route> {
+        let own = model.and_then(|m| self.routes.iter().find(|(name, _)| name == m)).map(|(_, route)| route);
+        own.or(self.any_model.as_ref())
+    }
+
+    /// A provider by index.
+    pub fn get(&self, index: usize) -> &Provider {
+        &self.list[index]
+    }
+}
+
+fn only(provider: usize) -> Route {
+    Route { steps: vec![RouteStep { provider, model: None }], hedge_after_ms: None, contract: None }
+}
+
+impl Route {
+    /// The route's steps that serve `api`, in the order the next attempt
+    /// should try them: after the step whose provider served the job's last
+    /// attempt (`last`, by provider name), wrapping around; from the first
+    /// step when there was none.
+    pub fn rotation<'a>(&'a self, providers: &'a Providers, api: Api, last: Option<&str>) -> Vec<&'a RouteStep> {
+        let serving: Vec<&RouteStep> =
+            self.steps.iter().filter(|s| providers.get(s.provider).kind.serves(api)).collect();
+        let start = last
+            .and_then(|name| serving.iter().position(|s| providers.get(s.provider).name == name))
+            .map_or(0, |i| i + 1);
+        (0..serving.len()).map(|i| serving[(start + i) % serving.len()]).collect()
+    }
+}
+
+fn provider_of(entry: &Value) -> Result<Provider, &'static str> {
+    const SHAPE: &str = "a list of {name, kind, base_url, api_key} objects";
+    let object = entry.as_object().ok_or(SHAPE)?;
+    if object.keys().any(|k| !["name", "kind", "base_url", "api_key"].contains(&k.as_str())) {
+        return Err("a list of providers with only name, kind, base_url and api_key");
+    }
+    let text = |field: &str| object.get(field).and_then(Value::as_str);
+    let name = text("name").filter(|n| is_name(n)).ok_or("a list of providers named with 1 to 32 of a-z 0-9 - _")?;
+    let kind = match text("kind") {
+        Some("openai") => ProviderKind::OpenAi,
+        Some("anthropic") => ProviderKind::Anthropic,
+        Some("demo") => ProviderKind::Demo,
+        _ => return Err("a list of providers of kind openai, anthropic or demo"),
+    };
+    let endpoint = match (kind, text("base_url")) {
+        (ProviderKind::Demo, None) => Endpoint::Demo { outage: false },
+        (ProviderKind::Demo, Some(_)) => return Err("a list of providers where demo ones have no base_url"),
+        (_, Some(url)) if is_base_url(url) => Endpoint::Http { base_url: url.trim_end_matches('/').to_owned() },
+        _ => return Err("a list of providers with http(s) base URLs holding no credentials, query or fragment"),
+    };
+    let api_key_var = match object.get("api_key") {
+        None => None,
+        Some(Value::String(var)) if is_variable_name(var) => Some(var.clone()),
+        // A key pasted here instead of a secret's name: refused, never echoed.
+        Some(_) => return Err("a list of providers whose api_key names a secret (A-Z 0-9 _), not the key itself"),
+    };
+    Ok(Provider { name: name.to_owned(), kind, endpoint, api_key_var, breaker: true })
+}
+
+fn routes_of(text: &str, list: &[Provider]) -> Result<(Vec<(String, Route)>, Option<Route>), ProvidersError> {
+    let bad = |expected| ProvidersError { name: "ROUTES", expected };
+    let value: Value = serde_json::from_str(text).map_err(|_| bad("a JSON object of routes by model"))?;
+    let object = value.as_object().ok_or(bad("a JSON object of routes by model"))?;
+    let mut routes = Vec::new();
+    let mut any_model = None;
+    for (model, route) in object {
+        let route = route_of(route, list).map_err(bad)?;
+        if model == "*" {
+            any_model = Some(route);
+        } else {
+            routes.push((model.clone(), route));
+        }
+    }
+    Ok((routes, any_model))
+}
+
+fn route_of(value: &Value, list: &[Provider]) -> Result<Route, &'static str> {
+    let object = value.as_object().ok_or("an object of {providers, hedge_after_ms, contract} routes")?;
+    if object.keys().any(|k| !["providers", "hedge_after_ms", "contract"].contains(&k.as_str())) {
+        return Err("routes with only providers, hedge_after_ms and contract");
+    }
+    let entries = object
+        .get("providers")
+        .and_then(Value::as_array)
+        .filter(|a| !a.is_empty())
+        .ok_or("routes each with a non-empty providers list")?;
+    let mut steps = Vec::new();
+    for entry in entries {
+        let name = entry.get("provider").and_then(Value::as_str).ok_or("route steps of {provider, model}")?;
+        let provider = list.iter().position(|p| p.name == name).ok_or("routes naming providers of PROVIDERS")?;
+        let model = match entry.get("model") {
+            None => None,
+            Some(Value::String(m)) if !m.is_empty() && m.len() <= 256 => Some(m.clone()),
+            Some(_) => return Err("route steps whose model is a non-empty string"),
+        };
+        steps.push(RouteStep { provider, model });
+    }
+    // A route serves one API: a fallback must answer in the caller's format.
+    let serves = |api| steps.iter().all(|s| list[s.provider].kind.serves(api));
+    if !serves(Api::OpenAi) && !serves(Api::Anthropic) {
+        return Err("routes whose providers all speak one API (openai or anthropic)");
+    }
+    let hedge_after_ms = match object.get("hedge_after_ms") {
+        None => None,
+        Some(ms) => {
+            Some(ms.as_u64().filter(|ms| (1..=MAX_HEDGE_MS).contains(ms)).ok_or("hedge_after_ms 1 to 3600000")?)
+        }
+    };
+    let contract = object.get("contract").map(Contract::parse).transpose()?;
+    Ok(Route { steps, hedge_after_ms, contract })
+}
+
+fn is_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn is_variable_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// An http(s) URL with a host and no user info, query or fragment: the
+/// provider's name in the audit trail is its host, and nothing secret may
+/// hide in the URL.
+pub fn is_base_url(url: &str) -> bool {
+    let Some(rest) = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://")) else {
+        return false;
+    };
+    let host = rest.split('/').next().unwrap_or("");
+    !host.is_empty() && !host.contains('@') && !url.contains(['?', '#', ' '])
+}
+
+/// The host (and port) of a base URL.
+pub fn host_of(base_url: &str) -> &str {
+    let rest = base_url.split_once("://").map_or(base_url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest)
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    const PROVIDERS: &str = r#"[
+        {"name": "primary", "kind": "openai", "base_url": "https://a.example/v1/", "api_key": "PRIMARY_KEY"},
+        {"name": "backup", "kind": "openai", "base_url": "https://b.example/v1"},
+        {"name": "claude", "kind": "anthropic", "base_url": "https://c.example/v1", "api_key": "ANTHROPIC_KEY"}
+    ]"#;
+
+    fn names<'a>(providers: &'a Providers, steps: &[&RouteStep]) -> Vec<&'a str> {
+        steps.iter().map(|s| providers.get(s.provider).name.as_str()).collect()
+    }
+
+    #[test]
+    fn routes_pick_by_model_and_rotate_after_the_last_provider() {
+        let routes = r#"{
+            "gpt-x": {"providers": [{"provider": "primary", "model": "gpt-x-1"}, {"provider": "backup"}], "hedge_after_ms": 800},
+            "claude-x": {"providers": [{"provider": "claude", "model": "claude-x-2"}]}
+        }"#;
+        let p = Providers::parse(PROVIDERS, Some(routes)).unwrap();
+        assert_eq!(p.get(0).endpoint, Endpoint::Http { base_url: "https://a.example/v1".into() });
+        assert_eq!(p.get(0).api_key_var.as_deref(), Some("PRIMARY_KEY"));
+        let route = p.route(Some("gpt-x")).unwrap();
+        assert_eq!(route.hedge_after_ms, Some(800));
+        assert_eq!(route.steps[0].model.as_deref(), Some("gpt-x-1"));
+        assert_eq!(names(&p, &route.rotation(&p, Api::OpenAi, None)), ["primary", "backup"]);
+        assert_eq!(names(&p, &route.rotation(&p, Api::OpenAi, Some("primary"))), ["backup", "primary"]);
+        assert_eq!(names(&p, &route.rotation(&p, Api::OpenAi, Some("backup"))), ["primary", "backup"]);
+        // A provider the route does not have (a config change): from the start.
+        assert_eq!(names(&p, &route.rotation(&p, Api::OpenAi, Some("gone"))), ["primary", "backup"]);
+        // The wrong API finds no provider on this route.
+        assert!(route.rotation(&p, Api::Anthropic, None).is_empty());
+        assert!(p.route(Some("other")).is_none());
+    }
+
+    #[test]
+    fn without_routes_every_model_goes_to_every_provider_in_order() {
+        let p = Providers::parse(PROVIDERS, None).unwrap();
+        let route = p.route(Some("anything")).unwrap();
+        assert_eq!(names(&p, &route.rotation(&p, Api::OpenAi, None)), ["primary", "backup"]);
+        assert_eq!(names(&p, &route.rotation(&p, Api::Anthropic, None)), ["claude"]);
+        assert!(p.list().iter().all(|p| p.breaker));
+    }
+
+    #[test]
+    fn the_single_upstream_and_the_demo() {
+        let single = Providers::single(Some("https://api.example:8443/v1"));
+        assert_eq!(single.list().len(), 1);
+        assert_eq!(single.get(0).name, "api.example:8443");
+        assert!(!single.get(0).breaker);
+        assert_eq!(single.route(Some("m")).unwrap().steps.len(), 1);
+        let demo = Providers::single(None);
+        assert_eq!(demo.get(0).name, "demo");
+        let failover = demo.route(Some("demo-failover")).unwrap();
+        assert_eq!(names(&demo, &failover.rotation(&demo, Api::OpenAi, None)), ["demo-outage", "demo-backup"]);
+        assert_eq!(demo.route(Some("demo-hedge")).unwrap().hedge_after_ms, Some(300));
+        assert_eq!(names(&demo, &demo.route(Some("gpt-4o")).unwrap().rotation(&demo, Api::Anthropic, None)), ["demo"]);
+    }
+
+    #[test]
+    fn malformed_configuration_is_refused_without_quoting_it() {
+        let err = |providers: &str, routes: Option<&str>| Providers::parse(providers, routes).unwrap_err();
+        let secret = "sk-live-0123456789";
+        for bad in [
+            format!(r#"[{{"name": "a", "kind": "openai", "base_url": "https://x/v1", "api_key": "{secret}"}}]"#),
+            format!(r#"[{{"name": "a", "kind": "openai", "base_url": "https://u:{secret}@x/v1"}}]"#),
+            r#"[{"name": "a", "kind": "cohere", "base_url": "https://x/v1"}]"#.into(),
+            r#"[{"name": "A B", "kind": "openai", "base_url": "https://x/v1"}]"#.into(),
+            r#"[{"name": "a", "kind": "openai"}]"#.into(),
+            r#"[{"name": "a", "kind": "demo"}, {"name": "a", "kind": "demo"}]"#.into(),
+            r#"[{"name": "a", "kind": "demo", "price": 1}]"#.into(),
+            "[]".into(),
+            "{".into(),
+        ] {
+            let e = err(&bad, None);
+            assert_eq!(e.name, "PROVIDERS", "{bad}");
+            assert!(!e.expected.contains(secret));
+        }
+        for bad in [
+            r#"{"m": {"providers": [{"provider": "nobody"}]}}"#,
+            r#"{"m": {"providers": []}}"#,
+            r#"{"m": {"providers": [{"provider": "primary"}, {"provider": "claude"}]}}"#,
+            r#"{"m": {"providers": [{"provider": "primary"}], "hedge_after_ms": 0}}"#,
+            r#"{"m": {"providers": [{"provider": "primary"}], "contract": {"schema": {"oneOf": []}}}}"#,
+            r#"{"m": {"providers": [{"provider": "primary"}], "retries": 3}}"#,
+            r#"[]"#,
+        ] {
+            assert_eq!(err(PROVIDERS, Some(bad)).name, "ROUTES", "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_api_is_read_from_the_path() {
+        assert_eq!(Api::of_path("/v1/messages"), Api::Anthropic);
+        assert_eq!(Api::of_path("/v1/messages?beta=true"), Api::Anthropic);
+        assert_eq!(Api::of_path("/v1/messages/count_tokens"), Api::Anthropic);
+        assert_eq!(Api::of_path("/v1/chat/completions"), Api::OpenAi);
+        assert_eq!(Api::of_path("/v1/messagesx"), Api::OpenAi);
+    }
+}
