@@ -275,7 +275,10 @@ fn provider_of(entry: &Value) -> Result<Provider, &'static str> {
     Ok(Provider { name: name.to_owned(), kind, endpoint, api_key_var, breaker: true })
 }
 
-fn routes_of(text: &str, list: &[Provider]) -> Result<(Vec<(String, Route)>, Option<Route>), ProvidersError> {
+/// Routes by model name, and the route for any other model (`*`).
+type RoutesByModel = (Vec<(String, Route)>, Option<Route>);
+
+fn routes_of(text: &str, list: &[Provider]) -> Result<RoutesByModel, ProvidersError> {
     let bad = |expected| ProvidersError { name: "ROUTES", expected };
     let value: Value = serde_json::from_str(text).map_err(|_| bad("a JSON object of routes by model"))?;
     let object = value.as_object().ok_or(bad("a JSON object of routes by model"))?;

@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use onejob_core::providers::ProviderKind;
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
 use worker::Env;
@@ -16,8 +17,8 @@ pub mod binding {
     pub const LEDGER: &str = "LEDGER";
     /// The KV namespace of finished results.
     pub const RESULTS: &str = "RESULTS";
-    /// The provider's API key (a secret).
-    pub const UPSTREAM_API_KEY: &str = "UPSTREAM_API_KEY";
+    /// The `ProviderHealth` Durable Object namespace (one breaker per provider).
+    pub const PROVIDER_HEALTH: &str = "PROVIDER_HEALTH";
     /// The tenant directory: key digest → tenant id.
     pub const TENANTS: &str = "TENANTS";
 }
@@ -26,8 +27,16 @@ pub mod binding {
 pub struct Config {
     pub settings: Settings,
     pub tenants: TenantDirectory,
-    /// The provider's key, sent only upstream.
-    pub api_key: Option<String>,
+    /// Each provider's API key (by its index in the settings' providers),
+    /// sent only to that provider.
+    pub api_keys: Vec<Option<String>>,
+}
+
+impl Config {
+    /// The API key of the provider at `index`.
+    pub fn api_key(&self, index: usize) -> Option<&str> {
+        self.api_keys.get(index).and_then(Option::as_deref)
+    }
 }
 
 /// The deployment's configuration is unusable (the detail is logged).
@@ -60,6 +69,20 @@ fn parse(env: &Env) -> Result<Config, String> {
         Some(text) => TenantDirectory::from_json(&text).map_err(|e| e.to_string())?,
         None => TenantDirectory::default(),
     };
-    let api_key = env.secret(binding::UPSTREAM_API_KEY).ok().map(|s| s.to_string());
-    Ok(Config { settings, tenants, api_key })
+    let mut api_keys = Vec::new();
+    for provider in settings.providers.list() {
+        let key = provider.api_key_var.as_deref().and_then(|name| {
+            env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|k| !k.trim().is_empty())
+        });
+        // A listed provider whose key secret is missing would answer every
+        // call with a 401: refuse the deployment instead, by the secret's name.
+        if key.is_none()
+            && provider.kind != ProviderKind::Passthrough
+            && let Some(name) = &provider.api_key_var
+        {
+            return Err(format!("the secret {name} (the API key of provider {}) is not set", provider.name));
+        }
+        api_keys.push(key);
+    }
+    Ok(Config { settings, tenants, api_keys })
 }

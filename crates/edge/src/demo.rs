@@ -13,6 +13,11 @@
 //! | `demo-stream-error` | streamed: half the answer, then an error event |
 //!
 //! With `"stream": true` every answer streams word by word (the misbehaviours stay).
+//!
+//! It speaks both APIs: OpenAI's chat completions (`/v1/chat/completions`)
+//! and Anthropic's Messages (`/v1/messages`, answers and SSE events in
+//! Anthropic's format). A demo provider configured as an outage answers
+//! every call with a 503 (see `onejob_core::providers`).
 
 use std::time::Duration;
 
@@ -26,8 +31,10 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     let path = target.split('?').next().unwrap_or(target);
-    if !path.ends_with("/chat/completions") {
-        return error(404, "not_found", &format!("the demo provider serves /v1/chat/completions, not {path}"), None);
+    let anthropic = path == "/v1/messages";
+    if !path.ends_with("/chat/completions") && !anthropic {
+        let message = format!("the demo provider serves /v1/chat/completions and /v1/messages, not {path}");
+        return error(404, "not_found", &message, None);
     }
     match model.as_str() {
         "demo" | "demo-stream-drop" | "demo-stream-error" => sleep(300).await,
@@ -55,6 +62,19 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
     let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
     let prompt_tokens = tokens(&ticket) + 12;
     let completion_tokens = tokens(&answer);
+    if anthropic {
+        let message = json!({
+            "id": format!("msg_demo_{:08x}", fnv1a(body)),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{ "type": "text", "text": answer }],
+            "stop_reason": "end_turn",
+            "stop_sequence": null,
+            "usage": { "input_tokens": prompt_tokens, "output_tokens": completion_tokens }
+        });
+        return Reply::json(200, message.to_string().into_bytes());
+    }
     let completion = json!({
         "id": format!("chatcmpl-demo-{:08x}", fnv1a(body)),
         "object": "chat.completion",
@@ -83,8 +103,9 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     let path = target.split('?').next().unwrap_or(target);
+    let anthropic = path == "/v1/messages";
     let pause_ms = match model.as_str() {
-        _ if !path.ends_with("/chat/completions") => return None,
+        _ if !path.ends_with("/chat/completions") && !anthropic => return None,
         "demo" | "demo-stream-drop" | "demo-stream-error" => 40,
         "demo-flaky" if attempt > 1 => 40,
         "demo-slow" => 250,
@@ -93,6 +114,9 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let ticket = last_user_message(&request);
     let (category, priority) = triage(&ticket);
     let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
+    if anthropic {
+        return Some(pace(anthropic_events(&model, &ticket, &answer, body), pause_ms));
+    }
     let id = format!("chatcmpl-demo-{:08x}", fnv1a(body));
     let chunk = |delta: Value, finish: Value| {
         let chunk = json!({
@@ -132,6 +156,47 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     Some(pace(events, pause_ms))
 }
 
+/// The same answer as Anthropic's Messages stream: `message_start`, one
+/// text block delta per word, `message_delta` with the usage, `message_stop`.
+fn anthropic_events(model: &str, ticket: &str, answer: &str, body: &[u8]) -> Vec<Vec<u8>> {
+    let event = |name: &str, data: Value| format!("event: {name}\ndata: {data}\n\n").into_bytes();
+    let (prompt, completion) = (tokens(ticket) + 12, tokens(answer));
+    let mut events = vec![event(
+        "message_start",
+        json!({ "type": "message_start", "message": {
+            "id": format!("msg_demo_{:08x}", fnv1a(body)), "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": null, "stop_sequence": null,
+            "usage": { "input_tokens": prompt, "output_tokens": 1 }
+        }}),
+    )];
+    events.push(event(
+        "content_block_start",
+        json!({ "type": "content_block_start", "index": 0, "content_block": { "type": "text", "text": "" } }),
+    ));
+    for word in answer.split_inclusive([' ', '\n']) {
+        let delta =
+            json!({ "type": "content_block_delta", "index": 0, "delta": { "type": "text_delta", "text": word } });
+        events.push(event("content_block_delta", delta));
+    }
+    events.push(event("content_block_stop", json!({ "type": "content_block_stop", "index": 0 })));
+    events.push(event(
+        "message_delta",
+        json!({ "type": "message_delta", "delta": { "stop_reason": "end_turn", "stop_sequence": null },
+                "usage": { "output_tokens": completion } }),
+    ));
+    events.push(event("message_stop", json!({ "type": "message_stop" })));
+    events
+}
+
+/// What the demo provider in an outage answers: a 503 in the API's format.
+pub fn outage(target: &str) -> Reply {
+    if target.split('?').next() == Some("/v1/messages") {
+        let body = json!({ "type": "error", "error": { "type": "overloaded_error", "message": "this demo provider is down" } });
+        return Reply::json(503, body.to_string().into_bytes());
+    }
+    error(503, "unavailable", "this demo provider is down", None)
+}
+
 /// The events, one every `pause_ms`.
 fn pace(events: Vec<Vec<u8>>, pause_ms: u64) -> ByteChunks {
     Box::pin(futures_util::stream::unfold(events.into_iter(), move |mut events| async move {
@@ -159,9 +224,15 @@ fn last_user_message(request: &Value) -> String {
         .get("messages")
         .and_then(Value::as_array)
         .and_then(|messages| messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
-        .and_then(|m| m.get("content").and_then(Value::as_str))
-        .unwrap_or("")
-        .to_owned()
+        .and_then(|m| m.get("content"))
+        .map(|content| match content {
+            // Anthropic's (and OpenAI's) content as a list of blocks.
+            Value::Array(blocks) => {
+                blocks.iter().filter_map(|b| b.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
+            }
+            other => other.as_str().unwrap_or("").to_owned(),
+        })
+        .unwrap_or_default()
 }
 
 /// A deterministic keyword triage: the same ticket always gets the same answer.

@@ -1,28 +1,46 @@
-//! The driver of a job: claims, calls and records attempts until one is
-//! final, retrying transient failures with the core's full-jitter backoff
-//! within the job's attempt cap and the tenant's retry budget.
+//! The driver of a job: places each attempt on a provider of the request's
+//! route, claims, calls and records attempts until one is final, retrying
+//! transient failures with the core's full-jitter backoff within the job's
+//! attempt cap and the tenant's retry budget.
+//!
+//! Failover is a new attempt of the same job: after a failure the next
+//! attempt goes to the route's next provider (see
+//! [`onejob_core::providers::Route::rotation`]), skipping providers whose
+//! breaker is open, and does not wait out the failed provider's backoff. A
+//! route with `hedge_after_ms` races a second attempt on the next provider
+//! when the first is slow; the first final answer wins the job by
+//! compare-and-swap and the other, if it answers, is audited as `lost_race`.
 //!
 //! Every write is a compare-and-swap on the job's version. An attempt whose
 //! write loses (another writer changed the job meanwhile) does not overwrite
 //! the winner: it is recorded in the audit as discarded, and the caller gets
 //! the job as it now stands.
 
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
+use futures_util::future::{Either, select};
 use onejob_core::admission;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
-use onejob_core::classify::Decision;
+use onejob_core::breaker::{Permit, is_failure};
+use onejob_core::classify::{Classification, Decision, ErrorClass, TransportFailure};
+use onejob_core::contract::Contract;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{Problem, ProblemType};
+use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
+use onejob_core::providers::{Api, Route};
 use onejob_core::random::RandomSource;
 use onejob_core::reply::{BodyHint, read_reply};
-use worker::{Delay, Result};
+use serde_json::Value;
+use worker::{Delay, Env, Result};
 
 use crate::budgets;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::handoff::Submission;
+use crate::health::{self, Report};
 use crate::http::JobResult;
 use crate::store::{Store, StoreError, StoredResponse};
 use crate::stored;
@@ -30,15 +48,21 @@ use crate::upstream::{self, Call, CallResult, Streaming};
 
 pub struct Driver<'a> {
     config: &'a Config,
+    env: &'a Env,
     store: &'a Store,
     submission: &'a Submission,
     body: &'a [u8],
     /// The job's key for the provider: derived from tenant + key.
     upstream_key: String,
-    provider: String,
+    /// The request's JSON, to send each provider its own model name.
+    request: Option<Value>,
+    /// The model the request asked for: picks the route.
     model: Option<String>,
     /// The request asks for a streamed answer (`"stream": true`).
     stream: bool,
+    api: Api,
+    /// A hedged attempt that lost the race and has not answered yet.
+    late: RefCell<Option<LateAttempt>>,
 }
 
 /// What driving a job produced for its caller.
@@ -51,33 +75,95 @@ pub enum Driven {
 }
 
 /// What one attempt produced, unless it streams.
-struct Attempted {
+pub struct Attempted {
     observed: Observation,
     response: StoredResponse,
     report: AttemptReport,
 }
 
+/// An attempt's call, owning everything it needs: it may outlive the
+/// request (a hedge's loser is awaited after the winner has answered).
+type Launched = Pin<Box<dyn Future<Output = std::result::Result<Attempted, Streaming>>>>;
+
+/// Where an attempt goes.
+struct Choice {
+    /// The provider's index in the settings.
+    provider: usize,
+    /// The model name sent to it.
+    model: Option<String>,
+    /// It goes as its breaker's half-open probe.
+    probe: bool,
+}
+
+/// A hedged attempt that lost the race but may still answer: its answer is
+/// audited (it was paid for) and never used.
+pub struct LateAttempt {
+    attempt: u32,
+    call: Launched,
+}
+
 impl<'a> Driver<'a> {
-    pub fn new(config: &'a Config, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
+    pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
         let upstream_key = IdempotencyKey::parse(&submission.key)
             .map(|key| StorageId::derive(&submission.tenant, &key).upstream_key())
             .unwrap_or_default();
-        let request = serde_json::from_slice::<serde_json::Value>(body).ok();
+        let request = serde_json::from_slice::<Value>(body).ok();
         let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
-        let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(serde_json::Value::as_bool) == Some(true);
-        let provider = config.settings.upstream.name().to_owned();
-        Self { config, store, submission, body, upstream_key, provider, model, stream }
+        let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(Value::as_bool) == Some(true);
+        let api = Api::of_path(&submission.target);
+        Self {
+            config,
+            env,
+            store,
+            submission,
+            body,
+            upstream_key,
+            request,
+            model,
+            stream,
+            api,
+            late: RefCell::new(None),
+        }
+    }
+
+    /// The hedged attempt still out after the job was won, if any: the
+    /// Ledger awaits it past the response ([`audit_late`]).
+    pub fn take_late(&self) -> Option<LateAttempt> {
+        self.late.borrow_mut().take()
     }
 
     /// Runs attempts on `job` (claimable) until a result for the caller.
     /// A job that is not `stored` yet is written with its first claim (one
     /// write on the first call, not two).
     pub async fn run(&self, job: &mut Job, mut stored: bool) -> Result<Driven> {
+        let providers = &self.config.settings.providers;
+        let Some(route) = providers.route(self.model.as_deref()) else {
+            let problem = Problem::new(ProblemType::NoRoute, "no route serves this model");
+            return Ok(Driven::Result(JobResult::problem(&problem, job.state(), None)));
+        };
         // Nothing dedups a resend to the provider: an unknown outcome stops here.
         let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
+        // The backoff the last failure asked for, owed only to the same provider.
+        let mut owed_wait_ms = 0;
         loop {
+            let last = job.attempts().last().map(|a| a.provider.clone());
+            let choice = match self.place(route, last.as_deref(), None).await {
+                Ok(choice) => choice,
+                Err(retry_after_ms) => {
+                    let problem = Problem::new(
+                        ProblemType::NoHealthyProvider,
+                        "every provider of this route is failing; the request may be retried with the same key",
+                    )
+                    .with_retry_after_ms(retry_after_ms);
+                    return Ok(Driven::Result(JobResult::problem(&problem, job.state(), None)));
+                }
+            };
+            let name = providers.get(choice.provider).name.clone();
+            if owed_wait_ms > 0 && last.as_deref() == Some(name.as_str()) {
+                Delay::from(Duration::from_millis(owed_wait_ms)).await;
+            }
             let read = job.version();
-            let ticket = match job.claim(read, now_ms(), &self.provider, self.model.as_deref()) {
+            let ticket = match job.claim(read, now_ms(), &name, choice.model.as_deref()) {
                 Ok(ticket) => ticket,
                 Err(error) => return Err(worker::Error::RustError(format!("claim refused: {error}"))),
             };
@@ -89,25 +175,28 @@ impl<'a> Driver<'a> {
                 Err(StoreError::LostRace) => return self.job_as_it_stands(job).map(Driven::Result),
                 Err(StoreError::Failed(error)) => return Err(error),
             }
-            let attempted = match self.attempt(ticket).await {
-                Ok(attempted) => attempted,
-                // Past the first byte the provider is never called again
-                // automatically: the job says so before anyone reads a byte.
-                Err(streaming) => {
-                    let read = job.version();
-                    let ticket = job
-                        .mark_streaming(ticket, now_ms())
-                        .map_err(|e| worker::Error::RustError(format!("stream refused: {e}")))?;
-                    self.store.start_streamed_response(ticket.attempt, &streaming.content_type)?;
-                    match self.store.update_job(read, job) {
-                        Ok(()) => return Ok(Driven::Stream { ticket, streaming }),
-                        Err(StoreError::LostRace) => return self.job_as_it_stands(job).map(Driven::Result),
-                        Err(StoreError::Failed(error)) => return Err(error),
+            let call = self.launch(ticket, &choice, route);
+            let hedge_after_ms = route.hedge_after_ms.filter(|_| !self.stream);
+            let (ticket, attempted) = match hedge_after_ms {
+                Some(ms) => match self.race(job, route, (ticket, choice, call), ms).await? {
+                    Some(settled) => settled,
+                    None => return self.job_as_it_stands(job).map(Driven::Result),
+                },
+                None => match call.await {
+                    Ok(attempted) => {
+                        if !self.record(job, ticket, &attempted)? {
+                            return self.job_as_it_stands(job).map(Driven::Result);
+                        }
+                        (ticket, attempted)
                     }
-                }
+                    // Past the first byte the provider is never called again
+                    // automatically: the job says so before anyone reads a byte.
+                    Err(streaming) => return self.start_stream(job, ticket, streaming),
+                },
             };
-            if !self.record(job, ticket, &attempted)? {
-                return self.job_as_it_stands(job).map(Driven::Result);
+            if job.state().is_terminal() && job.completed_by().is_some_and(|n| n != ticket.attempt) {
+                // The other racer won: its stored answer is the result.
+                return stored::finished_result(self.store, job).map(Driven::Result);
             }
             let may_try_again = job.state() == JobState::Failed;
             let step = budgets::with_budget(&self.submission.tenant, |budget| {
@@ -117,7 +206,7 @@ impl<'a> Driver<'a> {
             let finished = match step {
                 Step::Deliver => JobResult::of(response, job.state(), Some(ticket.attempt), None),
                 Step::Wait(ms) => {
-                    Delay::from(Duration::from_millis(ms)).await;
+                    owed_wait_ms = ms;
                     continue;
                 }
                 Step::GiveUp if observed.classification.decision == Decision::Unknown => {
@@ -142,47 +231,160 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// One upstream call, observed; `Err` when its answer streams.
-    async fn attempt(&self, ticket: AttemptTicket) -> std::result::Result<Attempted, Streaming> {
+    /// The first provider of the route's rotation after `last` whose breaker
+    /// lets a call through (skipping `except`); `Err` with the time until the
+    /// earliest probe when none does.
+    async fn place(
+        &self,
+        route: &Route,
+        last: Option<&str>,
+        except: Option<usize>,
+    ) -> std::result::Result<Choice, u64> {
+        let providers = &self.config.settings.providers;
+        let mut retry_after_ms = u64::MAX;
+        for step in route.rotation(providers, self.api, last) {
+            if Some(step.provider) == except {
+                continue;
+            }
+            let permit = health::permit(self.env, providers.get(step.provider)).await;
+            match permit {
+                Permit::Call | Permit::Probe => {
+                    let model = step.model.clone().or_else(|| self.model.clone());
+                    return Ok(Choice { provider: step.provider, model, probe: permit == Permit::Probe });
+                }
+                Permit::Skip { retry_after_ms: ms } => retry_after_ms = retry_after_ms.min(ms),
+            }
+        }
+        Err(if retry_after_ms == u64::MAX { 1_000 } else { retry_after_ms.max(1) })
+    }
+
+    /// Races a second attempt against a slow first one. Returns the attempt
+    /// that settled the job (the winner, or the last to fail), or `None` when
+    /// the job was lost to another writer.
+    async fn race(
+        &self,
+        job: &mut Job,
+        route: &Route,
+        (ticket_a, choice_a, call_a): (AttemptTicket, Choice, Launched),
+        hedge_after_ms: u64,
+    ) -> Result<Option<(AttemptTicket, Attempted)>> {
+        let call_a = match select(call_a, Delay::from(Duration::from_millis(hedge_after_ms))).await {
+            Either::Left((answered, _)) => return self.settle(job, ticket_a, answered),
+            Either::Right((_, call_a)) => call_a,
+        };
+        // Slow: a second attempt on the next provider, if one is healthy and
+        // the cap allows.
+        let providers = &self.config.settings.providers;
+        let name_a = providers.get(choice_a.provider).name.clone();
+        let hedged = match self.place(route, Some(&name_a), Some(choice_a.provider)).await {
+            Ok(choice_b) if job.attempts_left() > 0 => {
+                let read = job.version();
+                let name_b = &providers.get(choice_b.provider).name;
+                match job.hedge(read, now_ms(), name_b, choice_b.model.as_deref()) {
+                    Ok(ticket_b) => match self.store.update_job(read, job) {
+                        Ok(()) => Some((ticket_b, choice_b)),
+                        Err(StoreError::LostRace) => return Ok(None),
+                        Err(StoreError::Failed(error)) => return Err(error),
+                    },
+                    Err(_) => None,
+                }
+            }
+            _ => None,
+        };
+        let Some((ticket_b, choice_b)) = hedged else {
+            return self.settle(job, ticket_a, call_a.await);
+        };
+        let call_b = self.launch(ticket_b, &choice_b, route);
+        let ((first, answered), (other, call)) = match select(call_a, call_b).await {
+            Either::Left((answered, call_b)) => ((ticket_a, answered), (ticket_b, call_b)),
+            Either::Right((answered, call_a)) => ((ticket_b, answered), (ticket_a, call_a)),
+        };
+        let settled = self.settle(job, first, answered)?;
+        if job.state() == JobState::Completed {
+            worker::console_log!("onejob: attempt {} won the race; attempt {} lost it", first.attempt, other.attempt);
+            *self.late.borrow_mut() = Some(LateAttempt { attempt: other.attempt, call });
+            return Ok(settled);
+        }
+        if settled.is_none() {
+            *self.late.borrow_mut() = Some(LateAttempt { attempt: other.attempt, call });
+            return Ok(None);
+        }
+        // The first to answer failed: the job is the other racer's.
+        self.settle(job, other, call.await)
+    }
+
+    /// Records an attempt's answer; `None` when it lost the job.
+    fn settle(
+        &self,
+        job: &mut Job,
+        ticket: AttemptTicket,
+        answered: std::result::Result<Attempted, Streaming>,
+    ) -> Result<Option<(AttemptTicket, Attempted)>> {
+        // Hedged requests are not streamed: a stream here is a provider
+        // answering SSE to a request that did not ask for it.
+        let attempted = answered.unwrap_or_else(|_| transport_failure("the provider streamed an unrequested answer"));
+        Ok(self.record(job, ticket, &attempted)?.then_some((ticket, attempted)))
+    }
+
+    /// The attempt's answer starts streaming: recorded before anyone reads it.
+    fn start_stream(&self, job: &mut Job, ticket: AttemptTicket, streaming: Streaming) -> Result<Driven> {
+        let read = job.version();
+        let ticket = job
+            .mark_streaming(ticket, now_ms())
+            .map_err(|e| worker::Error::RustError(format!("stream refused: {e}")))?;
+        self.store.start_streamed_response(ticket.attempt, &streaming.content_type)?;
+        match self.store.update_job(read, job) {
+            Ok(()) => Ok(Driven::Stream { ticket, streaming }),
+            Err(StoreError::LostRace) => self.job_as_it_stands(job).map(Driven::Result),
+            Err(StoreError::Failed(error)) => Err(error),
+        }
+    }
+
+    /// Starts one upstream call to `choice`, observed (and checked against
+    /// the route's contract) when it answers, and reported to the
+    /// provider's breaker; `Err` when its answer streams.
+    fn launch(&self, ticket: AttemptTicket, choice: &Choice, route: &Route) -> Launched {
         let settings = &self.config.settings;
+        let provider = settings.providers.get(choice.provider).clone();
+        let api_key = self.config.api_key(choice.provider).map(str::to_owned);
         let call = Call {
-            target: &self.submission.target,
-            body: self.body,
-            content_type: &self.submission.content_type,
-            upstream_key: &self.upstream_key,
+            target: self.submission.target.clone(),
+            body: self.body_for(choice.model.as_deref()),
+            content_type: self.submission.content_type.clone(),
+            upstream_key: self.upstream_key.clone(),
             attempt: ticket.attempt,
             timeout_ms: settings.upstream_timeout_ms,
             stream: self.stream,
+            headers: self.submission.provider_headers.clone(),
         };
-        let (observed, response, usage) =
-            match upstream::call(&settings.upstream, self.config.api_key.as_deref(), call).await {
-                CallResult::Reply(reply) => {
-                    let facts = read_reply(&reply.body);
-                    let hint = if (200..300).contains(&reply.status) { facts.hint } else { BodyHint::None };
-                    let observed = Observation::from_http(
-                        reply.status,
-                        &|name| reply.header(name),
-                        hint,
-                        now_ms(),
-                        settings.retry_after_cap_ms,
-                    );
-                    let response =
-                        StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
-                    (observed, response, facts.usage)
+        let retry_after_cap_ms = settings.retry_after_cap_ms;
+        let contract = route.contract.clone();
+        let env = self.env.clone();
+        let probe = choice.probe;
+        Box::pin(async move {
+            let answered = upstream::call(provider.clone(), api_key, call).await;
+            let (attempted, failed) = match answered {
+                CallResult::Stream(streaming) => {
+                    health::report(&env, &provider, Report { failed: false, probe }).await;
+                    return Err(streaming);
                 }
-                CallResult::Stream(streaming) => return Err(streaming),
-                CallResult::Transport { failure, detail } => {
-                    let problem = Problem::new(ProblemType::UpstreamFailed, detail);
-                    let response = StoredResponse {
-                        status: problem.status(),
-                        content_type: onejob_core::protocol::PROBLEM_CONTENT_TYPE.into(),
-                        body: problem.to_json().into_bytes(),
-                    };
-                    (Observation::transport(failure), response, None)
-                }
+                answered => observe(answered, retry_after_cap_ms, contract.as_ref()),
             };
-        let report = AttemptReport { status: observed.status, usage, error_class: Some(observed.classification.class) };
-        Ok(Attempted { observed, response, report })
+            health::report(&env, &provider, Report { failed, probe }).await;
+            Ok(attempted)
+        })
+    }
+
+    /// The request's body with `model` in it (unchanged when it already is).
+    fn body_for(&self, model: Option<&str>) -> Vec<u8> {
+        match (&self.request, model) {
+            (Some(request), Some(model)) if self.model.as_deref() != Some(model) => {
+                let mut request = request.clone();
+                request["model"] = Value::from(model);
+                serde_json::to_vec(&request).unwrap_or_else(|_| self.body.to_vec())
+            }
+            _ => self.body.to_vec(),
+        }
     }
 
     /// Writes the attempt's outcome if it still holds the job. Returns
@@ -191,6 +393,7 @@ impl<'a> Driver<'a> {
     fn record(&self, job: &mut Job, ticket: AttemptTicket, attempted: &Attempted) -> Result<bool> {
         let now = now_ms();
         let report = attempted.report;
+        let read = job.version();
         let applied = match attempted.observed.classification.decision {
             Decision::Accept | Decision::Never => job.complete(ticket, now, report).map(|_| ()),
             Decision::Unknown => job.mark_unknown(ticket, now, report),
@@ -203,7 +406,7 @@ impl<'a> Driver<'a> {
             self.store.save_response(ticket.attempt, &attempted.response)?;
         }
         let written = applied.is_ok() && {
-            match self.store.update_job(ticket.version, job) {
+            match self.store.update_job(read, job) {
                 Ok(()) => true,
                 Err(StoreError::LostRace) => false,
                 Err(StoreError::Failed(error)) => return Err(error),
@@ -212,15 +415,9 @@ impl<'a> Driver<'a> {
         if written {
             return Ok(true);
         }
-        let Some(mut current) = self.store.load_job()? else {
+        let Some(current) = audit_discarded(self.store, ticket.attempt, report)? else {
             return Err(worker::Error::RustError("the job vanished during an attempt".into()));
         };
-        let read = current.version();
-        if current.note_discarded(ticket.attempt, now, report)
-            && let Err(StoreError::Failed(error)) = self.store.update_job(read, &current)
-        {
-            return Err(error);
-        }
         worker::console_warn!("ledger: attempt {} lost the job; its result was discarded", ticket.attempt);
         *job = current;
         Ok(false)
@@ -237,6 +434,81 @@ impl<'a> Driver<'a> {
         }
         let problem = admission::in_progress(&self.submission.key, admission::DEFAULT_RETRY_AFTER_MS);
         Ok(JobResult::problem(&problem, job.state(), None))
+    }
+}
+
+/// Awaits a hedged attempt that lost the race and audits its answer (status,
+/// usage) as `lost_race`: it was paid for, and never used.
+pub async fn audit_late(store: Store, late: LateAttempt) {
+    let attempted = late.call.await.unwrap_or_else(|_| transport_failure("streamed"));
+    match audit_discarded(&store, late.attempt, attempted.report) {
+        Ok(_) => worker::console_log!("onejob: attempt {} answered after losing the race", late.attempt),
+        Err(error) => worker::console_error!("onejob: auditing attempt {} failed: {error}", late.attempt),
+    }
+}
+
+/// Records a losing attempt's report on the stored job (a compare-and-swap
+/// write of its own). Returns the job as it now stands.
+fn audit_discarded(store: &Store, attempt: u32, report: AttemptReport) -> Result<Option<Job>> {
+    let Some(mut current) = store.load_job()? else { return Ok(None) };
+    let read = current.version();
+    if current.note_discarded(attempt, now_ms(), report)
+        && let Err(StoreError::Failed(error)) = store.update_job(read, &current)
+    {
+        return Err(error);
+    }
+    Ok(Some(current))
+}
+
+/// Judges a whole answer (or a failed call): how it is classified, what is
+/// kept, and whether it counts against the provider's health. A 2xx outside
+/// the route's contract is kept as a 502 `output-contract` and retried on
+/// the next provider; it does not count against the provider's health.
+fn observe(answered: CallResult, retry_after_cap_ms: u64, contract: Option<&Contract>) -> (Attempted, bool) {
+    let (mut observed, mut response, usage) = match answered {
+        CallResult::Reply(reply) => {
+            let facts = read_reply(&reply.body);
+            let hint = if (200..300).contains(&reply.status) { facts.hint } else { BodyHint::None };
+            let observed =
+                Observation::from_http(reply.status, &|name| reply.header(name), hint, now_ms(), retry_after_cap_ms);
+            let response = StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
+            (observed, response, facts.usage)
+        }
+        CallResult::Transport { failure, detail } => return (failed_below_http(failure, &detail), true),
+        CallResult::Stream(_) => return (transport_failure("streamed"), false),
+    };
+    let failed = is_failure(observed.classification.decision);
+    if observed.classification.decision == Decision::Accept
+        && let Some(Err(violation)) = contract.map(|c| c.check(&response.body))
+    {
+        worker::console_warn!("onejob: an answer broke its route's contract: {}", violation.0);
+        let problem = Problem::new(ProblemType::OutputContract, violation.0);
+        response = problem_response(&problem);
+        observed.classification = Classification { decision: Decision::Retry, class: ErrorClass::Contract };
+    }
+    let report = AttemptReport { status: observed.status, usage, error_class: Some(observed.classification.class) };
+    (Attempted { observed, response, report }, failed)
+}
+
+/// An attempt whose answer cannot be judged: unknown (it may have been
+/// processed), kept as a 502 problem.
+fn transport_failure(detail: &str) -> Attempted {
+    failed_below_http(TransportFailure::DroppedAfterSend, detail)
+}
+
+/// An attempt that failed below HTTP, kept as a 502 problem.
+fn failed_below_http(failure: TransportFailure, detail: &str) -> Attempted {
+    let observed = Observation::transport(failure);
+    let response = problem_response(&Problem::new(ProblemType::UpstreamFailed, detail));
+    let report = AttemptReport { status: None, usage: None, error_class: Some(observed.classification.class) };
+    Attempted { observed, response, report }
+}
+
+fn problem_response(problem: &Problem) -> StoredResponse {
+    StoredResponse {
+        status: problem.status(),
+        content_type: PROBLEM_CONTENT_TYPE.into(),
+        body: problem.to_json().into_bytes(),
     }
 }
 

@@ -4,6 +4,7 @@
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds};
+use onejob_core::providers::Api;
 use onejob_core::settings::MAX_WAIT_MS;
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
@@ -11,6 +12,7 @@ use crate::auth::tenant_of;
 use crate::cache;
 use crate::config::{self, Config, binding};
 use crate::handoff::{self, JobQuery, Submission, route};
+use crate::health;
 use crate::http::{self, problem_of};
 
 /// `POST /v1/{path}`.
@@ -63,6 +65,17 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Ok(fp) => fp,
         Err(error) => return problem_of(ProblemType::InvalidJson, format!("the body is not valid JSON: {error}")),
     };
+    // A model no route serves is refused here, before a Ledger is made.
+    let model = serde_json::from_slice::<ModelOnly>(&body).ok().and_then(|m| m.model);
+    let route = config.settings.providers.route(model.as_deref());
+    let api = Api::of_path(&target);
+    if route.is_none_or(|route| route.rotation(&config.settings.providers, api, None).is_empty()) {
+        let detail = match api {
+            Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
+            Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
+        };
+        return problem_of(ProblemType::NoRoute, detail);
+    }
     let storage_id = StorageId::derive(&tenant, &key);
 
     if config.settings.result_cache
@@ -83,11 +96,34 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         target,
         content_type,
         wait_ms,
+        provider_headers: handoff::PROVIDER_HEADERS
+            .iter()
+            .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))
+            .collect(),
     };
     let mut init = RequestInit::new();
     init.with_method(Method::Post);
     init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(&submission, &body).as_slice()).into()));
     call_ledger(env, &storage_id, route::SUBMIT, &init).await
+}
+
+/// The one member of a request body the gateway reads: its `model`.
+#[derive(serde::Deserialize)]
+struct ModelOnly {
+    model: Option<String>,
+}
+
+/// `GET /onejob/v1/providers`: each provider's breaker, for any tenant
+/// (names and health only: no URL, no key).
+pub async fn providers(req: Request, env: &Env) -> Result<Response> {
+    let (config, _) = match admit_caller(&req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if req.method() != Method::Get {
+        return problem_of(ProblemType::MethodNotAllowed, "use GET");
+    }
+    health::providers_page(env, &config).await
 }
 
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.

@@ -31,7 +31,14 @@ pub struct Submission {
     pub content_type: String,
     /// How long a duplicate may wait for a running request.
     pub wait_ms: u64,
+    /// Provider headers the caller sent ([`PROVIDER_HEADERS`]), passed on.
+    #[serde(default)]
+    pub provider_headers: Vec<(String, String)>,
 }
+
+/// The caller's headers that are passed to the provider: they choose the
+/// API's version and betas, not who pays.
+pub const PROVIDER_HEADERS: [&str; 3] = ["anthropic-version", "anthropic-beta", "openai-beta"];
 
 /// `GET /onejob/v1/jobs/{key}` (and `…/stream?from=N`) for one tenant.
 #[derive(Debug, Clone, Serialize, Deserialize)]

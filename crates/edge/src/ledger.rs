@@ -28,7 +28,7 @@ use crate::alarms;
 use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
-use crate::driver::{Driven, Driver};
+use crate::driver::{self, Driven, Driver};
 use crate::handoff::{self, JobQuery, Submission};
 use crate::http::{self, JobResult};
 use crate::store::Store;
@@ -184,8 +184,12 @@ impl Ledger {
         body: &[u8],
     ) -> Result<Response> {
         self.driving.set(true);
-        let driver = Driver::new(config, store, submission, body);
+        let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
+        if let Some(late) = driver.take_late() {
+            // A hedge's loser is still out: audit what it cost when it answers.
+            self.state.wait_until(driver::audit_late(self.store(), late));
+        }
         let result = match driven {
             Ok(Driven::Result(result)) => result,
             Ok(Driven::Stream { ticket, streaming }) => {

@@ -26,6 +26,7 @@ mod demo;
 mod driver;
 mod gateway;
 mod handoff;
+mod health;
 mod http;
 mod ledger;
 mod reply;
@@ -34,6 +35,7 @@ mod stored;
 mod stream;
 mod upstream;
 
+pub use health::ProviderHealth;
 pub use ledger::Ledger;
 
 use gateway::JobRoute;
@@ -66,6 +68,9 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         };
         let key = key.to_owned();
         return gateway::job(req, env, &key, route).await;
+    }
+    if path == "/onejob/v1/providers" {
+        return gateway::providers(req, env).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);

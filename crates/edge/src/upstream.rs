@@ -1,13 +1,18 @@
-//! One upstream call: the built-in demo provider or an OpenAI-compatible API,
-//! bounded by a timeout. Retrying is not done here: the driver decides, one
-//! attempt per call, so every call is claimed and audited.
+//! One upstream call to one provider: the built-in demo provider, an
+//! OpenAI-compatible API or Anthropic's Messages API, bounded by a timeout.
+//! Retrying and failover are not done here: the driver decides, one attempt
+//! per call, so every call is claimed and audited.
+//!
+//! A call owns what it sends, so it can outlive the request that started it:
+//! a hedged attempt that lost the race is still awaited, to audit what it
+//! cost.
 
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use onejob_core::settings::Upstream;
+use onejob_core::providers::{Api, Endpoint, Provider};
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::demo;
@@ -40,41 +45,48 @@ pub struct Streaming {
 }
 
 /// What to send.
-pub struct Call<'a> {
+pub struct Call {
     /// Path and query, e.g. `/v1/chat/completions?api-version=…`.
-    pub target: &'a str,
-    pub body: &'a [u8],
-    pub content_type: &'a str,
+    pub target: String,
+    /// The body, with the model the route names for this provider.
+    pub body: Vec<u8>,
+    pub content_type: String,
     /// The job's key for the provider (tenant-scoped, never the client's own).
-    pub upstream_key: &'a str,
+    pub upstream_key: String,
     pub attempt: u32,
     pub timeout_ms: u64,
     /// The request asked for a streamed answer (`"stream": true`).
     pub stream: bool,
+    /// Provider headers the caller sent (`anthropic-version`, …).
+    pub headers: Vec<(String, String)>,
 }
 
-/// Calls the upstream once, giving up after the call's timeout. A timeout is
+/// The Messages API version sent when the caller sent none.
+const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Calls `provider` once, giving up after the call's timeout. A timeout is
 /// reported as happening after the request was sent: the provider may have
 /// it, so the outcome is unknown.
-pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) -> CallResult {
+pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> CallResult {
     let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
-    match upstream {
-        Upstream::Demo
-            if let Some(body) = call.stream.then(|| demo::stream(call.target, call.body, call.attempt)).flatten() =>
+    match &provider.endpoint {
+        Endpoint::Demo { outage: true } => CallResult::Reply(demo::outage(&call.target)),
+        Endpoint::Demo { .. }
+            if let Some(body) = call.stream.then(|| demo::stream(&call.target, &call.body, call.attempt)).flatten() =>
         {
             CallResult::Stream(Streaming { content_type: SSE.into(), body, abort: None })
         }
-        Upstream::Demo => {
-            let reply = Box::pin(demo::respond(call.target, call.body, call.attempt));
+        Endpoint::Demo { .. } => {
+            let reply = Box::pin(demo::respond(&call.target, &call.body, call.attempt));
             match select(reply, timeout).await {
                 Either::Left((reply, _)) => CallResult::Reply(reply),
                 Either::Right(_) => timed_out(call.timeout_ms),
             }
         }
-        Upstream::Http { base_url } => {
+        Endpoint::Http { base_url } => {
             let controller = AbortController::default();
             let signal = controller.signal();
-            let request = match build_request(base_url, api_key, &call) {
+            let request = match build_request(base_url, api_key.as_deref(), &call) {
                 Ok(request) => request,
                 Err(detail) => return CallResult::Transport { failure: TransportFailure::Connect, detail },
             };
@@ -114,20 +126,33 @@ pub async fn call(upstream: &Upstream, api_key: Option<&str>, call: Call<'_>) ->
     }
 }
 
-fn build_request(base_url: &str, api_key: Option<&str>, call: &Call<'_>) -> Result<Request, String> {
+fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<Request, String> {
     // `/v1/chat/completions` against a base URL that already ends in `/v1`.
-    let target = call.target.strip_prefix("/v1").unwrap_or(call.target);
+    let target = call.target.strip_prefix("/v1").unwrap_or(&call.target);
     let url = format!("{base_url}{target}");
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
-    set("Content-Type", call.content_type)?;
-    set(header::IDEMPOTENCY_KEY, call.upstream_key)?;
-    if let Some(key) = api_key {
-        set("Authorization", &format!("Bearer {key}"))?;
+    set("Content-Type", &call.content_type)?;
+    set(header::IDEMPOTENCY_KEY, &call.upstream_key)?;
+    for (name, value) in &call.headers {
+        set(name, value)?;
+    }
+    match (Api::of_path(&call.target), api_key) {
+        // Anthropic authenticates with x-api-key and needs a version.
+        (Api::Anthropic, key) => {
+            if let Some(key) = key {
+                set("x-api-key", key)?;
+            }
+            if !call.headers.iter().any(|(name, _)| name == "anthropic-version") {
+                set("anthropic-version", ANTHROPIC_VERSION)?;
+            }
+        }
+        (Api::OpenAi, Some(key)) => set("Authorization", &format!("Bearer {key}"))?,
+        (Api::OpenAi, None) => {}
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
-    init.with_body(Some(js_sys::Uint8Array::from(call.body).into()));
+    init.with_body(Some(js_sys::Uint8Array::from(call.body.as_slice()).into()));
     Request::new_with_init(&url, &init).map_err(|_| "cannot build the upstream request".to_owned())
 }
 
