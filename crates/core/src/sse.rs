@@ -152,23 +152,54 @@ pub fn usage_of(event: &[u8]) -> Option<Usage> {
     Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total })
 }
 
-/// The event the gateway appends to a stream that ended without its terminal
-/// event, in the OpenAI dialect (`data: {"error": …}`), so SDKs raise an
-/// error instead of silently showing a truncated answer.
-pub fn interrupted_event(detail: &str) -> Vec<u8> {
-    let error = serde_json::json!({
-        "error": { "message": detail, "type": "onejob_stream_interrupted", "code": "stream_interrupted" }
-    });
-    format!("data: {error}\n\n").into_bytes()
+/// Which provider's event format a stream speaks, so that the events the
+/// gateway adds are ones its SDK raises as errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Dialect {
+    /// `data:` lines only (chat completions), or the Responses API.
+    #[default]
+    OpenAi,
+    /// Anthropic's Messages: named events (`message_start`, …).
+    Anthropic,
 }
 
-/// The event the gateway appends to a stream a caller cancelled (the OpenAI
-/// dialect, like [`interrupted_event`]).
-pub fn cancelled_event() -> Vec<u8> {
-    let error = serde_json::json!({
-        "error": { "message": "the answer was cancelled", "type": "onejob_stream_cancelled", "code": "stream_cancelled" }
-    });
-    format!("data: {error}\n\n").into_bytes()
+impl Dialect {
+    /// The dialect of a stream, from its first event.
+    pub fn of_first_event(event: &[u8]) -> Self {
+        match fields(event).0 {
+            Some(name) if name.starts_with("message_") || name.starts_with("content_block") || name == "ping" => {
+                Self::Anthropic
+            }
+            _ => Self::OpenAi,
+        }
+    }
+
+    /// An error event: OpenAI's `data: {"error": …}` or Anthropic's
+    /// `event: error` (which Anthropic's SDK raises; it ignores unnamed ones).
+    fn error_event(self, message: &str, code: &str) -> Vec<u8> {
+        match self {
+            Self::OpenAi => {
+                let error = serde_json::json!({ "error": { "message": message, "type": format!("onejob_{code}"), "code": code } });
+                format!("data: {error}\n\n").into_bytes()
+            }
+            Self::Anthropic => {
+                let error = serde_json::json!({ "type": "error", "error": { "type": format!("onejob_{code}"), "message": message } });
+                format!("event: error\ndata: {error}\n\n").into_bytes()
+            }
+        }
+    }
+}
+
+/// The event the gateway appends to a stream that ended without its terminal
+/// event, so SDKs raise an error instead of silently showing a truncated
+/// answer.
+pub fn interrupted_event(detail: &str, dialect: Dialect) -> Vec<u8> {
+    dialect.error_event(detail, "stream_interrupted")
+}
+
+/// The event the gateway appends to a stream a caller cancelled.
+pub fn cancelled_event(dialect: Dialect) -> Vec<u8> {
+    dialect.error_event("the answer was cancelled", "stream_cancelled")
 }
 
 /// When a pump writes its pending events to storage: at 8 KB pending, 100 ms
@@ -229,13 +260,20 @@ mod tests {
         assert_eq!(classify_event(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"), EventKind::Terminal);
         assert_eq!(classify_event(b"event: error\ndata: {\"type\":\"error\"}\n\n"), EventKind::Error);
         assert_eq!(classify_event(b": ping\n\n"), EventKind::Data);
-        assert_eq!(classify_event(&interrupted_event("cut")), EventKind::Error);
+        assert_eq!(classify_event(&interrupted_event("cut", Dialect::OpenAi)), EventKind::Error);
+        let anthropic = interrupted_event("cut", Dialect::Anthropic);
+        assert_eq!(classify_event(&anthropic), EventKind::Error);
+        assert!(ends_stream(&anthropic));
+        assert!(anthropic.starts_with(b"event: error\n"));
+        assert_eq!(Dialect::of_first_event(b"event: message_start\ndata: {}\n\n"), Dialect::Anthropic);
+        assert_eq!(Dialect::of_first_event(b"data: {\"choices\":[]}\n\n"), Dialect::OpenAi);
+        assert_eq!(Dialect::of_first_event(b"event: response.created\ndata: {}\n\n"), Dialect::OpenAi);
         for end in
             [&b"data: [DONE]\n\n"[..], b"event: message_stop\ndata: {}\n\n", b"event: response.completed\ndata: {}\n\n"]
         {
             assert!(ends_stream(end));
         }
-        assert!(ends_stream(&interrupted_event("cut")));
+        assert!(ends_stream(&interrupted_event("cut", Dialect::OpenAi)));
         assert!(!ends_stream(b"data: {\"choices\":[]}\n\n"));
     }
 

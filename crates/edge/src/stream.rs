@@ -22,7 +22,7 @@ use onejob_core::classify::ErrorClass;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::reply::Usage;
 use onejob_core::sse::{
-    EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, usage_of,
+    Dialect, EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, usage_of,
 };
 use worker::{Delay, Result};
 
@@ -116,6 +116,8 @@ pub struct Pump {
     /// The last usage the stream reported, and its size so far.
     usage: Option<Usage>,
     size: u64,
+    /// The provider's event format, from the first event.
+    dialect: Dialect,
 }
 
 /// How a stream ended.
@@ -144,7 +146,19 @@ impl Pump {
     ) -> Self {
         cancel.set(false);
         let policy = FlushPolicy::default();
-        Self { slot, store, driving, job, ticket, streaming, policy, cancel, usage: None, size: 0 }
+        Self {
+            slot,
+            store,
+            driving,
+            job,
+            ticket,
+            streaming,
+            policy,
+            cancel,
+            usage: None,
+            size: 0,
+            dialect: Dialect::OpenAi,
+        }
     }
 
     pub async fn run(mut self) {
@@ -244,8 +258,10 @@ impl Pump {
             End::LostJob => return Ok(()),
             End::Complete => (None, None),
             End::Failed => (Some(ErrorClass::StreamError), None),
-            End::Interrupted(detail) => (Some(ErrorClass::StreamInterrupted), Some(interrupted_event(detail))),
-            End::Cancelled => (Some(ErrorClass::Cancelled), Some(cancelled_event())),
+            End::Interrupted(detail) => {
+                (Some(ErrorClass::StreamInterrupted), Some(interrupted_event(detail, self.dialect)))
+            }
+            End::Cancelled => (Some(ErrorClass::Cancelled), Some(cancelled_event(self.dialect))),
         };
         if let Some(event) = closing {
             self.note(&event);
@@ -273,6 +289,9 @@ impl Pump {
 
     /// Counts an event's bytes and keeps the usage it reports, if any.
     fn note(&mut self, event: &[u8]) {
+        if self.size == 0 {
+            self.dialect = Dialect::of_first_event(event);
+        }
         self.size += event.len() as u64;
         if event.windows(7).any(|w| w == b"\"usage\"")
             && let Some(usage) = usage_of(event)
@@ -299,7 +318,9 @@ pub fn settle_by_time(store: &Store, job: &mut Job, now: u64, pump_here: bool) -
         && let Some(attempt) = job.replayed_attempt().map(|a| a.number)
     {
         let stored = store.count_events(attempt)?;
-        let event = interrupted_event("the gateway lost the stream (its runtime was restarted)");
+        let first = store.load_events(attempt, 0, 1)?;
+        let dialect = first.first().map_or(Dialect::OpenAi, |event| Dialect::of_first_event(event));
+        let event = interrupted_event("the gateway lost the stream (its runtime was restarted)", dialect);
         store.append_events(attempt, stored, &[event])?;
     }
     store.update_job(read, job)?;
