@@ -3,22 +3,15 @@
 // bundle run in headless Chromium against the gateway (cross-origin, so CORS
 // is exercised too).
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
-import { readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { after, before, describe, test } from "node:test";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
 import { startCuttingProxy } from "../support/cutting-proxy.mjs";
 import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const bin = (name) => path.join(root, "node_modules/.bin", name);
-const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+import { bin, buildPage, makeApp, run, serveStatic } from "../support/pages.mjs";
 
 let app;
 let tarball;
@@ -26,15 +19,9 @@ let worker;
 let persistTo;
 
 before(async () => {
-  app = mkdtempSync(path.join(tmpdir(), "onejob-app-"));
-  const packed = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", app, path.join(root, "crates/client/pkg")], root));
-  tarball = { file: path.join(app, packed[0].filename), files: packed[0].files.map((f) => f.path), size: packed[0].size };
-  writeFileSync(path.join(app, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
-  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], app);
   // The official SDK, as an app would add it: the workspace's pinned copy,
   // packed and installed (no registry needed).
-  const packedOpenai = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", app, path.join(root, "node_modules/openai")], root));
-  run("npm", ["install", "--no-audit", "--no-fund", "--offline", path.join(app, packedOpenai[0].filename)], app);
+  ({ dir: app, tarball } = makeApp(["openai"]));
   persistTo = mkdtempSync(path.join(tmpdir(), "onejob-pkg-"));
   worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });
 });
@@ -212,18 +199,6 @@ document.body.textContent = await res.text();
   });
 });
 
-/** Serves a built page's files (another origin than the gateway's). */
-async function serveStatic(dir) {
-  const server = http.createServer(async (req, res) => {
-    const file = path.join(dir, new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
-    if (!existsSync(file)) return res.writeHead(404).end();
-    const type = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" }[path.extname(file)] ?? "application/octet-stream";
-    res.writeHead(200, { "Content-Type": type }).end(await readFile(file));
-  });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return server;
-}
-
 /**
  * Bundles (Vite) a page of the app that uses the official openai package
  * through `oj.fetcher()` against `?endpoint=`; `body` runs with `openai` in
@@ -231,11 +206,9 @@ async function serveStatic(dir) {
  * Returns the built folder.
  */
 function buildOpenAiPage(name, body) {
-  const web = path.join(app, name);
-  mkdirSync(web);
-  writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
-  writeFileSync(
-    path.join(web, "main.js"),
+  return buildPage(
+    app,
+    name,
     `import OpenAI from "openai";
 import { OneJob } from "onejob";
 const endpoint = new URLSearchParams(location.search).get("endpoint");
@@ -250,6 +223,4 @@ try {${body}
 }
 `,
   );
-  run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
-  return path.join(web, "dist");
 }

@@ -1,6 +1,7 @@
 // A proxy in front of the gateway that can cut a streamed response in the
 // middle of an event, the way a dropped connection does: for the tests of
-// the SDK's resumable streams (in Node and in a cross-origin page).
+// the SDK's resumable streams (in Node and in a cross-origin page). It can
+// also swallow a whole response, for the tests of the SDK's retries.
 import http from "node:http";
 
 /** The end of the `n`-th complete event in `text` (just past its blank line), or -1. */
@@ -18,14 +19,28 @@ function eventEnd(text, n) {
  * Forwards every request to the gateway, streaming responses as they come.
  * `cutNextStream(k)`: the next text/event-stream response is cut after `k`
  * complete events and half of the next one (the socket is destroyed).
+ * `dropNextResponse()`: the next response is read to its end from the
+ * gateway (the work is done) and never delivered (the socket is destroyed).
+ * `seen` lists each request's method, path, Idempotency-Key and headers.
  */
 export async function startCuttingProxy(target) {
   const seen = [];
   let cutAfter = null;
   let cuts = 0;
+  let dropNext = false;
+  let drops = 0;
   const server = http.createServer((req, res) => {
-    seen.push({ method: req.method, path: req.url, key: req.headers["idempotency-key"] });
+    seen.push({ method: req.method, path: req.url, key: req.headers["idempotency-key"], headers: { ...req.headers } });
     const forward = http.request(`${target}${req.url}`, { method: req.method, headers: req.headers }, (up) => {
+      if (dropNext) {
+        dropNext = false;
+        up.resume();
+        up.on("end", () => {
+          drops++;
+          res.socket.destroy();
+        });
+        return;
+      }
       res.writeHead(up.statusCode, up.headers);
       res.flushHeaders();
       const cut = /^text\/event-stream/.test(up.headers["content-type"] ?? "") && cutAfter !== null ? cutAfter : null;
@@ -59,6 +74,12 @@ export async function startCuttingProxy(target) {
     seen,
     get cuts() {
       return cuts;
+    },
+    get drops() {
+      return drops;
+    },
+    dropNextResponse() {
+      dropNext = true;
     },
     cutNextStream(k) {
       cutAfter = k;

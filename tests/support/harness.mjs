@@ -8,23 +8,35 @@
 //   stack.llm.calls(key)          // upstream calls of this (dev-tenant) key
 //   await stack.restart();         // same state, new runtime
 //   await stack.stop();
+//
+// Several providers under one job (PROVIDERS and ROUTES vars): a fake LLM
+// per provider, reached as `stack.fakes[name]`:
+//
+//   const stack = await startStack({
+//     providers: [{ name: "primary", key: "sk-p" }, { name: "claude", kind: "anthropic" }],
+//     routes: { "gpt-test": { providers: [{ provider: "primary", model: "p-model" }] } },
+//   });
+//   stack.fakes.primary.calls(key)
+//   await stack.getProviders()     // GET /onejob/v1/providers
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { startFakeLlm } from "./fake-llm.mjs";
+import { FAKE_ANTHROPIC_USAGE, FAKE_USAGE, contentFault, delayedContent, startFakeLlm } from "./fake-llm.mjs";
 import { upstreamKey } from "./keys.mjs";
-import { DEV_KEY, TENANT_B_KEY, startWorker } from "./worker.mjs";
+import { DEV_KEY, TENANT_B_KEY, freePort, startWorker } from "./worker.mjs";
 
-export { DEV_KEY, TENANT_B_KEY, startFakeLlm, startWorker, upstreamKey };
+export { DEV_KEY, FAKE_ANTHROPIC_USAGE, FAKE_USAGE, TENANT_B_KEY, contentFault, delayedContent, freePort, startFakeLlm, startWorker, upstreamKey };
 
 /** The tenant ids the test workers know (TENANTS is set by startWorker). */
 export const TENANT_OF = { [DEV_KEY]: "dev", [TENANT_B_KEY]: "tenant-b" };
 
 export const newKey = () => `test-${randomUUID()}`;
 export const chat = (content, extra = {}) => ({ model: "gpt-test", messages: [{ role: "user", content }], ...extra });
+/** An Anthropic Messages request (`POST /v1/messages`). */
+export const message = (content, extra = {}) => ({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content }], ...extra });
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -56,18 +68,61 @@ export function assertProblem({ res, text }, status, slug) {
   return problem;
 }
 
+/** The var that holds provider `name`'s API key (PROVIDERS names it in `api_key`). */
+export const providerKeyVar = (name) => `PROVIDER_KEY_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
+
+/**
+ * The PROVIDERS var for `providers` ({ name, kind = "openai", key?, baseUrl? }),
+ * a fake LLM started for each openai or anthropic one without a `baseUrl`,
+ * and the vars holding their keys.
+ */
+async function startProviders(providers) {
+  const fakes = {};
+  const vars = {};
+  const list = [];
+  for (const { name, kind = "openai", key, baseUrl } of providers) {
+    const entry = { name, kind };
+    if (kind !== "demo") {
+      if (!baseUrl) fakes[name] = await startFakeLlm({ name });
+      entry.base_url = baseUrl ?? fakes[name].baseUrl;
+    }
+    if (key !== undefined) {
+      entry.api_key = providerKeyVar(name);
+      vars[entry.api_key] = key;
+    }
+    list.push(entry);
+  }
+  return { fakes, vars: { ...vars, PROVIDERS: JSON.stringify(list) } };
+}
+
 /**
  * Starts a fake LLM (unless `upstream` is given, e.g. "demo", or a running
  * fake is passed as `llm`) and a worker that calls it, with `vars` on top of
- * wrangler.toml (or of `config`, a wrangler.toml in `cwd`).
+ * wrangler.toml (or of `config`, a wrangler.toml in `cwd`). With `providers`
+ * (see startProviders) and `routes` (the ROUTES var, as an object), the
+ * worker gets PROVIDERS and ROUTES; `llm` is then still started and named in
+ * UPSTREAM, which PROVIDERS overrides: it should never be called.
  */
-export async function startStack({ vars = {}, upstream, llm: sharedLlm, config, cwd, logLevel } = {}) {
+export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel } = {}) {
   const llm = upstream ? null : (sharedLlm ?? (await startFakeLlm()));
+  const { fakes, vars: providerVars } = providers ? await startProviders(providers) : { fakes: {}, vars: {} };
+  if (routes) providerVars.ROUTES = JSON.stringify(routes);
   const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
-  const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...vars };
-  let worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+  const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...providerVars, ...vars };
+  let worker;
+  try {
+    worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+  } catch (error) {
+    // Nothing is left running when the worker does not come up.
+    if (!sharedLlm) await llm?.close();
+    for (const fake of Object.values(fakes)) await fake.close();
+    rmSync(persistTo, { recursive: true, force: true });
+    throw error;
+  }
   const stack = {
     llm,
+    /** The fake LLM of each provider, by name. */
+    fakes,
     persistTo,
     vars: allVars,
     get url() {
@@ -91,6 +146,16 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, config, 
       });
       return { status: res.status, body: await res.json() };
     },
+    /** `GET /onejob/v1/providers` as the tenant of `token`. */
+    async getProviders(token = DEV_KEY) {
+      const res = await fetch(`${worker.url}/onejob/v1/providers`, { headers: { Authorization: `Bearer ${token}` } });
+      const text = await res.text();
+      let body;
+      try {
+        body = JSON.parse(text);
+      } catch {}
+      return { res, status: res.status, text, body };
+    },
     /** kill -9 of the runtime mid-whatever, then a new one on the same state. */
     async crashAndRestart() {
       await worker.kill();
@@ -104,6 +169,7 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, config, 
     async stop() {
       await worker?.stop();
       if (!sharedLlm) await llm?.close();
+      for (const fake of Object.values(fakes)) await fake.close();
       rmSync(persistTo, { recursive: true, force: true });
     },
   };

@@ -1,0 +1,66 @@
+// Pages of an app that uses the npm package `onejob`, as a user builds them:
+// the built package and the SDKs the page needs are packed and installed
+// into a fresh app (no registry: the workspace's own copies), the page is
+// bundled with Vite and served from another origin than the gateway's.
+//
+//   const app = makeApp(["openai"]);
+//   const dist = buildPage(app.dir, "page", `import OpenAI from "openai"; …`);
+//   const server = await serveStatic(dist);
+//   …
+//   server.close(); app.remove();
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const bin = (name) => path.join(root, "node_modules/.bin", name);
+export const run = (cmd, args, cwd) => execFileSync(cmd, args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+
+/** `npm pack` of `dir` into `destination`: { file, files, size }. */
+export function pack(dir, destination) {
+  const [packed] = JSON.parse(run("npm", ["pack", "--json", "--pack-destination", destination, dir], root));
+  return { file: path.join(destination, packed.filename), files: packed.files.map((f) => f.path), size: packed.size };
+}
+
+/**
+ * A fresh app in a temporary folder with the built `onejob` package and the
+ * workspace's copies of `packages` (names under node_modules) installed
+ * offline. Returns { dir, tarball (onejob's), remove() }.
+ */
+export function makeApp(packages = []) {
+  const dir = mkdtempSync(path.join(tmpdir(), "onejob-app-"));
+  writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
+  const tarball = pack(path.join(root, "crates/client/pkg"), dir);
+  run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], dir);
+  for (const name of packages) {
+    const sdk = pack(path.join(root, "node_modules", name), dir);
+    run("npm", ["install", "--no-audit", "--no-fund", "--offline", sdk.file], dir);
+  }
+  return { dir, tarball, remove: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Bundles (Vite) `app`/`name` with `main` as its module; returns the built folder. */
+export function buildPage(app, name, main) {
+  const web = path.join(app, name);
+  mkdirSync(web);
+  writeFileSync(path.join(web, "index.html"), `<!doctype html><html><body><script type="module" src="./main.js"></script></body></html>`);
+  writeFileSync(path.join(web, "main.js"), main);
+  run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
+  return path.join(web, "dist");
+}
+
+/** Serves a built page's files (another origin than the gateway's). */
+export async function serveStatic(dir) {
+  const server = http.createServer(async (req, res) => {
+    const file = path.join(dir, new URL(req.url, "http://x").pathname.replace(/^\/$/, "/index.html"));
+    if (!existsSync(file)) return res.writeHead(404).end();
+    const type = { ".html": "text/html", ".js": "text/javascript", ".wasm": "application/wasm" }[path.extname(file)] ?? "application/octet-stream";
+    res.writeHead(200, { "Content-Type": type }).end(await readFile(file));
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return server;
+}
