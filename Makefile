@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench clean
+.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -62,6 +62,11 @@ test-edge:
 ## onejob against a pass-through Worker: latency, replays, a storm, throughput.
 bench: build-edge
 	@$(ENV) node bench/edge.mjs 40
+
+## Which providers of each route with an output contract are safe fallbacks
+## (this checkout's configuration run locally, or ONEJOB_URL; see README).
+provider-check: build-edge
+	@$(ENV) node scripts/provider-check.mjs
 
 ## Brooker's backoff experiment (see README, "Why full jitter").
 experiment:

@@ -15,7 +15,8 @@
 //! Without `PROVIDERS` the deployment has the single provider `UPSTREAM`
 //! names, which forwards every API as it comes and has no breaker, exactly as
 //! before providers existed. The demo (`UPSTREAM=demo`) adds two more demo
-//! providers and two routes so that failover and hedging show without keys.
+//! providers and three routes so that failover, hedging and contracts show
+//! without keys.
 
 use serde_json::Value;
 
@@ -165,8 +166,9 @@ impl Providers {
 
     /// The demo: `demo` (every model, as before), plus `demo-backup` and
     /// `demo-outage` (always 503) with breakers, and the routes
-    /// `demo-failover` (outage → backup) and `demo-hedge` (a slow primary
-    /// hedged on the backup after 300 ms).
+    /// `demo-failover` (outage → backup), `demo-hedge` (a slow primary
+    /// hedged on the backup after 300 ms) and `demo-json` (a primary that
+    /// answers prose → a backup that honours the JSON contract).
     fn demo() -> Self {
         let demo = |name: &str, outage: bool, breaker: bool| Provider {
             name: name.into(),
@@ -179,9 +181,15 @@ impl Providers {
         let failover = Route { steps: vec![step(2, "demo"), step(1, "demo")], hedge_after_ms: None, contract: None };
         let hedge =
             Route { steps: vec![step(0, "demo-slow"), step(1, "demo")], hedge_after_ms: Some(300), contract: None };
+        let contract = Contract::RequiredKeys(vec!["category".into(), "priority".into()]);
+        let json = Route {
+            steps: vec![step(0, "demo-prose"), step(1, "demo")],
+            hedge_after_ms: None,
+            contract: Some(contract),
+        };
         Self {
             list: vec![demo("demo", false, false), demo("demo-backup", false, true), demo("demo-outage", true, true)],
-            routes: vec![("demo-failover".into(), failover), ("demo-hedge".into(), hedge)],
+            routes: vec![("demo-failover".into(), failover), ("demo-hedge".into(), hedge), ("demo-json".into(), json)],
             any_model: Some(only(0)),
         }
     }
@@ -219,6 +227,13 @@ impl Providers {
     pub fn route(&self, model: Option<&str>) -> Option<&Route> {
         let own = model.and_then(|m| self.routes.iter().find(|(name, _)| name == m)).map(|(_, route)| route);
         own.or(self.any_model.as_ref())
+    }
+
+    /// Every route with the model it serves (`*` for any other), in
+    /// configuration order.
+    pub fn routes(&self) -> impl Iterator<Item = (&str, &Route)> {
+        let named = self.routes.iter().map(|(model, route)| (model.as_str(), route));
+        named.chain(self.any_model.iter().map(|route| ("*", route)))
     }
 
     /// A provider by index.

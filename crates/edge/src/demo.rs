@@ -8,6 +8,11 @@
 //! | `demo-flaky` | first attempt of a job: 503 with `Retry-After: 1`; then answers |
 //! | `demo-slow` | answers after 5 s |
 //! | `demo-timeout` | never answers (the gateway's timeout makes the job unknown) |
+//! | `demo-prose` | like `demo`, but ignores `response_format` (breaks a JSON contract) |
+//!
+//! With `"response_format": {"type": "json_object"}` (or `json_schema`) the
+//! answer is the same triage as a JSON object (`category`, `priority`,
+//! `summary`), except from `demo-prose`.
 //!
 //! | `demo-stream-drop` | streamed: half the answer, then the stream ends without `[DONE]` (interrupted) |
 //! | `demo-stream-error` | streamed: half the answer, then an error event |
@@ -37,7 +42,7 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
         return error(404, "not_found", &message, None);
     }
     match model.as_str() {
-        "demo" | "demo-stream-drop" | "demo-stream-error" => sleep(300).await,
+        "demo" | "demo-prose" | "demo-stream-drop" | "demo-stream-error" => sleep(300).await,
         "demo-slow" => sleep(5_000).await,
         "demo-timeout" => sleep(24 * 3_600_000).await,
         "demo-flaky" if attempt == 1 => {
@@ -52,14 +57,20 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
         "demo-flaky" => sleep(300).await,
         other => {
             let message = format!(
-                "unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout, demo-stream-drop, demo-stream-error"
+                "unknown model {other:?}; the demo provider has demo, demo-flaky, demo-slow, demo-timeout, demo-prose, demo-stream-drop, demo-stream-error"
             );
             return error(400, "model_not_found", &message, None);
         }
     }
     let ticket = last_user_message(&request);
     let (category, priority) = triage(&ticket);
-    let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
+    let wants_json =
+        matches!(request.pointer("/response_format/type").and_then(Value::as_str), Some("json_object" | "json_schema"));
+    let answer = if wants_json && model != "demo-prose" {
+        json!({ "category": category, "priority": priority, "summary": summary(&ticket) }).to_string()
+    } else {
+        format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket))
+    };
     let prompt_tokens = tokens(&ticket) + 12;
     let completion_tokens = tokens(&answer);
     if anthropic {

@@ -10,6 +10,7 @@ use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::auth::tenant_of;
 use crate::cache;
+use crate::check;
 use crate::config::{self, Config, binding};
 use crate::handoff::{self, JobQuery, Submission, route};
 use crate::health;
@@ -124,6 +125,23 @@ pub async fn providers(req: Request, env: &Env) -> Result<Response> {
         return problem_of(ProblemType::MethodNotAllowed, "use GET");
     }
     health::providers_page(env, &config).await
+}
+
+/// `POST /onejob/v1/providers/check`: a route's samples at each of its
+/// providers (see [`crate::check`]).
+pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
+    let (config, _) = match admit_caller(&req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if req.method() != Method::Post {
+        return problem_of(ProblemType::MethodNotAllowed, "use POST");
+    }
+    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > config.settings.max_body_bytes) {
+        return problem_of(ProblemType::PayloadTooLarge, "the samples are larger than MAX_BODY_BYTES");
+    }
+    check::run(req, &config).await
 }
 
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.

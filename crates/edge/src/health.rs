@@ -166,7 +166,24 @@ pub async fn providers_page(env: &Env, config: &Config) -> Result<Response> {
             "transitions": health.map(|h| h.transitions).unwrap_or_default(),
         }));
     }
-    http::with_cors(Response::from_json(&serde_json::json!({ "providers": providers }))?)
+    let providers_config = &config.settings.providers;
+    let routes: Vec<_> = providers_config
+        .routes()
+        .map(|(model, route)| {
+            let steps: Vec<_> = route
+                .steps
+                .iter()
+                .map(|s| serde_json::json!({ "provider": providers_config.get(s.provider).name, "model": s.model }))
+                .collect();
+            serde_json::json!({
+                "model": model,
+                "providers": steps,
+                "hedge_after_ms": route.hedge_after_ms,
+                "contract": route.contract.is_some(),
+            })
+        })
+        .collect();
+    http::with_cors(Response::from_json(&serde_json::json!({ "providers": providers, "routes": routes }))?)
 }
 
 async fn ask(env: &Env, provider: &str, url: &str, body: Option<String>) -> Result<Response> {

@@ -20,6 +20,7 @@ mod alarms;
 mod auth;
 mod budgets;
 mod cache;
+mod check;
 mod clock;
 mod config;
 mod demo;
@@ -71,6 +72,9 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     }
     if path == "/onejob/v1/providers" {
         return gateway::providers(req, env).await;
+    }
+    if path == "/onejob/v1/providers/check" {
+        return gateway::provider_check(req, env).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);
