@@ -63,6 +63,10 @@ test-edge:
 bench: build-edge
 	@$(ENV) node bench/edge.mjs 40
 
+## Several providers: calls per intent in a primary outage, hedging's latency.
+bench-providers: build-edge
+	@$(ENV) node bench/providers.mjs 100
+
 ## Which providers of each route with an output contract are safe fallbacks
 ## (this checkout's configuration run locally, or ONEJOB_URL; see README).
 provider-check: build-edge
