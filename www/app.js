@@ -107,9 +107,15 @@ function showServerAttempts(job) {
       const waited = attempt.started_ms - previous.ended_ms;
       addLine("server-wait", `gateway waited ${(waited / 1000).toFixed(2)} s before upstream call ${attempt.number} (call ${previous.number} got ${previous.status ?? previous.error_class})`, { waited });
     }
-    const status = attempt.status ? `HTTP ${attempt.status}` : attempt.error_class.replaceAll("_", " ");
+    const where = attempt.model ? `${attempt.provider} (${attempt.model})` : attempt.provider;
+    if (attempt.outcome === "lost_race" && !attempt.ended_ms) {
+      addLine("server", `upstream call ${attempt.number} to ${where}: lost the race to a faster provider (its answer, if it comes, is audited and never used)`);
+      shown.serverAttempts = attempt.number;
+      continue;
+    }
+    const status = attempt.status ? `HTTP ${attempt.status}` : (attempt.error_class ?? "no answer").replaceAll("_", " ");
     const tokens = attempt.usage ? `, ${attempt.usage.total_tokens} tokens` : "";
-    addLine("server", `upstream call ${attempt.number} to ${attempt.model ?? attempt.provider}: ${attempt.outcome} (${status}) in ${attempt.latency_ms} ms${tokens}`);
+    addLine("server", `upstream call ${attempt.number} to ${where}: ${attempt.outcome.replaceAll("_", " ")} (${status}) in ${attempt.latency_ms} ms${tokens}`);
     shown.serverAttempts = attempt.number;
   }
 }
