@@ -68,8 +68,12 @@ describe("@anthropic-ai/sdk at its defaults with fetch: oj.fetcher()", () => {
     assert.equal(calls.length, 1);
     assert.equal(requests.length, 1);
     assert.match(requests[0].key, /^[0-9a-f-]{36}$/, "onejob sent a UUIDv4 key");
-    assert.equal(requests[0].headers["x-api-key"], DEV_KEY, "the SDK sends the tenant key as x-api-key");
+    // The SDK sends its apiKey (here the tenant key) as a Bearer token (1.x)
+    // or as x-api-key; the gateway takes either.
+    const sent = requests[0].headers;
+    assert.ok(sent.authorization === `Bearer ${DEV_KEY}` || sent["x-api-key"] === DEV_KEY, "the SDK sent the tenant key");
     assert.equal(calls[0].headers["x-api-key"], PROVIDER_KEY, "the provider gets its own key");
+    assert.equal(calls[0].headers.authorization, undefined);
     assert.equal(calls[0].headers["anthropic-version"], requests[0].headers["anthropic-version"], "anthropic-version passed through");
     assert.ok(Object.values(calls[0].headers).every((v) => !String(v).includes(DEV_KEY)), "never the tenant key");
   });
