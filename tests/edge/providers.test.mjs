@@ -407,25 +407,42 @@ describe("providers under one job: routes, failover, hedging, contracts, Anthrop
     ]);
   });
 
-  test("5. 100 concurrent duplicates of one key during a hedge: one job, at most 2 upstream calls, 100 identical bodies", async () => {
+  /** 100 concurrent duplicates of a new key on `model`: asserts one job, one fresh answer, 100 identical bodies. */
+  async function storm(model, scripts, note) {
     const key = newKey();
-    primary.script(key, ["delay:2000"]);
-    backup.script(key, ["delay:300"]);
-    const results = await Promise.all(Array.from({ length: 100 }, () => post(key, chat(`${key} hedge storm`, { model: "hedged" }))));
+    for (const [name, faults] of Object.entries(scripts)) stack.fakes[name].script(key, faults);
+    const results = await Promise.all(Array.from({ length: 100 }, () => post(key, chat(`${key} ${note}`, { model }))));
     const odd = results.filter((r) => r.res.status !== 200);
-    assert.equal(odd.length, 0, `${odd.length} of 100 not 200, e.g. ${odd[0]?.res.status} ${odd[0]?.text}`);
+    assert.equal(odd.length, 0, `${note}: ${odd.length} of 100 not 200, e.g. ${odd[0]?.res.status} ${odd[0]?.text}`);
     assert.equal(new Set(results.map((r) => r.text)).size, 1, "100 identical bodies");
-    assert.equal(JSON.parse(results[0].text).id, "chatcmpl-backup", "the winner only");
     assert.equal(results.filter((r) => r.res.headers.get("idempotent-replayed") === null).length, 1, "one fresh answer");
-    const calls = callsPerProvider(stack, key);
-    assert.ok(calls.primary + calls.backup <= 2 && calls.primary <= 1 && calls.backup <= 1, JSON.stringify(calls));
-    const job = await waitFor("the primary audited lost_race", async () => {
-      const { body } = await getJob(key);
-      return { ok: body.attempts?.some((a) => a.provider === "primary" && a.outcome === "lost_race"), value: body };
-    });
-    assert.equal(job.attempts.length, 2);
-    assert.equal(job.attempts.find((a) => a.number === job.completed_by).provider, "backup");
-    assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 1, third: 0, claude: 0 });
+    return { key, text: results[0].text };
+  }
+
+  // A few rounds each: the duplicates' race with the first request is not
+  // the same every time.
+  test("5. 100 concurrent duplicates of one key during a hedge: one job, at most 2 upstream calls, 100 identical bodies (3 rounds)", async () => {
+    for (let round = 0; round < 3; round++) {
+      const { key, text } = await storm("hedged", { primary: ["delay:2000"], backup: ["delay:300"] }, `hedge storm ${round}`);
+      assert.equal(JSON.parse(text).id, "chatcmpl-backup", "the winner only");
+      const calls = callsPerProvider(stack, key);
+      assert.ok(calls.primary + calls.backup <= 2 && calls.primary <= 1 && calls.backup <= 1, JSON.stringify(calls));
+      const job = await waitFor("the primary audited lost_race", async () => {
+        const { body } = await getJob(key);
+        return { ok: body.attempts?.some((a) => a.provider === "primary" && a.outcome === "lost_race"), value: body };
+      });
+      assert.equal(job.attempts.length, 2);
+      assert.equal(job.attempts.find((a) => a.number === job.completed_by).provider, "backup");
+      assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 1, third: 0, claude: 0 });
+    }
+  });
+
+  test("5b. 100 concurrent duplicates on a failover route (no hedge): one upstream call, 100 identical bodies (4 rounds)", async () => {
+    for (let round = 0; round < 4; round++) {
+      const { key, text } = await storm("gpt-test", { primary: ["delay:800"] }, `failover storm ${round}`);
+      assert.equal(JSON.parse(text).id, "chatcmpl-primary");
+      assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 0, third: 0, claude: 0 });
+    }
   });
 
   test("6a. a model with no route (ROUTES without *): 400 no-route, and no provider is called", async () => {
