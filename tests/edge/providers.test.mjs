@@ -194,17 +194,24 @@ describe("providers under one job: routes, failover, hedging, contracts, Anthrop
     }
   });
 
-  test("1c. a provider that refuses the connection: the next attempt goes to the backup", async () => {
+  test("1c. a provider that refuses the connection: on workerd that is an unknown outcome, so no failover inside its lease", async () => {
+    // workerd reports a refused connection and one dropped after the request
+    // left with the same error ("Network connection lost"): the gateway cannot
+    // prove the request never reached the provider, so the outcome is unknown
+    // and the job waits out its lease instead of paying a second provider.
+    // (The breaker still counts it: a provider that keeps refusing is skipped.)
     const key = newKey();
     const { res, text } = await post(key, chat(`${key} connect`, { model: "dead-first" }));
-    assert.equal(res.status, 200, text);
-    assert.equal(JSON.parse(text).id, "chatcmpl-backup");
-    assert.equal(backup.calls(key).length, 1);
+    assertProblem({ res, text }, 504, "upstream-timeout");
+    assert.equal(backup.calls(key).length, 0, "no second provider is paid while the first may have the request");
     const { body: job } = await getJob(key);
+    assert.equal(job.state, "unknown");
     assert.deepEqual(audit(job, ["provider", "outcome", "error_class"]), [
-      { provider: "dead", outcome: "failed", error_class: "connect" },
-      { provider: "backup", outcome: "succeeded", error_class: job.attempts[1]?.error_class },
+      { provider: "dead", outcome: "unknown", error_class: "dropped_after_send" },
     ]);
+    const again = await post(key, chat(`${key} connect`, { model: "dead-first" }));
+    assertProblem(again, 409, "outcome-unknown");
+    assert.equal(backup.calls(key).length, 0);
   });
 
   test("1d. a demo-kind provider as the fallback answers with the route's model", async () => {

@@ -152,6 +152,21 @@ pub fn usage_of(event: &[u8]) -> Option<Usage> {
     Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total })
 }
 
+/// The usage of a stream so far, given a later event's usage: Anthropic
+/// reports the input tokens in `message_start` and only the output tokens
+/// in the closing `message_delta`, so a later report without input tokens
+/// keeps the earlier ones.
+pub fn merge_usage(earlier: Option<Usage>, later: Usage) -> Usage {
+    match earlier {
+        Some(before) if later.prompt_tokens == 0 && before.prompt_tokens > 0 => Usage {
+            prompt_tokens: before.prompt_tokens,
+            completion_tokens: later.completion_tokens,
+            total_tokens: before.prompt_tokens + later.completion_tokens,
+        },
+        _ => later,
+    }
+}
+
 /// Which provider's event format a stream speaks, so that the events the
 /// gateway adds are ones its SDK raises as errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -268,6 +283,13 @@ mod tests {
         assert_eq!(Dialect::of_first_event(b"event: message_start\ndata: {}\n\n"), Dialect::Anthropic);
         assert_eq!(Dialect::of_first_event(b"data: {\"choices\":[]}\n\n"), Dialect::OpenAi);
         assert_eq!(Dialect::of_first_event(b"event: response.created\ndata: {}\n\n"), Dialect::OpenAi);
+        let start = usage_of(b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":11,\"output_tokens\":1}}}\n\n");
+        let delta =
+            usage_of(b"event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":8}}\n\n")
+                .unwrap();
+        assert_eq!(merge_usage(start, delta), Usage { prompt_tokens: 11, completion_tokens: 8, total_tokens: 19 });
+        let openai = Usage { prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 };
+        assert_eq!(merge_usage(None, openai), openai);
         for end in
             [&b"data: [DONE]\n\n"[..], b"event: message_stop\ndata: {}\n\n", b"event: response.completed\ndata: {}\n\n"]
         {

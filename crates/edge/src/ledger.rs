@@ -41,6 +41,11 @@ pub struct Ledger {
     env: Env,
     /// True while one request (or a stream's pump) is running the job's attempts.
     driving: Rc<Cell<bool>>,
+    /// The job being created by the driver, until its first write: the
+    /// driver may await (asking a provider's breaker) before it claims, and
+    /// a duplicate arriving meanwhile must see the job (its fingerprint) and
+    /// wait for it, not start a second one.
+    creating: RefCell<Option<Job>>,
     /// Duplicates waiting for the driver's result.
     waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
     /// The running attempt's stream, while it streams.
@@ -61,6 +66,7 @@ impl DurableObject for Ledger {
             state,
             env,
             driving: Rc::new(Cell::new(false)),
+            creating: RefCell::new(None),
             waiters: RefCell::new(Vec::new()),
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
@@ -140,6 +146,10 @@ impl Ledger {
         let now = now_ms();
         // From here to the claim nothing awaits: no other request interleaves.
         let mut job = store.load_job()?;
+        let stored = job.is_some();
+        if job.is_none() && self.driving.get() {
+            job = self.creating.borrow().clone();
+        }
         if let Some(job) = job.as_mut() {
             stream::settle_by_time(&store, job, now, self.driving.get())?;
         }
@@ -160,7 +170,7 @@ impl Ledger {
             }
             Admission::Run => {
                 let (job, stored) = match job {
-                    Some(job) => (job, true),
+                    Some(job) => (job, stored),
                     None => {
                         let job = Job::new(fingerprint, now, config.settings.policy);
                         alarms::set_in_background(&self.state, alarms::retention(&job));
@@ -184,8 +194,12 @@ impl Ledger {
         body: &[u8],
     ) -> Result<Response> {
         self.driving.set(true);
+        if !stored {
+            *self.creating.borrow_mut() = Some(job.clone());
+        }
         let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
+        self.creating.borrow_mut().take();
         if let Some(late) = driver.take_late() {
             // A hedge's loser is still out: audit what it cost when it answers.
             self.state.wait_until(driver::audit_late(self.store(), late));

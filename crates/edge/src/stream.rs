@@ -22,7 +22,8 @@ use onejob_core::classify::ErrorClass;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::reply::Usage;
 use onejob_core::sse::{
-    Dialect, EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, usage_of,
+    Dialect, EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, merge_usage,
+    usage_of,
 };
 use worker::{Delay, Result};
 
@@ -296,7 +297,7 @@ impl Pump {
         if event.windows(7).any(|w| w == b"\"usage\"")
             && let Some(usage) = usage_of(event)
         {
-            self.usage = Some(usage);
+            self.usage = Some(merge_usage(self.usage, usage));
         }
     }
 }
