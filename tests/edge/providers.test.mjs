@@ -303,6 +303,54 @@ describe("providers under one job: routes, failover, hedging, contracts, Anthrop
     assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 0, third: 0, claude: 0 });
   });
 
+  test("2d. a hedge's fast permanent error (a fallback's revoked key) does not beat the primary's good answer still coming", async () => {
+    const key = newKey();
+    primary.script(key, ["delay:1600"]);
+    backup.script(key, ["401"]);
+    const first = await post(key, chat(`${key} hedge fast 401`, { model: "hedged" }));
+    assert.equal(first.res.status, 200, first.text);
+    assert.equal(JSON.parse(first.text).id, "chatcmpl-primary", "the good answer wins");
+    assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 1, third: 0, claude: 0 });
+    const { body: job } = await getJob(key);
+    assert.equal(job.completed_by, 1);
+    const [a, b] = audit(job, ["provider", "outcome", "status"]);
+    assert.deepEqual(a, { provider: "primary", outcome: "succeeded", status: 200 });
+    assert.equal(b.provider, "backup");
+    assert.equal(b.status, 401);
+    assert.ok(["lost_race", "discarded"].includes(b.outcome), b.outcome);
+    const again = await post(key, chat(`${key} hedge fast 401`, { model: "hedged" }));
+    assert.equal(again.text, first.text, "the 401 is never replayed");
+  });
+
+  test("2e. a body that is not a JSON object on a route that renames the model is forwarded as it is (no crash)", async () => {
+    for (const raw of ["[1]", '"text"', "5"]) {
+      const key = newKey();
+      const { res, text } = await post(key, null, { raw });
+      // No model: the `*` route is not configured here, so no route serves it.
+      assertProblem({ res, text }, 400, "no-route");
+    }
+    // The gateway still answers (the Ledgers are alive).
+    const key = newKey();
+    const { res } = await post(key, chat(`${key} after odd bodies`));
+    assert.equal(res.status, 200);
+  });
+
+  test("1e. a backoff is owed to the provider that asked for it: after a 429 with Retry-After: 2, no attempt goes back to it within 2 s", async () => {
+    const key = newKey();
+    primary.script(key, ["429:2", "ok"]);
+    backup.script(key, ["503*"]);
+    const started = Date.now();
+    const { res, text } = await post(key, chat(`${key} owed backoff`));
+    // The backup (owed only its short backoff) takes every other attempt; the cap ends the job first.
+    assert.equal(res.status, 503, text);
+    assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: MAX_ATTEMPTS - 1, third: 0, claude: 0 });
+    const [b1] = backup.calls(key);
+    assert.ok(b1.at - primary.calls(key)[0].at < 1000, "the fallback is called at once, not after the primary's Retry-After");
+    assert.ok(Date.now() - started < 2000, "the job did not wait out the primary's Retry-After for its other provider");
+    const { body: job } = await getJob(key);
+    assert.equal(job.state, "dead");
+  });
+
   test("3a. output contract: answers lacking a required key are not accepted; with the cap spent the job is dead and replays 502 output-contract", async () => {
     const key = newKey();
     primary.script(key, ["503*"]);

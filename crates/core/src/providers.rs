@@ -236,6 +236,11 @@ impl Providers {
         named.chain(self.any_model.iter().map(|route| ("*", route)))
     }
 
+    /// A provider's index by name.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.list.iter().position(|p| p.name == name)
+    }
+
     /// A provider by index.
     pub fn get(&self, index: usize) -> &Provider {
         &self.list[index]

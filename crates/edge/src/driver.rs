@@ -21,6 +21,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::future::{Either, select};
 use onejob_core::admission;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
@@ -93,6 +94,8 @@ struct Choice {
     model: Option<String>,
     /// It goes as its breaker's half-open probe.
     probe: bool,
+    /// How long to wait first: the backoff this provider asked for.
+    wait_ms: u64,
 }
 
 /// A hedged attempt that lost the race but may still answer: its answer is
@@ -143,11 +146,13 @@ impl<'a> Driver<'a> {
         };
         // Nothing dedups a resend to the provider: an unknown outcome stops here.
         let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
-        // The backoff the last failure asked for, owed only to the same provider.
-        let mut owed_wait_ms = 0;
+        // When each provider may be called again: a backoff (or a
+        // `Retry-After`) is owed to the provider that asked for it, not to
+        // the next one.
+        let mut not_before_ms = vec![0; providers.list().len()];
         loop {
             let last = job.attempts().last().map(|a| a.provider.clone());
-            let choice = match self.place(route, last.as_deref(), None).await {
+            let choice = match self.place(route, last.as_deref(), None, &not_before_ms).await {
                 Ok(choice) => choice,
                 Err(retry_after_ms) => {
                     let problem = Problem::new(
@@ -159,8 +164,8 @@ impl<'a> Driver<'a> {
                 }
             };
             let name = providers.get(choice.provider).name.clone();
-            if owed_wait_ms > 0 && last.as_deref() == Some(name.as_str()) {
-                Delay::from(Duration::from_millis(owed_wait_ms)).await;
+            if choice.wait_ms > 0 {
+                Delay::from(Duration::from_millis(choice.wait_ms)).await;
             }
             let read = job.version();
             let ticket = match job.claim(read, now_ms(), &name, choice.model.as_deref()) {
@@ -178,7 +183,7 @@ impl<'a> Driver<'a> {
             let call = self.launch(ticket, &choice, route);
             let hedge_after_ms = route.hedge_after_ms.filter(|_| !self.stream);
             let (ticket, attempted) = match hedge_after_ms {
-                Some(ms) => match self.race(job, route, (ticket, choice, call), ms).await? {
+                Some(ms) => match self.race(job, route, (ticket, choice, call), ms, &not_before_ms).await? {
                     Some(settled) => settled,
                     None => return self.job_as_it_stands(job).map(Driven::Result),
                 },
@@ -206,10 +211,14 @@ impl<'a> Driver<'a> {
             let finished = match step {
                 Step::Deliver => JobResult::of(response, job.state(), Some(ticket.attempt), None),
                 Step::Wait(ms) => {
-                    owed_wait_ms = ms;
+                    let attempt = job.attempts().iter().find(|a| a.number == ticket.attempt);
+                    if let Some(index) = attempt.and_then(|a| providers.index_of(&a.provider)) {
+                        not_before_ms[index] = now_ms() + ms;
+                    }
                     continue;
                 }
-                Step::GiveUp if observed.classification.decision == Decision::Unknown => {
+                // Unknown: this attempt's outcome, or a hedge's other racer's.
+                Step::GiveUp if job.state() == JobState::Unknown => {
                     let problem = Problem::new(
                         ProblemType::UpstreamTimeout,
                         "the provider did not answer in time and may still be processing the request",
@@ -231,26 +240,38 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// The first provider of the route's rotation after `last` whose breaker
-    /// lets a call through (skipping `except`); `Err` with the time until the
-    /// earliest probe when none does.
+    /// Where the next attempt goes: the first provider of the route's
+    /// rotation after `last` that owes no wait (`not_before_ms`, by provider)
+    /// and whose breaker lets a call through, skipping `except`; else, unless
+    /// `except` is set (a hedge never waits), the provider owed the shortest
+    /// wait, with that wait. `Err` with the time until the earliest probe
+    /// when every provider's breaker is open.
     async fn place(
         &self,
         route: &Route,
         last: Option<&str>,
         except: Option<usize>,
+        not_before_ms: &[u64],
     ) -> std::result::Result<Choice, u64> {
         let providers = &self.config.settings.providers;
+        let now = now_ms();
+        let owed = |index: usize| not_before_ms.get(index).copied().unwrap_or(0).saturating_sub(now);
+        let rotation: Vec<_> =
+            route.rotation(providers, self.api, last).into_iter().filter(|s| Some(s.provider) != except).collect();
+        let mut order: Vec<_> = rotation.iter().filter(|s| owed(s.provider) == 0).collect();
+        if except.is_none() {
+            let mut waiting: Vec<_> = rotation.iter().filter(|s| owed(s.provider) > 0).collect();
+            waiting.sort_by_key(|s| owed(s.provider));
+            order.extend(waiting);
+        }
         let mut retry_after_ms = u64::MAX;
-        for step in route.rotation(providers, self.api, last) {
-            if Some(step.provider) == except {
-                continue;
-            }
+        for step in order {
             let permit = health::permit(self.env, providers.get(step.provider)).await;
             match permit {
                 Permit::Call | Permit::Probe => {
                     let model = step.model.clone().or_else(|| self.model.clone());
-                    return Ok(Choice { provider: step.provider, model, probe: permit == Permit::Probe });
+                    let probe = permit == Permit::Probe;
+                    return Ok(Choice { provider: step.provider, model, probe, wait_ms: owed(step.provider) });
                 }
                 Permit::Skip { retry_after_ms: ms } => retry_after_ms = retry_after_ms.min(ms),
             }
@@ -267,17 +288,26 @@ impl<'a> Driver<'a> {
         route: &Route,
         (ticket_a, choice_a, call_a): (AttemptTicket, Choice, Launched),
         hedge_after_ms: u64,
+        not_before_ms: &[u64],
     ) -> Result<Option<(AttemptTicket, Attempted)>> {
-        let call_a = match select(call_a, Delay::from(Duration::from_millis(hedge_after_ms))).await {
+        let mut call_a = match select(call_a, Delay::from(Duration::from_millis(hedge_after_ms))).await {
             Either::Left((answered, _)) => return self.settle(job, ticket_a, answered),
             Either::Right((_, call_a)) => call_a,
         };
-        // Slow: a second attempt on the next provider, if one is healthy and
-        // the cap allows.
+        if job.attempts_left() == 0 {
+            return self.settle(job, ticket_a, call_a.await);
+        }
+        // Slow: a second attempt on the next provider, if one is healthy.
         let providers = &self.config.settings.providers;
         let name_a = providers.get(choice_a.provider).name.clone();
-        let hedged = match self.place(route, Some(&name_a), Some(choice_a.provider)).await {
-            Ok(choice_b) if job.attempts_left() > 0 => {
+        let placed = self.place(route, Some(&name_a), Some(choice_a.provider), not_before_ms).await;
+        // The first may have answered while the breaker was asked: then no
+        // hedge leaves (a call never sent must not be paid for after the race).
+        if let Some(answered) = (&mut call_a).now_or_never() {
+            return self.settle(job, ticket_a, answered);
+        }
+        let hedged = match placed {
+            Ok(choice_b) => {
                 let read = job.version();
                 let name_b = &providers.get(choice_b.provider).name;
                 match job.hedge(read, now_ms(), name_b, choice_b.model.as_deref()) {
@@ -299,6 +329,26 @@ impl<'a> Driver<'a> {
             Either::Left((answered, call_b)) => ((ticket_a, answered), (ticket_b, call_b)),
             Either::Right((answered, call_a)) => ((ticket_b, answered), (ticket_a, call_a)),
         };
+        // A fast permanent error (a fallback's revoked key, a model it does
+        // not have) must not beat a good answer still coming: it is the
+        // answer only if the other racer has none either.
+        if answered.as_ref().is_ok_and(|a| a.observed.classification.decision == Decision::Never) {
+            let other_answer = call.await;
+            let other_accepted =
+                other_answer.as_ref().is_ok_and(|a| a.observed.classification.decision == Decision::Accept);
+            let (winner, loser) = if other_accepted {
+                ((other, other_answer), (first, answered))
+            } else {
+                ((first, answered), (other, other_answer))
+            };
+            let settled = self.settle(job, winner.0, winner.1)?;
+            let report = loser.1.map_or_else(|_| AttemptReport::default(), |a| a.report);
+            audit_discarded(self.store, loser.0.attempt, report)?;
+            if let Some(current) = self.store.load_job()? {
+                *job = current;
+            }
+            return Ok(settled);
+        }
         let settled = self.settle(job, first, answered)?;
         if job.state() == JobState::Completed {
             worker::console_log!("onejob: attempt {} won the race; attempt {} lost it", first.attempt, other.attempt);
@@ -358,7 +408,11 @@ impl<'a> Driver<'a> {
             headers: self.submission.provider_headers.clone(),
         };
         let retry_after_cap_ms = settings.retry_after_cap_ms;
-        let contract = route.contract.clone();
+        // A contract is about an assistant message: other endpoints
+        // (embeddings, …) on the same route are not checked.
+        let target = self.submission.target.split('?').next().unwrap_or("");
+        let has_message = matches!(target, "/v1/chat/completions" | "/v1/messages");
+        let contract = route.contract.clone().filter(|_| has_message);
         let env = self.env.clone();
         let probe = choice.probe;
         Box::pin(async move {
@@ -375,12 +429,15 @@ impl<'a> Driver<'a> {
         })
     }
 
-    /// The request's body with `model` in it (unchanged when it already is).
+    /// The request's body with `model` in it (unchanged when it already is,
+    /// or when the body is not a JSON object). A rewritten body is
+    /// re-serialised: its members may come out in another order, which no
+    /// provider's API depends on.
     fn body_for(&self, model: Option<&str>) -> Vec<u8> {
         match (&self.request, model) {
-            (Some(request), Some(model)) if self.model.as_deref() != Some(model) => {
+            (Some(Value::Object(request)), Some(model)) if self.model.as_deref() != Some(model) => {
                 let mut request = request.clone();
-                request["model"] = Value::from(model);
+                request.insert("model".into(), Value::from(model));
                 serde_json::to_vec(&request).unwrap_or_else(|_| self.body.to_vec())
             }
             _ => self.body.to_vec(),

@@ -67,7 +67,9 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Err(error) => return problem_of(ProblemType::InvalidJson, format!("the body is not valid JSON: {error}")),
     };
     // A model no route serves is refused here, before a Ledger is made.
-    let model = serde_json::from_slice::<ModelOnly>(&body).ok().and_then(|m| m.model);
+    // Only an object has a model (serde would read `["gpt-x"]` by position).
+    let is_object = body.trim_ascii_start().first() == Some(&b'{');
+    let model = is_object.then(|| serde_json::from_slice::<ModelOnly>(&body).ok()).flatten().and_then(|m| m.model);
     let route = config.settings.providers.route(model.as_deref());
     let api = Api::of_path(&target);
     if route.is_none_or(|route| route.rotation(&config.settings.providers, api, None).is_empty()) {

@@ -65,27 +65,36 @@ impl DurableObject for ProviderHealth {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let Ok(config) = config::load(&self.env) else { return http::misconfigured() };
         let policy = config.settings.breaker;
+        // Everything that awaits comes before the breaker is read: from the
+        // read to the write below nothing else may run (an await on the body
+        // would let another request in, and one of two updates be lost).
+        let report = match req.path().as_str() {
+            "/report" => match req.json::<Report>().await {
+                Ok(report) => Some(report),
+                Err(_) => return http::problem_of(ProblemType::Internal, "malformed health report"),
+            },
+            _ => None,
+        };
         let mut breaker = self.load().await?;
         let now = now_ms();
         let before = breaker.clone();
-        let answer = match req.path().as_str() {
-            "/permit" => Response::from_json(&breaker.permit(policy, now))?,
-            "/report" => {
-                let Ok(report) = req.json::<Report>().await else {
-                    return http::problem_of(ProblemType::Internal, "malformed health report");
-                };
+        let answer = match (req.path().as_str(), report) {
+            ("/permit", _) => Response::from_json(&breaker.permit(policy, now))?,
+            ("/report", Some(report)) => {
                 breaker.report(policy, report.failed, report.probe, now);
                 Response::empty()?
             }
-            "/view" => Response::from_json(&view(&breaker, now))?,
+            ("/view", _) => Response::from_json(&view(&breaker, now))?,
             _ => return http::problem_of(ProblemType::NotFound, "unknown health route"),
         };
         if breaker != before {
             if breaker.state() != before.state() {
                 worker::console_log!("onejob: provider breaker {:?} → {:?}", before.state(), breaker.state());
             }
+            // Memory first: the next request reads it even while the write
+            // is in flight (the output gate holds responses until it lands).
+            *self.breaker.borrow_mut() = Some(breaker.clone());
             self.state.storage().put(STORAGE_KEY, &breaker).await?;
-            *self.breaker.borrow_mut() = Some(breaker);
         }
         Ok(answer)
     }

@@ -22,6 +22,8 @@ use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
+use onejob_core::providers::Api;
+use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::alarms;
@@ -217,7 +219,11 @@ impl Ledger {
                     job,
                     ticket,
                     streaming,
-                );
+                )
+                .speaking(match Api::of_path(&submission.target) {
+                    Api::Anthropic => Dialect::Anthropic,
+                    Api::OpenAi => Dialect::OpenAi,
+                });
                 let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
                 for waiter in waiters {
                     if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {

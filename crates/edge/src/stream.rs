@@ -162,6 +162,13 @@ impl Pump {
         }
     }
 
+    /// The dialect of the events the pump adds, until the stream's first
+    /// event says otherwise (the request's API, say).
+    pub fn speaking(mut self, dialect: Dialect) -> Self {
+        self.dialect = dialect;
+        self
+    }
+
     pub async fn run(mut self) {
         let end = self.pump().await;
         if let Err(error) = self.finish(end) {

@@ -127,8 +127,12 @@ pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> Ca
 }
 
 fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<Request, String> {
-    // `/v1/chat/completions` against a base URL that already ends in `/v1`.
-    let target = call.target.strip_prefix("/v1").unwrap_or(&call.target);
+    // `/v1/chat/completions` against a base URL that already ends in `/v1`
+    // (`https://api.openai.com/v1`); one without it gets the whole path.
+    let target = match base_url.ends_with("/v1") {
+        true => call.target.strip_prefix("/v1").unwrap_or(&call.target),
+        false => &call.target,
+    };
     let url = format!("{base_url}{target}");
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
