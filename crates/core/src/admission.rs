@@ -90,8 +90,15 @@ pub fn admit(job: Option<&Job>, arrival: Arrival<'_>, now_ms: u64, driving: bool
         Err(JobError::InFlight { lease_remaining_ms, .. }) => {
             Admission::Refuse(in_progress(arrival.key, lease_remaining_ms.max(1)))
         }
-        // check_claim compares no version, holds no ticket and hedges nothing.
-        Err(JobError::VersionConflict { .. } | JobError::StaleAttempt { .. } | JobError::NotHedgeable) => {
+        // check_claim compares no version, holds no ticket, hedges nothing
+        // and is no operator action.
+        Err(
+            JobError::VersionConflict { .. }
+            | JobError::StaleAttempt { .. }
+            | JobError::NotHedgeable
+            | JobError::NotReplayable { .. }
+            | JobError::NotResolvable { .. },
+        ) => {
             Admission::Refuse(in_progress(arrival.key, DEFAULT_RETRY_AFTER_MS))
         }
     }

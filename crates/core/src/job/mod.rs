@@ -246,6 +246,33 @@ pub struct AttemptReport {
     pub error_class: Option<ErrorClass>,
 }
 
+/// What an operator did to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OperatorAction {
+    /// A dead job was given a fresh allowance of attempts ([`Job::replay_dead`]).
+    Replayed,
+    /// An unknown job was settled as succeeded with a response the
+    /// operator gave ([`Job::resolve_succeeded`]).
+    ResolvedSucceeded,
+    /// An unknown job was allowed one new attempt now ([`Job::allow_attempt`]).
+    AllowedAttempt,
+}
+
+/// One operator action in a job's audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorEvent {
+    /// What was done.
+    pub action: OperatorAction,
+    /// Who asked (the admin key's name).
+    pub by: String,
+    /// The operator request's own idempotency key: the same request twice
+    /// changes the job once.
+    pub request: String,
+    /// When.
+    pub at_ms: u64,
+}
+
 /// Proof that an attempt holds the job: needed to report its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptTicket {
@@ -292,6 +319,16 @@ pub enum JobError {
     },
     /// Only a job with one running, non-streaming attempt can be hedged.
     NotHedgeable,
+    /// Only a dead job can be replayed.
+    NotReplayable {
+        /// Its state.
+        state: JobState,
+    },
+    /// Only an unknown job (or one that died unknown) can be resolved.
+    NotResolvable {
+        /// Its state.
+        state: JobState,
+    },
 }
 
 impl fmt::Display for JobError {
@@ -312,6 +349,12 @@ impl fmt::Display for JobError {
                 write!(f, "attempt {attempt} no longer holds the job")
             }
             Self::NotHedgeable => f.write_str("only a job with one running, non-streaming attempt can be hedged"),
+            Self::NotReplayable { state } => {
+                write!(f, "only a dead job can be replayed; this one is {}", state.as_str())
+            }
+            Self::NotResolvable { state } => {
+                write!(f, "only an unknown job can be resolved; this one is {}", state.as_str())
+            }
         }
     }
 }
@@ -339,6 +382,15 @@ pub struct Job {
     /// the job is unknown until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     unknown_until_ms: Option<u64>,
+    /// Run by the queue consumer, not by a waiting caller.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    background: bool,
+    /// Attempts operators granted on top of the policy's cap.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    extra_attempts: u32,
+    /// What operators did to the job, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    events: Vec<OperatorEvent>,
     policy: JobPolicy,
     attempts: Vec<Attempt>,
 }
@@ -356,6 +408,9 @@ impl Job {
             completed_by: None,
             racing: false,
             unknown_until_ms: None,
+            background: false,
+            extra_attempts: 0,
+            events: Vec::new(),
             policy,
             attempts: Vec::new(),
         }
@@ -466,7 +521,147 @@ impl Job {
 
     /// Attempts the job may still start.
     pub fn attempts_left(&self) -> u32 {
-        self.policy.max_attempts.saturating_sub(self.attempts.len() as u32)
+        self.max_attempts().saturating_sub(self.attempts.len() as u32)
+    }
+
+    /// Attempts allowed in all: the policy's cap and what operators granted.
+    pub fn max_attempts(&self) -> u32 {
+        self.policy.max_attempts.saturating_add(self.extra_attempts)
+    }
+
+    /// Whether the queue consumer runs this job (`Prefer: respond-async`).
+    pub fn is_background(&self) -> bool {
+        self.background
+    }
+
+    /// Marks the job as run in the background. Returns whether that changed
+    /// anything (a write, bumping the version).
+    pub fn run_in_background(&mut self, now_ms: u64) -> bool {
+        if self.background || self.state.is_terminal() {
+            return false;
+        }
+        self.background = true;
+        self.bump(now_ms);
+        true
+    }
+
+    /// What operators did to the job, oldest first.
+    pub fn operator_events(&self) -> &[OperatorEvent] {
+        &self.events
+    }
+
+    fn already_done(&self, request: &str) -> bool {
+        self.events.iter().any(|e| e.request == request)
+    }
+
+    fn note_operator(&mut self, action: OperatorAction, by: &str, request: &str, now_ms: u64) {
+        self.events.push(OperatorEvent { action, by: by.to_owned(), request: request.to_owned(), at_ms: now_ms });
+        self.bump(now_ms);
+    }
+
+    /// Gives a dead job `grant` fresh attempts under the same job and key:
+    /// it becomes `failed`, claimable again. The same operator `request`
+    /// twice changes the job once (`Ok(false)` the second time).
+    pub fn replay_dead(
+        &mut self,
+        expected_version: u64,
+        grant: u32,
+        by: &str,
+        request: &str,
+        now_ms: u64,
+    ) -> Result<bool, JobError> {
+        self.check_version(expected_version)?;
+        if self.already_done(request) {
+            return Ok(false);
+        }
+        if self.state != JobState::Dead || grant == 0 {
+            return Err(JobError::NotReplayable { state: self.state });
+        }
+        self.extra_attempts = self.extra_attempts.saturating_add(grant);
+        self.state = JobState::Failed;
+        self.lease_until_ms = None;
+        self.completed_by = None;
+        self.note_operator(OperatorAction::Replayed, by, request, now_ms);
+        Ok(true)
+    }
+
+    /// Settles an unknown job (or one that died unknown) as succeeded with a
+    /// response the operator found (say in the provider's dashboard): an
+    /// operator attempt is recorded and completes the job. Returns that
+    /// attempt's number, whose response the caller stores before writing the
+    /// job; `None` when `request` was already applied.
+    pub fn resolve_succeeded(
+        &mut self,
+        expected_version: u64,
+        status: u16,
+        by: &str,
+        request: &str,
+        now_ms: u64,
+    ) -> Result<Option<u32>, JobError> {
+        self.check_version(expected_version)?;
+        if self.already_done(request) {
+            return Ok(None);
+        }
+        self.check_resolvable()?;
+        let number = self.attempts.len() as u32 + 1;
+        self.attempts.push(Attempt {
+            number,
+            claimed_version: self.version + 1,
+            provider: "operator".into(),
+            model: None,
+            started_ms: now_ms,
+            ended_ms: Some(now_ms),
+            outcome: AttemptOutcome::Succeeded,
+            status: Some(status),
+            latency_ms: Some(0),
+            usage: None,
+            error_class: Some(ErrorClass::None),
+            streamed: false,
+            first_byte_ms: None,
+        });
+        self.state = JobState::Completed;
+        self.completed_by = Some(number);
+        self.lease_until_ms = None;
+        self.note_operator(OperatorAction::ResolvedSucceeded, by, request, now_ms);
+        Ok(Some(number))
+    }
+
+    /// Lets an unknown job (or one that died unknown) make one new attempt
+    /// now, whatever its lease or policy says: the job becomes `failed`
+    /// (claimable), with one more attempt granted if none is left.
+    pub fn allow_attempt(
+        &mut self,
+        expected_version: u64,
+        by: &str,
+        request: &str,
+        now_ms: u64,
+    ) -> Result<bool, JobError> {
+        self.check_version(expected_version)?;
+        if self.already_done(request) {
+            return Ok(false);
+        }
+        self.check_resolvable()?;
+        if self.attempts_left() == 0 {
+            self.extra_attempts = self.extra_attempts.saturating_add(1);
+        }
+        self.state = JobState::Failed;
+        self.lease_until_ms = None;
+        self.note_operator(OperatorAction::AllowedAttempt, by, request, now_ms);
+        Ok(true)
+    }
+
+    /// Unknown, or dead with an unknown last attempt: what only an operator
+    /// can settle.
+    fn check_resolvable(&self) -> Result<(), JobError> {
+        let last_unknown = self
+            .attempts
+            .last()
+            .is_some_and(|a| matches!(a.outcome, AttemptOutcome::Unknown | AttemptOutcome::Abandoned));
+        match self.state {
+            JobState::Unknown => Ok(()),
+            JobState::Dead if last_unknown => Ok(()),
+            state => Err(JobError::NotResolvable { state }),
+        }
     }
 
     /// Claims the job for a new attempt if it is claimable at `now_ms` and
@@ -790,6 +985,10 @@ impl Job {
         self.version += 1;
         self.updated_ms = self.updated_ms.max(now_ms);
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

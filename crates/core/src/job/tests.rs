@@ -470,3 +470,63 @@ fn a_lost_race_runtime_abandons_both_racers() {
     assert_eq!(j.state(), JobState::Unknown);
     assert!(j.attempts().iter().all(|a| a.outcome == AttemptOutcome::Abandoned));
 }
+
+#[test]
+fn a_dead_job_is_replayed_under_the_same_job_once_per_operator_request() {
+    let mut j = job(2);
+    for at in [T0, T0 + 10] {
+        let t = j.claim(j.version(), at, "p", None).unwrap();
+        j.fail(t, at + 5, unavailable()).unwrap();
+    }
+    assert_eq!(j.state(), JobState::Dead);
+    assert!(j.replay_dead(j.version(), 2, "ops@acme", "replay-1", T0 + 100).unwrap());
+    assert_eq!((j.state(), j.attempts_left(), j.max_attempts()), (JobState::Failed, 2, 4));
+    // The same operator request again: no second allowance.
+    assert!(!j.replay_dead(j.version(), 2, "ops@acme", "replay-1", T0 + 200).unwrap());
+    assert_eq!(j.attempts_left(), 2);
+    let event = &j.operator_events()[0];
+    assert_eq!((event.action, event.by.as_str(), event.at_ms), (OperatorAction::Replayed, "ops@acme", T0 + 100));
+    // The new attempts run under the same job, numbered on.
+    let t = j.claim(j.version(), T0 + 300, "p", None).unwrap();
+    assert_eq!(t.attempt, 3);
+    j.complete(t, T0 + 310, ok()).unwrap();
+    assert_eq!(j.state(), JobState::Completed);
+    // Only a dead job is replayed; a stale version is refused.
+    assert_eq!(j.replay_dead(j.version(), 1, "ops", "replay-2", T0), Err(JobError::NotReplayable { state: JobState::Completed }));
+    assert!(matches!(j.replay_dead(0, 1, "ops", "replay-3", T0), Err(JobError::VersionConflict { .. })));
+}
+
+#[test]
+fn an_unknown_job_is_resolved_by_an_operator() {
+    let mut j = job(1);
+    let t = j.claim(0, T0, "p", None).unwrap();
+    j.mark_unknown(t, T0 + 5, timeout()).unwrap();
+    // Succeeded with the operator's response: an operator attempt wins.
+    let mut done = j.clone();
+    assert_eq!(done.resolve_succeeded(done.version(), 200, "ops", "resolve-1", T0 + 50), Ok(Some(2)));
+    assert_eq!((done.state(), done.completed_by()), (JobState::Completed, Some(2)));
+    assert_eq!(done.attempts()[1].provider, "operator");
+    assert_eq!(done.replayed_attempt().unwrap().number, 2);
+    assert_eq!(done.resolve_succeeded(done.version(), 200, "ops", "resolve-1", T0 + 60), Ok(None));
+    // Or one new attempt now, inside the lease, with none left under the cap.
+    assert_eq!(j.attempts_left(), 0);
+    assert!(j.allow_attempt(j.version(), "ops", "allow-1", T0 + 50).unwrap());
+    assert_eq!(j.state(), JobState::Failed);
+    assert_eq!(j.claim(j.version(), T0 + 60, "p", None).unwrap().attempt, 2);
+    assert_eq!(j.operator_events()[0].action, OperatorAction::AllowedAttempt);
+    // A completed job is not resolvable.
+    assert!(matches!(done.allow_attempt(done.version(), "ops", "allow-2", T0), Err(JobError::NotResolvable { .. })));
+}
+
+#[test]
+fn a_job_is_marked_background_once() {
+    let mut j = job(2);
+    assert!(!j.is_background());
+    assert!(j.run_in_background(T0));
+    assert_eq!(j.version(), 1);
+    assert!(!j.run_in_background(T0 + 1));
+    assert!(j.is_background());
+    let json = serde_json::to_string(&j).unwrap();
+    let back: Job = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, j);
+}
