@@ -8,15 +8,16 @@
 //
 //   make provider-check                          # this checkout's wrangler.toml (+ .dev.vars), run locally
 //   ROUTE=gpt-4o-mini SAMPLES=samples.json make provider-check
-//   ONEJOB_URL=https://gw.example ONEJOB_KEY=… make provider-check   # a deployed gateway
+//   ONEJOB_URL=https://gw.example ONEJOB_ADMIN_KEY=… make provider-check   # a deployed gateway (an admin key for "*")
 //
 // SAMPLES is a JSON file holding a list of request bodies (their `model` is
 // replaced by each provider's). Checks are real, paid calls.
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 
-import { DEV_KEY, startWorker } from "../tests/support/worker.mjs";
+import { sha256, startWorker } from "../tests/support/worker.mjs";
 
 const DEFAULT_SAMPLES = {
   "/v1/chat/completions": [
@@ -40,12 +41,13 @@ const DEFAULT_SAMPLES = {
 let worker;
 let persistTo;
 let url = process.env.ONEJOB_URL;
-let key = process.env.ONEJOB_KEY;
+let key = process.env.ONEJOB_ADMIN_KEY;
 if (!url) {
+  // A local run gets an admin key of its own, for this run only.
+  key = `provider-check-${randomUUID()}`;
   persistTo = mkdtempSync(path.join(tmpdir(), "onejob-provider-check-"));
-  worker = await startWorker({ persistTo });
+  worker = await startWorker({ persistTo, vars: { ADMIN_KEYS: JSON.stringify({ [sha256(key)]: { name: "provider-check", tenant: "*" } }) } });
   url = worker.url;
-  key = DEV_KEY;
 }
 try {
   const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };

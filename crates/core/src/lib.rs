@@ -6,6 +6,7 @@
 //! argument), no randomness (a [`random::RandomSource`] is), no sleeping
 //! (delays are returned).
 //!
+//! - [`admin`]: admin keys (by digest), their names and scopes.
 //! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
@@ -24,6 +25,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod admission;
 pub mod backoff;
 pub mod breaker;

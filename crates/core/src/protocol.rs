@@ -64,6 +64,8 @@ problem_types! {
     InvalidQuery,
     /// 401: no credential, or one that names no tenant.
     Unauthorized,
+    /// 403: the credential is valid but does not reach this.
+    Forbidden,
     /// 404: the tenant has no job with this key.
     JobNotFound,
     /// 404: no such route.
@@ -113,6 +115,7 @@ impl ProblemType {
             Self::InvalidJson => "invalid-json",
             Self::InvalidQuery => "invalid-query",
             Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
             Self::JobNotFound => "job-not-found",
             Self::NotFound => "not-found",
             Self::MethodNotAllowed => "method-not-allowed",
@@ -148,6 +151,7 @@ impl ProblemType {
             | Self::InvalidQuery
             | Self::NoRoute => 400,
             Self::Unauthorized => 401,
+            Self::Forbidden => 403,
             Self::JobNotFound | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
             Self::RequestInProgress | Self::OutcomeUnknown | Self::OutcomeBlocked | Self::NotCancellable => 409,
@@ -169,6 +173,7 @@ impl ProblemType {
             Self::InvalidJson => "Request body is not valid JSON",
             Self::InvalidQuery => "A query parameter is malformed",
             Self::Unauthorized => "Missing or invalid credential",
+            Self::Forbidden => "The credential does not reach this",
             Self::JobNotFound => "No job with this key",
             Self::NotFound => "No such route",
             Self::MethodNotAllowed => "Method not allowed",

@@ -6,6 +6,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use onejob_core::admin::AdminDirectory;
 use onejob_core::providers::ProviderKind;
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
@@ -21,12 +22,16 @@ pub mod binding {
     pub const PROVIDER_HEALTH: &str = "PROVIDER_HEALTH";
     /// The tenant directory: key digest → tenant id.
     pub const TENANTS: &str = "TENANTS";
+    /// The admin keys: key digest → name and scope.
+    pub const ADMIN_KEYS: &str = "ADMIN_KEYS";
 }
 
 /// Everything read from the environment.
 pub struct Config {
     pub settings: Settings,
     pub tenants: TenantDirectory,
+    /// Who may use the operator API (`/onejob/v1/admin/…`, provider checks).
+    pub admins: AdminDirectory,
     /// Each provider's API key (by its index in the settings' providers),
     /// sent only to that provider.
     pub api_keys: Vec<Option<String>>,
@@ -69,6 +74,11 @@ fn parse(env: &Env) -> Result<Config, String> {
         Some(text) => TenantDirectory::from_json(&text).map_err(|e| e.to_string())?,
         None => TenantDirectory::default(),
     };
+    let admins = match env.secret(binding::ADMIN_KEYS).ok().map(|s| s.to_string()).or_else(|| var(binding::ADMIN_KEYS))
+    {
+        Some(text) => AdminDirectory::from_json(&text).map_err(|e| e.to_string())?,
+        None => AdminDirectory::default(),
+    };
     let mut api_keys = Vec::new();
     for provider in settings.providers.list() {
         let key = provider.api_key_var.as_deref().and_then(|name| {
@@ -84,5 +94,5 @@ fn parse(env: &Env) -> Result<Config, String> {
         }
         api_keys.push(key);
     }
-    Ok(Config { settings, tenants, api_keys })
+    Ok(Config { settings, tenants, admins, api_keys })
 }

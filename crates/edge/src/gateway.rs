@@ -8,7 +8,7 @@ use onejob_core::providers::Api;
 use onejob_core::settings::MAX_WAIT_MS;
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
-use crate::auth::tenant_of;
+use crate::auth::{admin_of, tenant_of};
 use crate::cache;
 use crate::check;
 use crate::config::{self, Config, binding};
@@ -116,13 +116,16 @@ struct ModelOnly {
     model: Option<String>,
 }
 
-/// `GET /onejob/v1/providers`: each provider's breaker, for any tenant
-/// (names and health only: no URL, no key).
+/// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
+/// admin (names and health only: no URL, no key).
 pub async fn providers(req: Request, env: &Env) -> Result<Response> {
-    let (config, _) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    // Any tenant, or an admin.
+    if let Err(detail) =
+        tenant_of(&req, &config.tenants).map(|_| ()).or_else(|_| admin_of(&req, &config.admins).map(|_| ()))
+    {
+        return problem_of(ProblemType::Unauthorized, detail);
+    }
     if req.method() != Method::Get {
         return problem_of(ProblemType::MethodNotAllowed, "use GET");
     }
@@ -132,10 +135,15 @@ pub async fn providers(req: Request, env: &Env) -> Result<Response> {
 /// `POST /onejob/v1/providers/check`: a route's samples at each of its
 /// providers (see [`crate::check`]).
 pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
-    let (config, _) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    // The check spends the deployment's provider keys: admins of all tenants only.
+    match admin_of(&req, &config.admins) {
+        Ok(admin) if admin.reaches_all() => {}
+        Ok(_) => {
+            return problem_of(ProblemType::Forbidden, "provider checks need an admin key for every tenant (\"*\")");
+        }
+        Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
+    }
     if req.method() != Method::Post {
         return problem_of(ProblemType::MethodNotAllowed, "use POST");
     }
