@@ -351,6 +351,33 @@ describe("providers under one job: routes, failover, hedging, contracts, Anthrop
     assert.equal(job.state, "dead");
   });
 
+  test("3f. provider check: an admin of every tenant runs a route's samples at each provider and learns which are safe fallbacks", async () => {
+    const check = (token) =>
+      fetch(`${stack.url}/onejob/v1/providers/check`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+        body: JSON.stringify({ model: "contract", samples: [chat("sample one"), chat("sample two")] }),
+      });
+    const asTenant = await check(DEV_KEY);
+    assertProblem({ res: asTenant, text: await asTenant.text() }, 401, "unauthorized");
+    primary.scriptAll([`${contentFault({ category: "billing" })}*`]);
+    backup.scriptAll([`${contentFault("Sure! It is billing.")}*`]);
+    try {
+      const res = await check("onejob-dev-admin-key");
+      const report = JSON.parse(await res.text());
+      assert.equal(res.status, 200, JSON.stringify(report));
+      assert.equal(report.contract, true);
+      const byName = Object.fromEntries(report.providers.map((p) => [p.name, p]));
+      assert.equal(byName.primary.safe, true, JSON.stringify(byName.primary));
+      assert.equal(byName.backup.safe, false);
+      assert.deepEqual(byName.backup.results.map((r) => r.contract), ["the answer's content is not JSON", "the answer's content is not JSON"]);
+      assert.ok(!JSON.stringify(report).includes("127.0.0.1"), "no base URL in the report");
+    } finally {
+      primary.scriptAll([]);
+      backup.scriptAll([]);
+    }
+  });
+
   test("3a. output contract: answers lacking a required key are not accepted; with the cap spent the job is dead and replays 502 output-contract", async () => {
     const key = newKey();
     primary.script(key, ["503*"]);
