@@ -11,6 +11,7 @@
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
 //! - [`intent`]: which key a client-side intent uses, and when it changes.
+//! - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
 //! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
 //! - [`breaker`]: a circuit breaker per provider, outside the retries.
 //! - [`classify`]: which outcomes are retried, never retried, or unknown.
@@ -27,6 +28,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod background;
 pub mod backoff;
 pub mod breaker;
 pub mod canonical;

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::job::{Attempt, Job, JobState};
+use crate::job::{Attempt, Job, JobState, OperatorEvent};
 use crate::key::IdempotencyKey;
 
 /// Header names. HTTP header names are case-insensitive; these are the
@@ -330,10 +330,19 @@ pub struct JobView {
     pub lease_until_ms: Option<u64>,
     /// The attempt whose result is replayed.
     pub completed_by: Option<u32>,
-    /// Attempts allowed for this job.
+    /// Attempts allowed for this job (operator grants included).
     pub max_attempts: u32,
     /// Every attempt, oldest first.
     pub attempts: Vec<Attempt>,
+    /// Run by the queue consumer (`Prefer: respond-async`).
+    #[serde(default)]
+    pub background: bool,
+    /// Queue messages sent for the job.
+    #[serde(default)]
+    pub enqueued: u32,
+    /// What operators did to the job, oldest first.
+    #[serde(default)]
+    pub events: Vec<OperatorEvent>,
 }
 
 impl JobView {
@@ -349,8 +358,11 @@ impl JobView {
             expires_ms: job.expires_ms(),
             lease_until_ms: job.lease_until_ms(),
             completed_by: job.completed_by(),
-            max_attempts: job.policy().max_attempts(),
+            max_attempts: job.max_attempts(),
             attempts: job.attempts().to_vec(),
+            background: job.is_background(),
+            enqueued: job.queued().map_or(0, |q| q.sends),
+            events: job.operator_events().to_vec(),
         }
     }
 }

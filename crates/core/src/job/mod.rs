@@ -273,6 +273,18 @@ pub struct OperatorEvent {
     pub at_ms: u64,
 }
 
+/// A background job's queue messages: how many were sent, and when the next
+/// attempt may run (a transient failure's backoff).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Queued {
+    /// Messages sent for the job (outbox resends and operator kicks included).
+    pub sends: u32,
+    /// When the last one was sent.
+    pub last_sent_ms: u64,
+    /// No attempt before this (the backoff after a transient failure).
+    pub not_before_ms: u64,
+}
+
 /// Proof that an attempt holds the job: needed to report its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptTicket {
@@ -391,6 +403,9 @@ pub struct Job {
     /// What operators did to the job, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     events: Vec<OperatorEvent>,
+    /// A background job's queue messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    queued: Option<Queued>,
     policy: JobPolicy,
     attempts: Vec<Attempt>,
 }
@@ -411,6 +426,7 @@ impl Job {
             background: false,
             extra_attempts: 0,
             events: Vec::new(),
+            queued: None,
             policy,
             attempts: Vec::new(),
         }
@@ -543,6 +559,27 @@ impl Job {
         self.background = true;
         self.bump(now_ms);
         true
+    }
+
+    /// A background job's queue messages, once one was sent.
+    pub fn queued(&self) -> Option<Queued> {
+        self.queued
+    }
+
+    /// Records that a queue message was sent for the job (a write).
+    pub fn note_enqueued(&mut self, now_ms: u64) {
+        let queued = self.queued.get_or_insert_with(Queued::default);
+        queued.sends = queued.sends.saturating_add(1);
+        queued.last_sent_ms = now_ms;
+        self.bump(now_ms);
+    }
+
+    /// Records that the next attempt must not run before `not_before_ms` (a
+    /// background job's backoff; a write).
+    pub fn defer_until(&mut self, not_before_ms: u64, now_ms: u64) {
+        let queued = self.queued.get_or_insert_with(Queued::default);
+        queued.not_before_ms = not_before_ms;
+        self.bump(now_ms);
     }
 
     /// What operators did to the job, oldest first.

@@ -492,7 +492,10 @@ fn a_dead_job_is_replayed_under_the_same_job_once_per_operator_request() {
     j.complete(t, T0 + 310, ok()).unwrap();
     assert_eq!(j.state(), JobState::Completed);
     // Only a dead job is replayed; a stale version is refused.
-    assert_eq!(j.replay_dead(j.version(), 1, "ops", "replay-2", T0), Err(JobError::NotReplayable { state: JobState::Completed }));
+    assert_eq!(
+        j.replay_dead(j.version(), 1, "ops", "replay-2", T0),
+        Err(JobError::NotReplayable { state: JobState::Completed })
+    );
     assert!(matches!(j.replay_dead(0, 1, "ops", "replay-3", T0), Err(JobError::VersionConflict { .. })));
 }
 

@@ -1,0 +1,140 @@
+//! Background jobs (`Prefer: respond-async`): what the Ledger does with a
+//! queue delivery, and when it must send the job's message again.
+//!
+//! Queues deliver at least once and never dedup by content, so every
+//! delivery is judged against the job ([`on_delivery`]): only a delivery
+//! that finds the job claimable runs an attempt; one that finds it finished,
+//! or being run, is acknowledged with no effect. The Ledger's alarm is the
+//! outbox ([`resend_at`]): whatever happened to a message (a failed send, a
+//! consumer that died mid-call, a lease that ended), a job that should run
+//! and has not is sent again, and the deliveries' dedup makes that safe.
+
+use crate::job::{Job, JobError};
+
+/// What a queue delivery does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Claim the job and run one attempt.
+    Run,
+    /// Nothing to do: acknowledge the message. The job is finished, being
+    /// run, gone, or waiting for something the Ledger's alarm will act on
+    /// (a lease to end, an operator).
+    Ack,
+    /// Not yet: redeliver this message after so many milliseconds (the
+    /// backoff after a transient failure).
+    RetryIn(u64),
+}
+
+/// Judges a delivery for `job` at `now_ms`; `driving` says whether a
+/// request of this object is running the job right now.
+pub fn on_delivery(job: Option<&Job>, now_ms: u64, driving: bool) -> Delivery {
+    let Some(job) = job else { return Delivery::Ack };
+    if job.state().is_terminal() || driving {
+        return Delivery::Ack;
+    }
+    if let Some(queued) = job.queued()
+        && queued.not_before_ms > now_ms
+    {
+        return Delivery::RetryIn(queued.not_before_ms - now_ms);
+    }
+    match job.check_claim(now_ms) {
+        Ok(()) => Delivery::Run,
+        // In flight elsewhere (a runtime that died mid-call), unknown, or
+        // blocked: the alarm sends the job again when it may run.
+        Err(
+            JobError::InFlight { .. } | JobError::UnknownLease { .. } | JobError::Blocked | JobError::Finished { .. },
+        ) => Delivery::Ack,
+        Err(_) => Delivery::RetryIn(1_000),
+    }
+}
+
+/// When the Ledger's alarm should send a background job's message again if
+/// nothing has run it by then: `outbox_delay_ms` after the last send or the
+/// backoff's end, or when its lease ends. `None` for a job that needs no
+/// message (finished, not background, or waiting for an operator).
+pub fn resend_at(job: &Job, outbox_delay_ms: u64) -> Option<u64> {
+    use crate::job::{JobState, UnknownPolicy};
+    if !job.is_background() || job.state().is_terminal() {
+        return None;
+    }
+    let queued = job.queued().unwrap_or_default();
+    let after_send = queued.last_sent_ms.max(queued.not_before_ms).saturating_add(outbox_delay_ms);
+    match job.state() {
+        JobState::Pending | JobState::Failed => Some(after_send),
+        // When the lease ends the job is unknown (or dead, or claimable).
+        JobState::InFlight => job.lease_until_ms().map(|until| until.max(after_send)),
+        JobState::Unknown => match job.policy().unknown_policy() {
+            UnknownPolicy::RetryAfterLease => job.lease_until_ms().map(|until| until.max(after_send)),
+            UnknownPolicy::Block => None,
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::classify::ErrorClass;
+    use crate::fingerprint::{Body, Fingerprint};
+    use crate::job::{AttemptReport, JobPolicy, UnknownPolicy};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn job(unknown_policy: UnknownPolicy) -> Job {
+        let fp = Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap();
+        let policy = JobPolicy::new(3, 1_000, 5_000, 86_400_000, unknown_policy).unwrap();
+        let mut job = Job::new(fp, T0, policy);
+        job.run_in_background(T0);
+        job
+    }
+
+    fn unavailable() -> AttemptReport {
+        AttemptReport { status: Some(503), usage: None, error_class: Some(ErrorClass::Unavailable) }
+    }
+
+    #[test]
+    fn a_delivery_runs_only_a_claimable_job() {
+        let mut j = job(UnknownPolicy::RetryAfterLease);
+        assert_eq!(on_delivery(None, T0, false), Delivery::Ack);
+        assert_eq!(on_delivery(Some(&j), T0, false), Delivery::Run);
+        // The same message again while this object runs it: no effect.
+        assert_eq!(on_delivery(Some(&j), T0, true), Delivery::Ack);
+        let t = j.claim(j.version(), T0, "p", None).unwrap();
+        // In flight after a restart (no driver here): the alarm will act at the lease's end.
+        assert_eq!(on_delivery(Some(&j), T0 + 10, false), Delivery::Ack);
+        j.fail(t, T0 + 20, unavailable()).unwrap();
+        j.defer_until(T0 + 2_020, T0 + 20);
+        assert_eq!(on_delivery(Some(&j), T0 + 1_020, false), Delivery::RetryIn(1_000));
+        assert_eq!(on_delivery(Some(&j), T0 + 2_020, false), Delivery::Run);
+        let t = j.claim(j.version(), T0 + 2_030, "p", None).unwrap();
+        j.complete(
+            t,
+            T0 + 2_040,
+            AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::None) },
+        )
+        .unwrap();
+        assert_eq!(on_delivery(Some(&j), T0 + 3_000, false), Delivery::Ack);
+    }
+
+    #[test]
+    fn the_outbox_resends_what_should_run_and_has_not() {
+        let mut j = job(UnknownPolicy::RetryAfterLease);
+        j.note_enqueued(T0);
+        assert_eq!(resend_at(&j, 5_000), Some(T0 + 5_000));
+        let t = j.claim(j.version(), T0 + 100, "p", None).unwrap();
+        // In flight: when its lease ends.
+        assert_eq!(resend_at(&j, 500), Some(T0 + 1_100));
+        j.mark_unknown(t, T0 + 200, AttemptReport::default()).unwrap();
+        assert_eq!(resend_at(&j, 500), Some(T0 + 5_200));
+        let mut blocked = job(UnknownPolicy::Block);
+        let t = blocked.claim(blocked.version(), T0, "p", None).unwrap();
+        blocked.mark_unknown(t, T0 + 1, AttemptReport::default()).unwrap();
+        assert_eq!(resend_at(&blocked, 500), None, "an operator must resolve it");
+        let mut sync = job(UnknownPolicy::RetryAfterLease);
+        sync = Job::new(sync.fingerprint().clone(), T0, *sync.policy());
+        assert_eq!(resend_at(&sync, 500), None, "not a background job");
+    }
+}
