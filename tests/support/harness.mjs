@@ -18,6 +18,14 @@
 //   });
 //   stack.fakes.primary.calls(key)
 //   await stack.getProviders()     // GET /onejob/v1/providers
+//
+// Background jobs (Prefer: respond-async, run by the worker's queue
+// consumer) and the admin routes:
+//
+//   await stack.post(key, chat("hi"), { headers: RESPOND_ASYNC })   // 202
+//   await stack.waitForJob(key, (job) => job.state === "completed")
+//   await stack.admin("/onejob/v1/admin/dead-letters")               // as dev-admin
+//   await stack.admin("/onejob/v1/admin/dead-letters/replay", { body, key })
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -26,9 +34,23 @@ import path from "node:path";
 
 import { FAKE_ANTHROPIC_USAGE, FAKE_USAGE, contentFault, delayedContent, startFakeLlm } from "./fake-llm.mjs";
 import { upstreamKey } from "./keys.mjs";
-import { DEV_KEY, TENANT_B_KEY, freePort, startWorker } from "./worker.mjs";
+import { DEV_ADMIN_KEY, DEV_KEY, TENANT_B_KEY, adminKeysVar, freePort, sha256, startWorker } from "./worker.mjs";
 
-export { DEV_KEY, FAKE_ANTHROPIC_USAGE, FAKE_USAGE, TENANT_B_KEY, contentFault, delayedContent, freePort, startFakeLlm, startWorker, upstreamKey };
+export {
+  DEV_ADMIN_KEY,
+  DEV_KEY,
+  FAKE_ANTHROPIC_USAGE,
+  FAKE_USAGE,
+  TENANT_B_KEY,
+  adminKeysVar,
+  contentFault,
+  delayedContent,
+  freePort,
+  sha256,
+  startFakeLlm,
+  startWorker,
+  upstreamKey,
+};
 
 /** The tenant ids the test workers know (TENANTS is set by startWorker). */
 export const TENANT_OF = { [DEV_KEY]: "dev", [TENANT_B_KEY]: "tenant-b" };
@@ -38,6 +60,24 @@ export const chat = (content, extra = {}) => ({ model: "gpt-test", messages: [{ 
 /** An Anthropic Messages request (`POST /v1/messages`). */
 export const message = (content, extra = {}) => ({ model: "claude-test", max_tokens: 64, messages: [{ role: "user", content }], ...extra });
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** The header that asks for a background job (202 Accepted, run by the queue consumer). */
+export const RESPOND_ASYNC = { Prefer: "respond-async" };
+
+/**
+ * Polls `fn` every `intervalMs` until it returns `{ ok: true, value }`;
+ * returns that value, or fails with `what` and the last value after
+ * `timeoutMs`.
+ */
+export async function waitFor(what, fn, timeoutMs = 10_000, intervalMs = 200) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last?.ok) return last.value;
+    if (Date.now() > deadline) assert.fail(`${what}: still not after ${timeoutMs} ms: ${JSON.stringify(last?.value ?? last)}`);
+    await sleep(intervalMs);
+  }
+}
 
 /**
  * Reads a response body to its end as it arrives: its text, when its first
@@ -144,7 +184,44 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}`, {
         headers: { Authorization: `Bearer ${token}` },
       });
-      return { status: res.status, body: await res.json() };
+      return { status: res.status, headers: res.headers, body: await res.json() };
+    },
+    /**
+     * Polls `GET /onejob/v1/jobs/{key}` until `until(job)` holds; returns
+     * that view (fails after `timeoutMs` with the last one).
+     */
+    async waitForJob(key, until, { timeoutMs = 30_000, token = DEV_KEY, what = `job ${key}` } = {}) {
+      return waitFor(
+        what,
+        async () => {
+          const { status, body } = await stack.getJob(key, token);
+          return { ok: status === 200 && until(body), value: body };
+        },
+        timeoutMs,
+        250,
+      );
+    },
+    /**
+     * An admin request (`GET`, or `POST` when `body` is given) as `token`
+     * (the dev admin unless told), with `key` as its Idempotency-Key:
+     * `{ res, status, text, body }` (`body` parsed when it is JSON).
+     */
+    async admin(route, { method, body, key, token = DEV_ADMIN_KEY, headers = {} } = {}) {
+      const h = { ...headers };
+      if (token) h.Authorization = `Bearer ${token}`;
+      if (key !== undefined) h["Idempotency-Key"] = key;
+      if (body !== undefined) h["Content-Type"] = "application/json";
+      const res = await fetch(`${worker.url}${route}`, {
+        method: method ?? (body === undefined ? "GET" : "POST"),
+        headers: h,
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await res.text();
+      let parsed;
+      try {
+        parsed = JSON.parse(text);
+      } catch {}
+      return { res, status: res.status, text, body: parsed };
     },
     /** `GET /onejob/v1/providers` as the tenant of `token`. */
     async getProviders(token = DEV_KEY) {

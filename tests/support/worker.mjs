@@ -10,8 +10,21 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 export const DEV_KEY = "onejob-dev-key";
 export const TENANT_B_KEY = "tenant-b-test-key";
+/** The development admin (wrangler.toml ADMIN_KEYS): "dev-admin", every tenant. */
+export const DEV_ADMIN_KEY = "onejob-dev-admin-key";
 
 export const sha256 = (text) => createHash("sha256").update(text).digest("hex");
+
+/**
+ * The ADMIN_KEYS var: the development admin plus `extra` admins
+ * ({ key: { name, tenant } }, by their plain key). A var given to startStack
+ * replaces wrangler.toml's, so the dev admin is kept here.
+ */
+export const adminKeysVar = (extra = {}) =>
+  JSON.stringify({
+    [sha256(DEV_ADMIN_KEY)]: { name: "dev-admin", tenant: "*" },
+    ...Object.fromEntries(Object.entries(extra).map(([key, admin]) => [sha256(key), admin])),
+  });
 
 export async function freePort() {
   return new Promise((resolve, reject) => {
