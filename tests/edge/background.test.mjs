@@ -341,8 +341,17 @@ describe("dead letters, replay, resolve and the admin routes' credentials", () =
     const [other] = await deadJobs(1, { token: TENANT_B_KEY, tenant: "tenant-b" });
     const dev = [single, ...group];
 
-    const list = await deadLetters();
-    assert.equal(list.status, 200, list.text);
+    // Entries may be written a moment after the job dies (the dead-letter queue's consumer records them).
+    const list = await waitFor(
+      "four dead-letter entries",
+      async () => {
+        const answer = await deadLetters();
+        assert.equal(answer.status, 200, answer.text);
+        return { ok: entriesOf(answer, [...dev, other]).length >= 4, value: { status: answer.status, body: answer.body, text: answer.text } };
+      },
+      DELIVERY_MS,
+      500,
+    );
     const unavailable = list.body.groups.find((g) => g.error_class === "unavailable");
     assert.ok(unavailable, list.text);
     assert.equal(unavailable.count, 4, "three dev jobs and one of tenant-b");
