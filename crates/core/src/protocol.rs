@@ -29,8 +29,17 @@ pub mod header {
 
     /// Every header a browser must be allowed to read (CORS
     /// `Access-Control-Expose-Headers`).
-    pub const EXPOSED: &[&str] =
-        &[IDEMPOTENCY_KEY, IDEMPOTENT_REPLAYED, JOB_STATE, ATTEMPT, RETRY_AFTER, RETRY_AFTER_MS, SHOULD_RETRY];
+    pub const EXPOSED: &[&str] = &[
+        IDEMPOTENCY_KEY,
+        IDEMPOTENT_REPLAYED,
+        JOB_STATE,
+        ATTEMPT,
+        RETRY_AFTER,
+        RETRY_AFTER_MS,
+        SHOULD_RETRY,
+        "Location",
+        "Preference-Applied",
+    ];
 }
 
 /// The media type of every error body.
@@ -100,6 +109,12 @@ problem_types! {
     Misconfigured,
     /// 400: no route serves the request's model (with the request's API).
     NoRoute,
+    /// 409: the operation needs a background job (`Prefer: respond-async`).
+    NotBackground,
+    /// 409: only a dead job can be replayed.
+    NotReplayable,
+    /// 409: only an unknown job can be resolved.
+    NotResolvable,
     /// 503: every provider of the route has an open circuit breaker.
     NoHealthyProvider,
     /// 502: the provider's answer did not meet the route's output contract.
@@ -131,6 +146,9 @@ impl ProblemType {
             Self::Internal => "internal",
             Self::Misconfigured => "gateway-misconfigured",
             Self::NoRoute => "no-route",
+            Self::NotBackground => "not-background",
+            Self::NotReplayable => "not-replayable",
+            Self::NotResolvable => "not-resolvable",
             Self::NoHealthyProvider => "no-healthy-provider",
             Self::OutputContract => "output-contract",
         }
@@ -154,7 +172,13 @@ impl ProblemType {
             Self::Forbidden => 403,
             Self::JobNotFound | Self::NotFound => 404,
             Self::MethodNotAllowed => 405,
-            Self::RequestInProgress | Self::OutcomeUnknown | Self::OutcomeBlocked | Self::NotCancellable => 409,
+            Self::RequestInProgress
+            | Self::OutcomeUnknown
+            | Self::OutcomeBlocked
+            | Self::NotCancellable
+            | Self::NotBackground
+            | Self::NotReplayable
+            | Self::NotResolvable => 409,
             Self::PayloadTooLarge => 413,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
@@ -189,6 +213,9 @@ impl ProblemType {
             Self::Internal => "Internal error",
             Self::Misconfigured => "Gateway misconfigured",
             Self::NoRoute => "No route serves this model",
+            Self::NotBackground => "This is not a background job",
+            Self::NotReplayable => "Only a dead job can be replayed",
+            Self::NotResolvable => "Only a job whose outcome is unknown can be resolved",
             Self::NoHealthyProvider => "No provider of this route is healthy",
             Self::OutputContract => "The answer did not meet the route's output contract",
         }
@@ -299,6 +326,13 @@ pub fn parse_should_retry(value: &str) -> Option<bool> {
         v if v.eq_ignore_ascii_case("false") => Some(false),
         _ => None,
     }
+}
+
+/// Whether a `Prefer` header asks for `respond-async` (a background job).
+pub fn prefers_async(prefer: &str) -> bool {
+    prefer
+        .split(',')
+        .any(|pref| pref.split(';').next().is_some_and(|name| name.trim().eq_ignore_ascii_case("respond-async")))
 }
 
 /// Reads `wait=N` (seconds) from a `Prefer` header, e.g. `respond-async, wait=5`.

@@ -37,6 +37,9 @@ pub mod defaults {
     pub const BREAKER_FAILURES: u64 = 5;
     /// `BREAKER_COOLDOWN_MS`: how long an open breaker skips its provider.
     pub const BREAKER_COOLDOWN_MS: u64 = 30_000;
+    /// `OUTBOX_DELAY_MS`: a background job not run this long after its
+    /// message was sent gets another.
+    pub const OUTBOX_DELAY_MS: u64 = 5_000;
 }
 
 /// The longest `Prefer: wait=N` (and `COALESCE_WAIT_MS`) honoured, so a
@@ -55,6 +58,8 @@ pub struct Settings {
     pub providers: Providers,
     /// `BREAKER_FAILURES`, `BREAKER_COOLDOWN_MS`.
     pub breaker: BreakerPolicy,
+    /// `OUTBOX_DELAY_MS`.
+    pub outbox_delay_ms: u64,
     /// `MAX_BODY_BYTES`: request bodies above it get a 413.
     pub max_body_bytes: u64,
     /// `COALESCE_WAIT_MS`.
@@ -151,9 +156,12 @@ impl Settings {
             Jitter::Full,
         )
         .map_err(|_| read.error("BACKOFF_CAP_MS", "at least BACKOFF_BASE_MS"))?;
+        let outbox_delay_ms =
+            read.number("OUTBOX_DELAY_MS", defaults::OUTBOX_DELAY_MS, 100, HOUR_MS, "100 to 3600000 (ms)")?;
         Ok(Self {
             providers,
             breaker,
+            outbox_delay_ms,
             max_body_bytes: read.number(
                 "MAX_BODY_BYTES",
                 defaults::MAX_BODY_BYTES,

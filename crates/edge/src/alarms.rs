@@ -1,6 +1,7 @@
-//! The Ledger's one alarm, for two purposes: retention (delete everything
-//! when the job expires) and, while a stream runs, its watchdog (settle a
-//! stream whose pump is gone). The alarm handler sets the next one.
+//! The Ledger's one alarm, for three purposes: retention (delete everything
+//! when the job expires), while a stream runs its watchdog (settle a stream
+//! whose pump is gone), and a background job's outbox (send its message
+//! again if it has not run). The alarm handler sets the next one.
 
 use std::time::Duration;
 
@@ -13,6 +14,15 @@ const WATCHDOG_MS: u64 = 30_000;
 /// When the job's retention ends.
 pub fn retention(job: &Job) -> ScheduledTime {
     ScheduledTime::new(js_sys::Date::new(&(job.expires_ms() as f64).into()))
+}
+
+/// The job's next due time: a background job's outbox (see
+/// [`onejob_core::background::resend_at`]) or its retention, whichever
+/// comes first.
+pub fn next(job: &Job, outbox_delay_ms: u64) -> ScheduledTime {
+    let due = onejob_core::background::resend_at(job, outbox_delay_ms)
+        .map_or(job.expires_ms(), |at| at.min(job.expires_ms()));
+    ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }
 
 /// The watchdog's next look.

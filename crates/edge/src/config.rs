@@ -24,6 +24,14 @@ pub mod binding {
     pub const TENANTS: &str = "TENANTS";
     /// The admin keys: key digest → name and scope.
     pub const ADMIN_KEYS: &str = "ADMIN_KEYS";
+    /// The queue of background jobs.
+    pub const JOBS: &str = "JOBS";
+    /// The dead-letter queue.
+    pub const DEAD_LETTERS: &str = "DEAD_LETTERS";
+    /// The dead-letter queue's name (how its consumer tells its batches apart).
+    pub const DEAD_LETTERS_QUEUE: &str = "onejob-dead-letters";
+    /// The operators' D1 database.
+    pub const OPS: &str = "OPS";
 }
 
 /// Everything read from the environment.
@@ -35,6 +43,9 @@ pub struct Config {
     /// Each provider's API key (by its index in the settings' providers),
     /// sent only to that provider.
     pub api_keys: Vec<Option<String>>,
+    /// `QUEUE_SEND_FAULTS` (a testing knob): how many queue sends of this
+    /// isolate fail on purpose, to show that the outbox recovers them.
+    pub queue_send_faults: u32,
 }
 
 impl Config {
@@ -94,5 +105,6 @@ fn parse(env: &Env) -> Result<Config, String> {
         }
         api_keys.push(key);
     }
-    Ok(Config { settings, tenants, admins, api_keys })
+    let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+    Ok(Config { settings, tenants, admins, api_keys, queue_send_faults })
 }

@@ -210,6 +210,15 @@ impl<'a> Driver<'a> {
             let Attempted { observed, response, .. } = attempted;
             let finished = match step {
                 Step::Deliver => JobResult::of(response, job.state(), Some(ticket.attempt), None),
+                // A background job waits in the queue, not here.
+                Step::Wait(ms) if self.submission.background => {
+                    let read = job.version();
+                    job.defer_until(now_ms() + ms, now_ms());
+                    return match self.store.update_job(read, job) {
+                        Ok(()) | Err(StoreError::LostRace) => self.job_as_it_stands(job).map(Driven::Result),
+                        Err(StoreError::Failed(error)) => Err(error),
+                    };
+                }
                 Step::Wait(ms) => {
                     let attempt = job.attempts().iter().find(|a| a.number == ticket.attempt);
                     if let Some(index) = attempt.and_then(|a| providers.index_of(&a.provider)) {

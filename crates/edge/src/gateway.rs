@@ -3,7 +3,7 @@
 
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds};
+use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::Api;
 use onejob_core::settings::MAX_WAIT_MS;
 use worker::{Env, Method, Request, RequestInit, Response, Result};
@@ -99,6 +99,7 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         target,
         content_type,
         wait_ms,
+        background: req.headers().get(header::PREFER)?.is_some_and(|prefer| prefers_async(&prefer)),
         provider_headers: handoff::PROVIDER_HEADERS
             .iter()
             .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))

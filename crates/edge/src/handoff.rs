@@ -17,6 +17,65 @@ pub mod route {
     pub const STREAM: &str = "https://ledger/stream";
     /// A [`super::JobQuery`]: cancel a streaming answer.
     pub const CANCEL: &str = "https://ledger/cancel";
+    /// A queue delivery: run one attempt if the job should run.
+    pub const DELIVER: &str = "https://ledger/deliver";
+    /// An [`super::OperatorRequest`]: send the job's message again.
+    pub const ENQUEUE: &str = "https://ledger/enqueue";
+    /// An [`super::OperatorRequest`]: fresh attempts for a dead job.
+    pub const REPLAY: &str = "https://ledger/replay";
+    /// An [`super::OperatorRequest`]: settle an unknown job.
+    pub const RESOLVE: &str = "https://ledger/resolve";
+    /// What a dead letter records about the job ([`super::DeadFacts`]).
+    pub const FACTS: &str = "https://ledger/facts";
+}
+
+/// A background job's queue message: which Ledger runs it. The request
+/// itself stays in the Ledger (messages stay far below the queue's limit).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobMessage {
+    pub tenant: String,
+    pub key: String,
+}
+
+/// What a Ledger tells the queue consumer to do with a delivery.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "verdict")]
+pub enum Verdict {
+    /// Done with this message.
+    Ack,
+    /// Deliver it again after this long.
+    Retry { delay_ms: u64 },
+    /// The job is dead: record a dead letter, then done.
+    Dead,
+}
+
+/// An operator's request about one job, as the admin API hands it over.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OperatorRequest {
+    pub key: String,
+    /// The admin's name, for the audit.
+    pub by: String,
+    /// The operator request's own idempotency key.
+    pub request: String,
+    /// Resolve: `succeeded` or `retry`.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// Resolve as succeeded: the response to record.
+    #[serde(default)]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub body: Option<serde_json::Value>,
+}
+
+/// What a dead letter records about a dead job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeadFacts {
+    pub dead: bool,
+    pub error_class: String,
+    pub last_status: Option<u16>,
+    /// The last error's message (the provider's, or onejob's problem detail).
+    pub detail: String,
+    pub attempts: u32,
 }
 
 /// A keyed request the gateway has authenticated and validated.
@@ -34,6 +93,9 @@ pub struct Submission {
     /// Provider headers the caller sent ([`PROVIDER_HEADERS`]), passed on.
     #[serde(default)]
     pub provider_headers: Vec<(String, String)>,
+    /// `Prefer: respond-async`: run by the queue consumer, answered `202`.
+    #[serde(default)]
+    pub background: bool,
 }
 
 /// The caller's headers that are passed to the provider: they choose the

@@ -69,6 +69,18 @@ pub fn problem(problem: &Problem) -> Result<Response> {
     with_cors(response)
 }
 
+/// `202 Accepted` for a background job: where to follow it, when to look.
+pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
+    let mut response = Response::from_json(view)?.with_status(202);
+    let headers = response.headers_mut();
+    headers.set("Location", &format!("/onejob/v1/jobs/{}", view.key))?;
+    headers.set(header::RETRY_AFTER, "1")?;
+    headers.set("Preference-Applied", "respond-async")?;
+    headers.set(header::JOB_STATE, view.state.as_str())?;
+    headers.set(header::IDEMPOTENCY_KEY, view.key.as_str())?;
+    with_cors(response)
+}
+
 /// Shorthand for a problem with only a detail.
 pub fn problem_of(kind: ProblemType, detail: impl Into<String>) -> Result<Response> {
     problem(&Problem::new(kind, detail))

@@ -18,6 +18,7 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use onejob_core::admission::{self, Admission, Arrival};
+use onejob_core::background::{self, Delivery};
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
@@ -31,9 +32,10 @@ use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver};
-use crate::handoff::{self, JobQuery, Submission};
+use crate::handoff::{self, DeadFacts, JobMessage, JobQuery, OperatorRequest, Submission, Verdict};
 use crate::http::{self, JobResult};
-use crate::store::Store;
+use crate::queue;
+use crate::store::{Store, StoredResponse};
 use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
 
@@ -83,6 +85,16 @@ impl DurableObject for Ledger {
                 Some((submission, body)) => self.submit(&config, submission, body).await,
                 None => http::problem_of(ProblemType::Internal, "malformed submission"),
             },
+            "/deliver" => self.deliver(&config).await,
+            "/facts" => self.facts(),
+            route @ ("/enqueue" | "/replay" | "/resolve") => match serde_json::from_slice::<OperatorRequest>(&body) {
+                Ok(request) => match route {
+                    "/enqueue" => self.kick(&config, &request).await,
+                    "/replay" => self.replay(&config, &request).await,
+                    _ => self.resolve(&config, &request).await,
+                },
+                Err(_) => http::problem_of(ProblemType::Internal, "malformed operator request"),
+            },
             route => match (route, serde_json::from_slice::<JobQuery>(&body)) {
                 ("/view", Ok(query)) => self.view(&query.key),
                 ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0), query.ids),
@@ -113,7 +125,16 @@ impl DurableObject for Ledger {
             Some(mut job) if !job.is_expired(now) => {
                 // A stream whose pump is gone (restart, eviction, deploy) is settled.
                 stream::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
-                alarms::set(&self.state, alarms::retention(&job)).await?
+                // The outbox: a background job that should have run and has not
+                // gets its message again (deliveries dedup, so this is safe).
+                if let Ok(config) = config::load(&self.env)
+                    && !self.driving.get()
+                    && background::resend_at(&job, config.settings.outbox_delay_ms).is_some_and(|at| at <= now)
+                {
+                    self.enqueue(&config, &mut job).await?;
+                }
+                let outbox_delay_ms = config::load(&self.env).map_or(0, |c| c.settings.outbox_delay_ms);
+                alarms::set(&self.state, alarms::next(&job, outbox_delay_ms)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
@@ -157,7 +178,11 @@ impl Ledger {
         }
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
-        match admission::admit(job.as_ref(), arrival, now, self.driving.get()) {
+        let admitted = admission::admit(job.as_ref(), arrival, now, self.driving.get());
+        if submission.background {
+            return self.submit_background(config, &submission, &body, job, stored, admitted, fingerprint).await;
+        }
+        match admitted {
             Admission::Replay => match job.as_ref() {
                 Some(job) => stored::finished_result(&store, job)?.into_response(key, true),
                 None => Err(worker::Error::RustError("replay without a job".into())),
@@ -325,4 +350,266 @@ impl Ledger {
             cache::store(&env, &storage_id, &fingerprint, &result, ttl_s).await;
         });
     }
+}
+
+/// Background jobs: `Prefer: respond-async` submissions, queue deliveries,
+/// the outbox, and what operators do to a job.
+impl Ledger {
+    /// A background submission: `202` with the job, its message sent once
+    /// (by the request that creates the job); a finished job is replayed.
+    #[allow(clippy::too_many_arguments)]
+    async fn submit_background(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        body: &[u8],
+        job: Option<Job>,
+        stored: bool,
+        admitted: Admission,
+        fingerprint: Fingerprint,
+    ) -> Result<Response> {
+        let store = self.store();
+        let key = submission.key.as_str();
+        let now = now_ms();
+        match admitted {
+            Admission::Replay => match job.as_ref() {
+                Some(job) => stored::finished_result(&store, job)?.into_response(key, true),
+                None => Err(worker::Error::RustError("replay without a job".into())),
+            },
+            Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
+                http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
+            }
+            _ if !stored && self.driving.get() => {
+                // Created a moment ago by a request still writing it.
+                let job = job.unwrap_or_else(|| Job::new(fingerprint, now, config.settings.policy));
+                http::accepted(&JobView::new(self.parse_key(key)?, &job))
+            }
+            _ => {
+                let mut job = match job {
+                    Some(job) if stored => job,
+                    _ => {
+                        let job = Job::new(fingerprint, now, config.settings.policy);
+                        self.store().insert_job(&job)?;
+                        job
+                    }
+                };
+                // Queued or running already: the same 202, never a second message.
+                if !job.is_background() {
+                    let read = job.version();
+                    job.run_in_background(now);
+                    store.save_request(&serde_json::to_string(submission)?, body)?;
+                    store.update_job(read, &job)?;
+                    self.enqueue(config, &mut job).await?;
+                }
+                self.arm(config, &job);
+                http::accepted(&JobView::new(self.parse_key(key)?, &job))
+            }
+        }
+    }
+
+    /// Sends the job's message and records it. A failed send is logged and
+    /// left to the outbox (the alarm sends it again).
+    async fn enqueue(&self, config: &Config, job: &mut Job) -> Result<()> {
+        let store = self.store();
+        let Some((submission, _)) = store.load_request()? else {
+            worker::console_warn!("ledger: a background job without its request cannot be queued");
+            return Ok(());
+        };
+        let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
+            return Err(worker::Error::RustError("unreadable stored request".into()));
+        };
+        let message = JobMessage { tenant: submission.tenant, key: submission.key };
+        match queue::send_job(&self.env, config, &message).await {
+            Ok(()) => {
+                // The send awaited: read the job again before writing it.
+                if let Some(current) = store.load_job()? {
+                    *job = current;
+                }
+                let read = job.version();
+                job.note_enqueued(now_ms());
+                store.update_job(read, job)?;
+            }
+            Err(error) => {
+                worker::console_warn!("ledger: queueing a background job failed (the outbox will retry): {error}")
+            }
+        }
+        self.arm(config, job);
+        Ok(())
+    }
+
+    /// Sets the alarm for the job's next due time (outbox or retention).
+    fn arm(&self, config: &Config, job: &Job) {
+        alarms::set_in_background(&self.state, alarms::next(job, config.settings.outbox_delay_ms));
+    }
+
+    /// A queue delivery: the core judges it; at most one attempt runs.
+    async fn deliver(&self, config: &Config) -> Result<Response> {
+        let store = self.store();
+        let now = now_ms();
+        let mut job = store.load_job()?;
+        if let Some(job) = job.as_mut() {
+            stream::settle_by_time(&store, job, now, self.driving.get())?;
+        }
+        let verdict = match background::on_delivery(job.as_ref(), now, self.driving.get()) {
+            Delivery::Ack => self.verdict_after(config, job.as_ref()),
+            Delivery::RetryIn(ms) => Verdict::Retry { delay_ms: ms },
+            Delivery::Run => match (job, store.load_request()?) {
+                (Some(job), Some((submission, body))) => {
+                    let submission: Submission = serde_json::from_str(&submission)?;
+                    // The caller is the queue: its response is not what matters, the job is.
+                    let _ = self.drive(config, &store, job, true, &submission, &body).await?;
+                    let job = store.load_job()?;
+                    if let Some(job) = job.as_ref() {
+                        self.arm(config, job);
+                    }
+                    self.verdict_after(config, job.as_ref())
+                }
+                _ => Verdict::Ack,
+            },
+        };
+        Response::from_json(&verdict)
+    }
+
+    /// What the consumer does once a delivery has been judged (or run).
+    fn verdict_after(&self, _config: &Config, job: Option<&Job>) -> Verdict {
+        let now = now_ms();
+        match job {
+            Some(job) if job.state() == JobState::Dead => Verdict::Dead,
+            Some(job) if job.state() == JobState::Failed => match job.queued() {
+                Some(queued) if queued.not_before_ms > now => Verdict::Retry { delay_ms: queued.not_before_ms - now },
+                _ => Verdict::Retry { delay_ms: 0 },
+            },
+            _ => Verdict::Ack,
+        }
+    }
+
+    /// An operator sends the job's message again.
+    async fn kick(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let Some(mut job) = self.store().load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        if !job.is_background() {
+            return http::problem_of(ProblemType::NotBackground, "only a background job has a queue message");
+        }
+        worker::console_log!("ledger: {} sent job {} to the queue again", request.by, request.key);
+        self.enqueue(config, &mut job).await?;
+        let enqueued = job.queued().map_or(0, |q| q.sends);
+        http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
+    }
+
+    /// An operator gives a dead background job a fresh allowance of attempts.
+    async fn replay(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let store = self.store();
+        let Some(mut job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        if !job.is_background() {
+            return http::problem_of(ProblemType::NotBackground, "only a background job can be replayed");
+        }
+        let read = job.version();
+        let grant = job.policy().max_attempts();
+        match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {
+            Ok(true) => {
+                store.update_job(read, &job)?;
+                self.enqueue(config, &mut job).await?;
+                Response::from_json(&serde_json::json!({ "replayed": true }))
+            }
+            Ok(false) => Response::from_json(
+                &serde_json::json!({ "replayed": false, "reason": "already replayed by this request" }),
+            ),
+            Err(error) => http::problem_of(ProblemType::NotReplayable, error.to_string()),
+        }
+    }
+
+    /// An operator settles an unknown job: succeeded with a given response,
+    /// or one new attempt now.
+    async fn resolve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let store = self.store();
+        let Some(mut job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        let read = job.version();
+        let now = now_ms();
+        let outcome = match request.action.as_deref() {
+            Some("succeeded") => {
+                let status = request.status.unwrap_or(200);
+                let body = request.body.clone().unwrap_or(serde_json::Value::Null);
+                match job.resolve_succeeded(read, status, &request.by, &request.request, now) {
+                    Ok(Some(attempt)) => {
+                        let response = StoredResponse {
+                            status,
+                            content_type: "application/json".into(),
+                            body: serde_json::to_vec(&body)?,
+                        };
+                        store.save_response(attempt, &response)?;
+                        Ok(true)
+                    }
+                    Ok(None) => Ok(false),
+                    Err(error) => Err(error),
+                }
+            }
+            Some("retry") => job.allow_attempt(read, &request.by, &request.request, now),
+            _ => return http::problem_of(ProblemType::InvalidQuery, "action must be succeeded or retry"),
+        };
+        match outcome {
+            Ok(changed) => {
+                if changed {
+                    store.update_job(read, &job)?;
+                    if job.is_background() && job.state() == JobState::Failed {
+                        self.enqueue(config, &mut job).await?;
+                    }
+                }
+                let view = JobView::new(self.parse_key(&request.key)?, &job);
+                http::with_cors(Response::from_json(&view)?)
+            }
+            Err(error) => http::problem_of(ProblemType::NotResolvable, error.to_string()),
+        }
+    }
+
+    /// What a dead letter records about this job.
+    fn facts(&self) -> Result<Response> {
+        let store = self.store();
+        let Some(job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "no job here");
+        };
+        let last = job.attempts().last();
+        let detail = last
+            .and_then(|a| store.load_response(a.number).ok().flatten())
+            .map(|response| error_detail(&response.body))
+            .unwrap_or_default();
+        let error_class = last
+            .and_then(|a| a.error_class)
+            .and_then(|class| serde_json::to_value(class).ok())
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| "unknown".into());
+        let facts = DeadFacts {
+            dead: job.state() == JobState::Dead,
+            error_class,
+            last_status: last.and_then(|a| a.status),
+            detail,
+            attempts: job.attempts().len() as u32,
+        };
+        Response::from_json(&facts)
+    }
+
+    fn parse_key(&self, key: &str) -> Result<IdempotencyKey> {
+        IdempotencyKey::parse(key).map_err(|e| worker::Error::RustError(e.to_string()))
+    }
+}
+
+/// The message of an error body, for a dead letter: a problem's `detail`,
+/// a provider's `error.message`, or the start of the body; at most 300
+/// characters.
+fn error_detail(body: &[u8]) -> String {
+    let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    let text = value
+        .as_ref()
+        .and_then(|v| {
+            v.get("detail")
+                .or_else(|| v.pointer("/error/message"))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    text.chars().take(300).collect()
 }

@@ -16,6 +16,7 @@
 //! - `GET /onejob/problems/{type}`: what an error type means;
 //! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
 
+mod admin;
 mod alarms;
 mod auth;
 mod budgets;
@@ -30,6 +31,8 @@ mod handoff;
 mod health;
 mod http;
 mod ledger;
+mod ops;
+mod queue;
 mod reply;
 mod store;
 mod stored;
@@ -41,7 +44,7 @@ pub use ledger::Ledger;
 
 use gateway::JobRoute;
 use onejob_core::protocol::ProblemType;
-use worker::{Context, Env, Method, Request, Response, Result, event};
+use worker::{Context, Env, MessageBatch, Method, Request, Response, Result, event};
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
@@ -51,6 +54,12 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         worker::console_error!("onejob: {error}");
         http::problem_of(ProblemType::Internal, "onejob failed; the request may be retried with the same key")
     })
+}
+
+/// Background jobs and dead letters (see [`queue`]).
+#[event(queue)]
+async fn consume(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> Result<()> {
+    queue::consume(batch, env).await
 }
 
 async fn route(req: Request, env: &Env) -> Result<Response> {
@@ -69,6 +78,10 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         };
         let key = key.to_owned();
         return gateway::job(req, env, &key, route).await;
+    }
+    if let Some(rest) = path.strip_prefix("/onejob/v1/admin/") {
+        let rest = rest.to_owned();
+        return admin::handle(req, env, &rest).await;
     }
     if path == "/onejob/v1/providers" {
         return gateway::providers(req, env).await;

@@ -98,6 +98,42 @@ impl Store {
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
     }
 
+    /// Keeps a background job's request (its submission, as JSON, and its
+    /// body in chunks): the queue message names the job, the Ledger holds
+    /// what to send. Written once, with the job's first write.
+    pub fn save_request(&self, submission: &str, body: &[u8]) -> worker::Result<()> {
+        self.create_tables()?;
+        self.write(
+            "INSERT INTO request (id, submission) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+            vec![Value::String(submission.to_owned())],
+        )?;
+        for (seq, bytes) in body.chunks(CHUNK_BYTES).enumerate() {
+            self.write(
+                "INSERT INTO request_chunks (seq, bytes) VALUES (?, ?) ON CONFLICT (seq) DO NOTHING",
+                vec![Value::Integer(seq as i64), Value::Blob(bytes.to_vec())],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A background job's request, if this object keeps one.
+    pub fn load_request(&self) -> worker::Result<Option<(String, Vec<u8>)>> {
+        let Some(row) = self.first_row("SELECT submission FROM request WHERE id = 1", vec![])? else {
+            return Ok(None);
+        };
+        let Some(Value::String(submission)) = row.into_iter().next() else {
+            return Err(unreadable("request"));
+        };
+        let mut body = Vec::new();
+        for row in self.sql.exec("SELECT bytes FROM request_chunks ORDER BY seq", None)?.raw() {
+            match row?.into_iter().next() {
+                Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
+                _ => return Err(unreadable("request chunk")),
+            }
+        }
+        Ok(Some((submission, body)))
+    }
+
     /// Stores an attempt's response, its body split into chunks. An attempt
     /// reports once (its ticket holds the job once), so this never overwrites.
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
@@ -261,6 +297,14 @@ impl Store {
                 seq INTEGER NOT NULL,
                 bytes BLOB NOT NULL,
                 PRIMARY KEY (attempt, seq)
+            );
+            CREATE TABLE IF NOT EXISTS request (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                submission TEXT NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS request_chunks (
+                seq INTEGER PRIMARY KEY,
+                bytes BLOB NOT NULL
             );
             CREATE TABLE IF NOT EXISTS stream_events (
                 attempt INTEGER NOT NULL,

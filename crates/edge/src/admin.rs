@@ -1,0 +1,243 @@
+//! The operator API, under `/onejob/v1/admin/`, for admin keys
+//! (`ADMIN_KEYS`; an admin scoped to one tenant reaches only its jobs):
+//!
+//! - `GET  dead-letters[?tenant=&error_class=]`: dead letters grouped by cause;
+//! - `POST dead-letters/replay` (keyed): fresh attempts for one dead job or
+//!   every dead job of a cause, under the same jobs and keys;
+//! - `POST jobs/resolve` (keyed): settle an unknown job;
+//! - `POST jobs/{tenant}/{key}/enqueue`: send a background job's message again.
+//!
+//! Replays and resolves carry their own `Idempotency-Key`: the same request
+//! twice is answered twice and done once (the index keeps the answer; each
+//! job also records the request, so even two at once change a job once).
+
+use onejob_core::admin::Admin;
+use onejob_core::key::IdempotencyKey;
+use onejob_core::protocol::{ProblemType, header};
+use serde::Deserialize;
+use worker::{Env, Method, Request, Response, Result};
+
+use crate::auth::admin_of;
+use crate::config;
+use crate::handoff::{JobMessage, OperatorRequest, route};
+use crate::http::{self, problem_of};
+use crate::ops;
+
+/// The most jobs one replay of a cause touches.
+const MAX_REPLAY: u32 = 100;
+
+/// Routes `rest` (the path after `/onejob/v1/admin/`).
+pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response> {
+    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    let admin = match admin_of(&req, &config.admins) {
+        Ok(admin) => admin.clone(),
+        Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
+    };
+    match (req.method(), rest) {
+        (Method::Get, "dead-letters") => {
+            let url = req.url()?;
+            let param = |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned());
+            let tenant = match scoped_tenant(&admin, param("tenant")) {
+                Ok(tenant) => tenant,
+                Err(response) => return response,
+            };
+            let letters = ops::dead_letters(env, tenant.as_deref(), param("error_class").as_deref(), 500).await?;
+            let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
+            http::with_cors(Response::from_json(&body)?)
+        }
+        (Method::Post, "dead-letters/replay") => {
+            let Some(request_key) = operator_key(&req)? else { return missing_key() };
+            let body: ReplayBody = match req.json().await {
+                Ok(body) => body,
+                Err(_) => {
+                    return problem_of(
+                        ProblemType::InvalidJson,
+                        "send {\"tenant\", \"key\"} or {\"error_class\", \"tenant\"?}",
+                    );
+                }
+            };
+            once(env, &admin, &request_key, replay(env, &admin, &request_key, body)).await
+        }
+        (Method::Post, "jobs/resolve") => {
+            let Some(request_key) = operator_key(&req)? else { return missing_key() };
+            let body: ResolveBody = match req.json().await {
+                Ok(body) => body,
+                Err(_) => {
+                    return problem_of(
+                        ProblemType::InvalidJson,
+                        "send {\"tenant\", \"key\", \"action\": \"succeeded\" | \"retry\", \"response\"?}",
+                    );
+                }
+            };
+            if !admin.reaches(&body.tenant) {
+                return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
+            }
+            let request = OperatorRequest {
+                key: body.key.clone(),
+                by: admin.name.clone(),
+                request: request_key.clone(),
+                action: Some(body.action),
+                status: body.response.as_ref().and_then(|r| r.status),
+                body: body.response.and_then(|r| r.body),
+            };
+            let job = JobMessage { tenant: body.tenant, key: body.key };
+            once(env, &admin, &request_key, forward(env, &job, route::RESOLVE, &request)).await
+        }
+        (Method::Post, path) if path.starts_with("jobs/") && path.ends_with("/enqueue") => {
+            let inner = &path["jobs/".len()..path.len() - "/enqueue".len()];
+            let Some((tenant, key)) = inner.split_once('/') else {
+                return problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}/enqueue");
+            };
+            if !admin.reaches(tenant) {
+                return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
+            }
+            let job = JobMessage { tenant: tenant.to_owned(), key: key.to_owned() };
+            let request = OperatorRequest {
+                key: key.to_owned(),
+                by: admin.name.clone(),
+                request: String::new(),
+                action: None,
+                status: None,
+                body: None,
+            };
+            forward(env, &job, route::ENQUEUE, &request).await.map(|(status, body)| json_response(status, &body))?
+        }
+        _ => problem_of(ProblemType::NotFound, "no such admin route"),
+    }
+}
+
+#[derive(Deserialize)]
+struct ReplayBody {
+    tenant: Option<String>,
+    key: Option<String>,
+    error_class: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResolveBody {
+    tenant: String,
+    key: String,
+    action: String,
+    response: Option<ResolvedResponse>,
+}
+
+#[derive(Deserialize)]
+struct ResolvedResponse {
+    status: Option<u16>,
+    body: Option<serde_json::Value>,
+}
+
+/// The tenant an admin asks about: its own when scoped (403 for another).
+fn scoped_tenant(admin: &Admin, asked: Option<String>) -> std::result::Result<Option<String>, Result<Response>> {
+    match (&admin.scope, asked) {
+        (onejob_core::admin::Scope::All, asked) => Ok(asked),
+        (onejob_core::admin::Scope::Tenant(own), None) => Ok(Some(own.clone())),
+        (onejob_core::admin::Scope::Tenant(own), Some(asked)) if *own == asked => Ok(Some(asked)),
+        _ => Err(problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant")),
+    }
+}
+
+fn operator_key(req: &Request) -> Result<Option<String>> {
+    Ok(req.headers().get(header::IDEMPOTENCY_KEY)?.filter(|k| IdempotencyKey::parse(k).is_ok()))
+}
+
+fn missing_key() -> Result<Response> {
+    problem_of(
+        ProblemType::MissingIdempotencyKey,
+        "operator requests that change jobs need an Idempotency-Key (16–255 visible ASCII characters)",
+    )
+}
+
+/// Answers a keyed operator request once: a repeat gets the first answer.
+async fn once(
+    env: &Env,
+    admin: &Admin,
+    request_key: &str,
+    work: impl std::future::Future<Output = Result<(u16, String)>>,
+) -> Result<Response> {
+    let id = format!("{}\u{1f}{request_key}", admin.name);
+    if let Some(stored) = ops::done_request(env, &id).await? {
+        let (status, body) = serde_json::from_str::<(u16, String)>(&stored).unwrap_or((200, stored));
+        let mut response = json_response(status, &body)?;
+        response.headers_mut().set(header::IDEMPOTENT_REPLAYED, "true")?;
+        return Ok(response);
+    }
+    let (status, body) = work.await?;
+    // Only a settled answer is kept (a 5xx may be asked again).
+    if status < 500 {
+        ops::remember_request(env, &id, &serde_json::to_string(&(status, &body))?).await?;
+    }
+    json_response(status, &body)
+}
+
+fn json_response(status: u16, body: &str) -> Result<Response> {
+    let content_type = if status >= 400 { "application/problem+json" } else { "application/json" };
+    let mut response = Response::from_bytes(body.as_bytes().to_vec())?.with_status(status);
+    response.headers_mut().set("Content-Type", content_type)?;
+    http::with_cors(response)
+}
+
+/// One operator request to a job's Ledger: its status and body.
+async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorRequest) -> Result<(u16, String)> {
+    let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let storage_id = onejob_core::key::StorageId::derive(&job.tenant, &key);
+    let ledger = env.durable_object(crate::config::binding::LEDGER)?.get_by_name(storage_id.as_str())?;
+    let mut init = worker::RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(serde_json::to_string(request)?.into()));
+    let mut response = ledger.fetch_with_request(Request::new_with_init(route, &init)?).await?;
+    Ok((response.status_code(), response.text().await?))
+}
+
+/// Replays one dead job, or every dead job of a cause (at most [`MAX_REPLAY`]).
+async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Result<(u16, String)> {
+    let targets: Vec<(String, String)> = match (body.key, body.error_class) {
+        (Some(key), None) => {
+            let Some(tenant) = body.tenant else {
+                return problem_body(ProblemType::InvalidJson, "a key needs its tenant");
+            };
+            vec![(tenant, key)]
+        }
+        (None, Some(class)) => {
+            let tenant = match scoped_tenant(admin, body.tenant) {
+                Ok(tenant) => tenant,
+                Err(_) => return problem_body(ProblemType::Forbidden, "this admin key does not reach that tenant"),
+            };
+            let letters = ops::dead_letters(env, tenant.as_deref(), Some(&class), MAX_REPLAY).await?;
+            letters.into_iter().map(|l| (l.tenant, l.key)).collect()
+        }
+        _ => return problem_body(ProblemType::InvalidJson, "send either a tenant and key, or an error_class"),
+    };
+    let mut replayed = Vec::new();
+    let mut skipped = Vec::new();
+    for (tenant, key) in targets {
+        let entry = serde_json::json!({ "tenant": tenant, "key": key });
+        if !admin.reaches(&tenant) {
+            skipped.push(serde_json::json!({ "tenant": tenant, "key": key, "reason": "out of this admin's scope" }));
+            continue;
+        }
+        let request = OperatorRequest {
+            key: key.clone(),
+            by: admin.name.clone(),
+            request: request_key.to_owned(),
+            action: None,
+            status: None,
+            body: None,
+        };
+        let job = JobMessage { tenant: tenant.clone(), key: key.clone() };
+        let (status, answer) = forward(env, &job, route::REPLAY, &request).await?;
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
+        if status == 200 && answer.get("replayed").and_then(serde_json::Value::as_bool) == Some(true) {
+            ops::mark_replayed(env, &tenant, &key).await?;
+            replayed.push(entry);
+        } else {
+            let reason = answer.get("detail").or_else(|| answer.get("reason")).cloned().unwrap_or_default();
+            skipped.push(serde_json::json!({ "tenant": tenant, "key": key, "reason": reason }));
+        }
+    }
+    Ok((200, serde_json::json!({ "replayed": replayed, "skipped": skipped }).to_string()))
+}
+
+fn problem_body(kind: ProblemType, detail: &str) -> Result<(u16, String)> {
+    let problem = onejob_core::protocol::Problem::new(kind, detail);
+    Ok((problem.status(), problem.to_json()))
+}

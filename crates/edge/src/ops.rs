@@ -1,0 +1,186 @@
+//! The operators' index in D1: dead letters (one row per dead background
+//! job, grouped by cause for the console and for replays) and keyed
+//! operator requests (a replay sent twice is answered, not done, twice).
+//! The Ledgers stay the authority on every job; this is what operators
+//! search. Tables are created on first use in each isolate.
+
+use std::cell::Cell;
+
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::JsValue;
+use worker::{D1Database, Env, Result};
+
+use crate::clock::now_ms;
+use crate::config::binding;
+use crate::handoff::{DeadFacts, JobMessage};
+
+thread_local! {
+    static TABLES_READY: Cell<bool> = const { Cell::new(false) };
+}
+
+const HOUR_MS: u64 = 3_600_000;
+
+async fn database(env: &Env) -> Result<D1Database> {
+    let db = env.d1(binding::OPS)?;
+    if !TABLES_READY.with(Cell::get) {
+        db.batch(vec![
+            db.prepare(
+                "CREATE TABLE IF NOT EXISTS dead_letters (
+                    tenant TEXT NOT NULL,
+                    job_key TEXT NOT NULL,
+                    error_class TEXT NOT NULL,
+                    last_status INTEGER,
+                    detail TEXT NOT NULL,
+                    attempts INTEGER NOT NULL,
+                    first_seen_ms INTEGER NOT NULL,
+                    last_seen_ms INTEGER NOT NULL,
+                    replayed_ms INTEGER,
+                    PRIMARY KEY (tenant, job_key)
+                )",
+            ),
+            db.prepare("CREATE INDEX IF NOT EXISTS dead_letters_by_class ON dead_letters (error_class, last_seen_ms)"),
+            db.prepare(
+                "CREATE TABLE IF NOT EXISTS operator_requests (
+                    id TEXT PRIMARY KEY,
+                    response TEXT NOT NULL,
+                    at_ms INTEGER NOT NULL
+                )",
+            ),
+        ])
+        .await?;
+        TABLES_READY.with(|t| t.set(true));
+    }
+    Ok(db)
+}
+
+/// Records (or refreshes) a dead job's entry.
+pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) -> Result<()> {
+    let db = database(env).await?;
+    let now = now_ms() as f64;
+    let status = facts.last_status.map_or(JsValue::NULL, |s| JsValue::from(f64::from(s)));
+    db.prepare(
+        "INSERT INTO dead_letters (tenant, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+         ON CONFLICT (tenant, job_key) DO UPDATE SET error_class = ?3, last_status = ?4, detail = ?5,
+             attempts = ?6, last_seen_ms = ?7, replayed_ms = NULL",
+    )
+    .bind(&[
+        job.tenant.as_str().into(),
+        job.key.as_str().into(),
+        facts.error_class.as_str().into(),
+        status,
+        facts.detail.as_str().into(),
+        JsValue::from(f64::from(facts.attempts)),
+        JsValue::from(now),
+    ])?
+    .run()
+    .await?;
+    worker::console_log!("onejob: dead letter of class {} recorded", facts.error_class);
+    Ok(())
+}
+
+/// One dead letter, as operators see it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeadLetter {
+    pub tenant: String,
+    #[serde(rename = "key", alias = "job_key")]
+    pub key: String,
+    pub error_class: String,
+    pub last_status: Option<u16>,
+    pub detail: String,
+    pub attempts: u32,
+    pub first_seen_ms: u64,
+    pub last_seen_ms: u64,
+}
+
+/// A cause's dead letters: how many, when last, and a 24 h trend.
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    pub error_class: String,
+    pub count: usize,
+    pub last_seen_ms: u64,
+    /// Dead letters per hour over the last 24 hours, oldest first.
+    pub trend: Vec<u32>,
+}
+
+/// The dead letters not yet replayed, newest first (of one tenant, or of
+/// all with `None`), at most `limit`.
+pub async fn dead_letters(
+    env: &Env,
+    tenant: Option<&str>,
+    error_class: Option<&str>,
+    limit: u32,
+) -> Result<Vec<DeadLetter>> {
+    let db = database(env).await?;
+    let statement = db
+        .prepare(
+            "SELECT tenant, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms
+             FROM dead_letters
+             WHERE replayed_ms IS NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR error_class = ?2)
+             ORDER BY last_seen_ms DESC LIMIT ?3",
+        )
+        .bind(&[
+            tenant.map_or(JsValue::NULL, JsValue::from),
+            error_class.map_or(JsValue::NULL, JsValue::from),
+            JsValue::from(f64::from(limit)),
+        ])?;
+    statement.all().await?.results::<DeadLetter>()
+}
+
+/// Groups dead letters by cause, with each cause's hourly trend.
+pub fn groups(letters: &[DeadLetter]) -> Vec<Group> {
+    let now = now_ms();
+    let mut groups: Vec<Group> = Vec::new();
+    for letter in letters {
+        let index = match groups.iter().position(|g| g.error_class == letter.error_class) {
+            Some(index) => index,
+            None => {
+                groups.push(Group {
+                    error_class: letter.error_class.clone(),
+                    count: 0,
+                    last_seen_ms: 0,
+                    trend: vec![0; 24],
+                });
+                groups.len() - 1
+            }
+        };
+        let group = &mut groups[index];
+        group.count += 1;
+        group.last_seen_ms = group.last_seen_ms.max(letter.last_seen_ms);
+        let hours_ago = now.saturating_sub(letter.last_seen_ms) / HOUR_MS;
+        if hours_ago < 24 {
+            group.trend[23 - hours_ago as usize] += 1;
+        }
+    }
+    groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.error_class.cmp(&b.error_class)));
+    groups
+}
+
+/// Marks a dead letter replayed (it leaves the list until the job dies again).
+pub async fn mark_replayed(env: &Env, tenant: &str, key: &str) -> Result<()> {
+    let db = database(env).await?;
+    db.prepare("UPDATE dead_letters SET replayed_ms = ?3 WHERE tenant = ?1 AND job_key = ?2")
+        .bind(&[tenant.into(), key.into(), JsValue::from(now_ms() as f64)])?
+        .run()
+        .await?;
+    Ok(())
+}
+
+/// The stored answer of an operator request already done, by its id.
+pub async fn done_request(env: &Env, id: &str) -> Result<Option<String>> {
+    let db = database(env).await?;
+    db.prepare("SELECT response FROM operator_requests WHERE id = ?1")
+        .bind(&[id.into()])?
+        .first::<String>(Some("response"))
+        .await
+}
+
+/// Keeps an operator request's answer, so the same request is answered again, not done again.
+pub async fn remember_request(env: &Env, id: &str, response: &str) -> Result<()> {
+    let db = database(env).await?;
+    db.prepare("INSERT INTO operator_requests (id, response, at_ms) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING")
+        .bind(&[id.into(), response.into(), JsValue::from(now_ms() as f64)])?
+        .run()
+        .await?;
+    Ok(())
+}

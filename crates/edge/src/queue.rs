@@ -1,0 +1,116 @@
+//! Background jobs on Cloudflare Queues: a job's message is sent by its
+//! Ledger ([`send_job`]); this worker consumes them ([`consume`]). Each
+//! delivery is judged by the job's Ledger (`/deliver`), so a redelivered or
+//! duplicate message does nothing; the Ledger answers what to do with the
+//! message. A job that died is sent to the dead-letter queue, whose consumer
+//! records it for operators ([`crate::ops`]).
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use onejob_core::key::{IdempotencyKey, StorageId};
+use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Request, RequestInit, Result};
+
+use crate::config::{Config, binding};
+use crate::handoff::{DeadFacts, JobMessage, Verdict, route};
+use crate::ops;
+
+thread_local! {
+    /// Queue sends failed on purpose so far (`QUEUE_SEND_FAULTS`).
+    static FAULTS_SPENT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Sends a background job's message.
+pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Result<()> {
+    let spent = FAULTS_SPENT.with(Cell::get);
+    if spent < config.queue_send_faults {
+        FAULTS_SPENT.with(|f| f.set(spent + 1));
+        return Err(worker::Error::RustError("queue send failed (QUEUE_SEND_FAULTS)".into()));
+    }
+    env.queue(binding::JOBS)?.send(message).await
+}
+
+/// `#[event(queue)]`: a batch of job messages or of dead letters.
+pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result<()> {
+    let dead_letters = batch.queue() == binding::DEAD_LETTERS_QUEUE;
+    let messages = batch.messages()?;
+    // Each message's job has its own Ledger: run them side by side.
+    join_all(messages.iter().map(|message| async {
+        if dead_letters { record_dead_letter(&env, message).await } else { deliver(&env, message).await }
+    }))
+    .await;
+    Ok(())
+}
+
+fn job_of(message: &Message<serde_json::Value>) -> Option<JobMessage> {
+    serde_json::from_value(message.body().clone()).ok()
+}
+
+async fn deliver(env: &Env, message: &Message<serde_json::Value>) {
+    let Some(job) = job_of(message) else {
+        worker::console_warn!("onejob: dropping a malformed job message");
+        return message.ack();
+    };
+    match ask_ledger(env, &job, route::DELIVER).await.and_then(|body| Ok(serde_json::from_slice::<Verdict>(&body)?)) {
+        Ok(Verdict::Ack) => message.ack(),
+        Ok(Verdict::Retry { delay_ms }) => {
+            // Queues delay in whole seconds: at least one, rounded up.
+            let seconds = u32::try_from(Duration::from_millis(delay_ms).as_secs() + 1).unwrap_or(u32::MAX).min(43_200);
+            message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(seconds).build());
+        }
+        Ok(Verdict::Dead) => match send_dead_letter(env, &job).await {
+            Ok(()) => message.ack(),
+            Err(error) => {
+                worker::console_error!("onejob: sending a dead letter failed: {error}");
+                message.retry();
+            }
+        },
+        Err(error) => {
+            worker::console_error!("onejob: a job delivery failed: {error}");
+            message.retry();
+        }
+    }
+}
+
+async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
+    env.queue(binding::DEAD_LETTERS)?.send(job).await
+}
+
+/// A dead letter: recorded for operators if its job is dead (a message the
+/// consumer kept failing on may name a job that is not: its Ledger's alarm
+/// owns it, and it is only logged).
+async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
+    let Some(job) = job_of(message) else { return message.ack() };
+    let facts =
+        ask_ledger(env, &job, route::FACTS).await.and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
+    let recorded = match facts {
+        Ok(facts) if facts.dead => ops::record_dead_letter(env, &job, &facts).await,
+        Ok(_) => {
+            worker::console_warn!("onejob: a dead-letter message for a job that is not dead; its Ledger keeps it");
+            Ok(())
+        }
+        Err(error) => Err(error),
+    };
+    match recorded {
+        Ok(()) => message.ack(),
+        Err(error) => {
+            worker::console_error!("onejob: recording a dead letter failed: {error}");
+            message.retry();
+        }
+    }
+}
+
+/// POSTs to a route of the job's Ledger and returns the answer's body.
+pub async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
+    let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let storage_id = StorageId::derive(&job.tenant, &key);
+    let ledger = env.durable_object(binding::LEDGER)?.get_by_name(storage_id.as_str())?;
+    let mut init = RequestInit::new();
+    init.with_method(worker::Method::Post).with_body(Some(serde_json::to_string(job)?.into()));
+    let mut response = ledger.fetch_with_request(Request::new_with_init(route, &init)?).await?;
+    if !(200..300).contains(&response.status_code()) {
+        return Err(worker::Error::RustError(format!("the ledger answered {}", response.status_code())));
+    }
+    response.bytes().await
+}
