@@ -96,6 +96,9 @@ pub enum ErrorClass {
     Unavailable,
     /// 529: the provider is overloaded (Anthropic).
     Overloaded,
+    /// 401 or 403: the provider refused the credential (a revoked or wrong
+    /// key): final, and something only a human can fix.
+    Auth,
     /// Any other 4xx.
     ClientError,
     /// Any other status.
@@ -149,6 +152,7 @@ pub fn classify(outcome: Outcome) -> Classification {
                 500 => ErrorClass::ServerError,
                 502..=504 => ErrorClass::Unavailable,
                 529 => ErrorClass::Overloaded,
+                401 | 403 => ErrorClass::Auth,
                 400..=499 => ErrorClass::ClientError,
                 _ => ErrorClass::UnexpectedStatus,
             };
@@ -204,6 +208,8 @@ mod tests {
         assert_eq!(classify(Outcome::status(400)).class, ErrorClass::ClientError);
         assert_eq!(classify(Outcome::status(200)).class, ErrorClass::None);
         assert_eq!(classify(Outcome::status(529)).class, ErrorClass::Overloaded);
+        assert_eq!(classify(Outcome::status(401)).class, ErrorClass::Auth);
+        assert_eq!(classify(Outcome::status(403)).decision, Decision::Never);
     }
 
     #[test]

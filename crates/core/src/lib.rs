@@ -7,6 +7,7 @@
 //! (delays are returned).
 //!
 //! - [`admin`]: admin keys (by digest), their names and scopes.
+//! - [`alert`]: when dead letters become an alert, and its delivery id.
 //! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
@@ -20,6 +21,7 @@
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
 //! - [`providers`]: named upstreams, routes by model, the order of failover.
+//! - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
 //! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
@@ -28,6 +30,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod alert;
 pub mod background;
 pub mod backoff;
 pub mod breaker;
@@ -44,5 +47,6 @@ pub mod providers;
 pub mod random;
 pub mod reply;
 pub mod settings;
+pub mod signature;
 pub mod sse;
 pub mod tenant;

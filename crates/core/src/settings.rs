@@ -6,6 +6,7 @@
 
 use std::fmt;
 
+use crate::alert::AlertPolicy;
 use crate::backoff::{Backoff, Jitter};
 use crate::breaker::BreakerPolicy;
 use crate::job::{JobPolicy, UnknownPolicy};
@@ -40,6 +41,10 @@ pub mod defaults {
     /// `OUTBOX_DELAY_MS`: a background job not run this long after its
     /// message was sent gets another.
     pub const OUTBOX_DELAY_MS: u64 = 5_000;
+    /// `ALERT_THRESHOLD`: dead letters of one cause in a window before an alert.
+    pub const ALERT_THRESHOLD: u64 = 10;
+    /// `ALERT_WINDOW_MS`: 15 minutes.
+    pub const ALERT_WINDOW_MS: u64 = 900_000;
 }
 
 /// The longest `Prefer: wait=N` (and `COALESCE_WAIT_MS`) honoured, so a
@@ -60,6 +65,8 @@ pub struct Settings {
     pub breaker: BreakerPolicy,
     /// `OUTBOX_DELAY_MS`.
     pub outbox_delay_ms: u64,
+    /// `ALERT_THRESHOLD`, `ALERT_WINDOW_MS`.
+    pub alerts: AlertPolicy,
     /// `MAX_BODY_BYTES`: request bodies above it get a 413.
     pub max_body_bytes: u64,
     /// `COALESCE_WAIT_MS`.
@@ -158,10 +165,21 @@ impl Settings {
         .map_err(|_| read.error("BACKOFF_CAP_MS", "at least BACKOFF_BASE_MS"))?;
         let outbox_delay_ms =
             read.number("OUTBOX_DELAY_MS", defaults::OUTBOX_DELAY_MS, 100, HOUR_MS, "100 to 3600000 (ms)")?;
+        let alerts = AlertPolicy {
+            threshold: read.number("ALERT_THRESHOLD", defaults::ALERT_THRESHOLD, 0, 1_000_000, "0 to 1000000")? as u32,
+            window_ms: read.number(
+                "ALERT_WINDOW_MS",
+                defaults::ALERT_WINDOW_MS,
+                1_000,
+                7 * 24 * HOUR_MS,
+                "1000 to 604800000 (ms)",
+            )?,
+        };
         Ok(Self {
             providers,
             breaker,
             outbox_delay_ms,
+            alerts,
             max_body_bytes: read.number(
                 "MAX_BODY_BYTES",
                 defaults::MAX_BODY_BYTES,

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use onejob_core::admin::AdminDirectory;
-use onejob_core::providers::ProviderKind;
+use onejob_core::providers::{ProviderKind, is_base_url};
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
 use worker::Env;
@@ -46,6 +46,14 @@ pub struct Config {
     /// `QUEUE_SEND_FAULTS` (a testing knob): how many queue sends of this
     /// isolate fail on purpose, to show that the outbox recovers them.
     pub queue_send_faults: u32,
+    /// `ALERT_WEBHOOK_URL` and the `ALERT_SECRET` its alerts are signed with.
+    pub alert_webhook: Option<AlertWebhook>,
+}
+
+/// Where dead-letter alerts go.
+pub struct AlertWebhook {
+    pub url: String,
+    pub secret: String,
 }
 
 impl Config {
@@ -106,5 +114,18 @@ fn parse(env: &Env) -> Result<Config, String> {
         api_keys.push(key);
     }
     let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
-    Ok(Config { settings, tenants, admins, api_keys, queue_send_faults })
+    let secret = |name: &str| {
+        env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
+    };
+    let alert_webhook = match (secret("ALERT_WEBHOOK_URL"), secret("ALERT_SECRET")) {
+        (None, _) => None,
+        (Some(url), Some(secret)) if is_base_url(&url) => Some(AlertWebhook { url, secret }),
+        (Some(_), Some(_)) => {
+            return Err("ALERT_WEBHOOK_URL must be an http(s) URL with no credentials, query or fragment".into());
+        }
+        (Some(_), None) => {
+            return Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into());
+        }
+    };
+    Ok(Config { settings, tenants, admins, api_keys, queue_send_faults, alert_webhook })
 }

@@ -85,7 +85,13 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
     let facts =
         ask_ledger(env, &job, route::FACTS).await.and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
     let recorded = match facts {
-        Ok(facts) if facts.dead => ops::record_dead_letter(env, &job, &facts).await,
+        Ok(facts) if facts.dead => match ops::record_dead_letter(env, &job, &facts).await {
+            Ok(()) => match crate::config::load(env) {
+                Ok(config) => ops::alert_if_due(env, &config, &facts.error_class).await,
+                Err(_) => Ok(()),
+            },
+            Err(error) => Err(error),
+        },
         Ok(_) => {
             worker::console_warn!("onejob: a dead-letter message for a job that is not dead; its Ledger keeps it");
             Ok(())
