@@ -14,7 +14,7 @@ use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit}
 use onejob_core::protocol::header;
 use onejob_core::reply::BodyHint;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::spawn_local;
+use wasm_bindgen_futures::{JsFuture, spawn_local};
 use web_sys::Response;
 
 use crate::events::{Events, Field};
@@ -224,6 +224,14 @@ impl Client {
             self.events.emit("attempt", &intent, &key, &[("attempt", Field::Num(f64::from(record.attempts)))]);
             let init = self.init_for(&request, &key)?;
             let (observed, response) = match self.try_once(&request.url, &init, signal.as_ref()).await {
+                // A background job was accepted: follow it until it has
+                // finished, then ask again with the same key for its result.
+                Ok(Ok(response)) if is_accepted_job(&response) => {
+                    js::discard_body(&response);
+                    let retry_after_ms = self.observe(&response).server_delay_ms.unwrap_or(1_000);
+                    self.follow_job(&request, &intent, &key, retry_after_ms).await?;
+                    continue;
+                }
                 Ok(Ok(response)) => {
                     if response.headers().get(header::IDEMPOTENT_REPLAYED).ok().flatten().as_deref() == Some("true") {
                         let fields = [("status", Field::Num(f64::from(response.status())))];
@@ -287,6 +295,51 @@ impl Client {
                     });
                 }
             }
+        }
+    }
+
+    /// Polls a background job (`GET /onejob/v1/jobs/{key}`) until it has
+    /// finished: each wait is the job's `Retry-After`, or full-jitter backoff
+    /// when it gives none or cannot be reached; the caller's signal ends it.
+    /// Polls are not attempts: the job runs in the gateway's queue.
+    async fn follow_job(&self, request: &Outgoing, intent: &str, key: &str, first_wait_ms: u64) -> Result<(), JsValue> {
+        let signal = request.signal.clone();
+        let url = format!("{}/onejob/v1/jobs/{key}", gateway(&request.url, self.endpoint()));
+        let poll = Outgoing { method: "GET".into(), body: None, ..request.clone() };
+        let init = self.init_for(&poll, key)?;
+        let mut wait_ms = first_wait_ms;
+        let mut polls = 0u32;
+        loop {
+            let fields = [
+                ("delayMs", Field::Num(wait_ms as f64)),
+                ("reason", Field::Str("background job queued or running")),
+                ("serverAsked", Field::Bool(true)),
+            ];
+            self.events.emit("backoff", intent, key, &fields);
+            js::sleep(wait_ms, signal.as_ref()).await?;
+            polls = polls.saturating_add(1);
+            let jitter = self.retry.backoff.delay_ms(polls.min(16), None, &mut CryptoRandom);
+            wait_ms = match self.try_once(&url, &init, signal.as_ref()).await? {
+                Ok(response) if response.ok() => {
+                    let server_ms = self.observe(&response).server_delay_ms;
+                    let view = JsFuture::from(response.json()?).await?;
+                    let state = Reflect::get(&view, &"state".into())?.as_string().unwrap_or_default();
+                    if is_finished(&state) {
+                        return Ok(());
+                    }
+                    server_ms.unwrap_or(jitter)
+                }
+                // Gone (past retention) or refused: asking again decides.
+                Ok(response) if (400..500).contains(&response.status()) => {
+                    js::discard_body(&response);
+                    return Ok(());
+                }
+                Ok(response) => {
+                    js::discard_body(&response);
+                    jitter
+                }
+                Err(_) => jitter,
+            };
         }
     }
 
@@ -420,6 +473,17 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
             &url[..url[host..].find('/').map_or(url.len(), |i| host + i)]
         }
     }
+}
+
+/// A `202` for a background job (`Prefer: respond-async`).
+fn is_accepted_job(response: &Response) -> bool {
+    response.status() == 202
+        && response.headers().get("Preference-Applied").ok().flatten().is_some_and(|p| p.contains("respond-async"))
+}
+
+/// A job state with a result to replay.
+fn is_finished(state: &str) -> bool {
+    matches!(state, "completed" | "dead" | "interrupted" | "cancelled")
 }
 
 /// What a backoff or give-up was about, for UIs.

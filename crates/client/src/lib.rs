@@ -60,6 +60,14 @@ export interface RetryOptions {
 export interface FetchOptions {
   /** Names the intent (e.g. "triage:ticket-8812"); unnamed intents are identified by the request's fingerprint. */
   intent?: string;
+  /**
+   * Run it as a background job (`Prefer: respond-async`): the gateway queues
+   * it and answers 202 at once; the returned promise resolves when the job
+   * has finished (the SDK polls the job with full-jitter backoff, honouring
+   * `Retry-After`), with the job's result. The intent survives a reload:
+   * `resume()` follows it again. Default false.
+   */
+  background?: boolean;
 }
 
 interface EventBase { intent: string; key: string; at: number }
@@ -133,12 +141,11 @@ impl OneJob {
     /// Like `fetch(input, init)`, with one idempotency key per intent.
     pub fn fetch(&self, input: FetchInput, init: Option<FetchInit>, options: Option<FetchOptions>) -> ResponsePromise {
         let init = init.map_or(JsValue::UNDEFINED, JsValue::from);
-        let name = options
-            .map(JsValue::from)
-            .filter(JsValue::is_object)
-            .and_then(|o| Reflect::get(&o, &"intent".into()).ok())
-            .and_then(|v| v.as_string());
-        fetch_with(&self.client, input.into(), init, name).unchecked_into()
+        let options = options.map(JsValue::from).filter(JsValue::is_object);
+        let get = |name: &str| options.as_ref().and_then(|o| Reflect::get(o, &name.into()).ok());
+        let name = get("intent").and_then(|v| v.as_string());
+        let background = get("background").and_then(|v| v.as_bool()) == Some(true);
+        fetch_with(&self.client, input.into(), init, name, background).unchecked_into()
     }
 
     /// A plain `fetch`-compatible function bound to this client, for
@@ -146,7 +153,7 @@ impl OneJob {
     pub fn fetcher(&self) -> FetchFunction {
         let client = Rc::clone(&self.client);
         Closure::<dyn Fn(JsValue, JsValue) -> JsValue>::new(move |input, init| {
-            fetch_with(&client, input, init, None).into()
+            fetch_with(&client, input, init, None, false).into()
         })
         .into_js_value()
         .unchecked_into()
@@ -182,18 +189,26 @@ impl OneJob {
     }
 }
 
-fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>) -> Promise {
+fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>, background: bool) -> Promise {
+    // The background preference travels in the request itself, so a stored
+    // intent resumed after a reload asks for the same.
+    let prepare = move |mut outgoing: request::Outgoing| {
+        if background && outgoing.header("prefer").is_none() {
+            outgoing.headers.push(("Prefer".into(), "respond-async".into()));
+        }
+        outgoing
+    };
     if request::is_request(&input) {
         // A Request's body must be read before it can be fingerprinted.
         let client = Rc::clone(client);
         return future_to_promise(async move {
             let (url, init) = request::unpack_request(&input, &init).await?;
             let outgoing = request::normalize(&url, &init, client.endpoint())?;
-            JsFuture::from(client.submit(outgoing, name)).await
+            JsFuture::from(client.submit(prepare(outgoing), name)).await
         });
     }
     match request::normalize(&input, &init, client.endpoint()) {
-        Ok(outgoing) => client.submit(outgoing, name),
+        Ok(outgoing) => client.submit(prepare(outgoing), name),
         Err(error) => Promise::reject(&error),
     }
 }

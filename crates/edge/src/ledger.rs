@@ -157,7 +157,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         job.expire(now_ms()); // as of now, in memory only
-        http::with_cors(Response::from_json(&JobView::new(key, &job))?)
+        let mut response = Response::from_json(&JobView::new(key, &job))?;
+        if !job.state().is_terminal() {
+            // When to look again: soon (a poller's backoff takes it from here).
+            response.headers_mut().set(onejob_core::protocol::header::RETRY_AFTER, "1")?;
+        }
+        http::with_cors(response)
     }
 
     /// A keyed request: the core admits it, the Ledger performs the decision.
