@@ -130,6 +130,28 @@ impl StorageId {
         Self(digest::framed_sha256_hex(&[b"onejob/storage/v1", scope.as_bytes(), key.as_str().as_bytes()]))
     }
 
+    /// Derives the storage id of `key` for one user of a tenant (a user
+    /// token's `sub`): keys are scoped by tenant and user, so two users of a
+    /// tenant never share a job, and neither shares one with the tenant's
+    /// own key. A domain of its own, so no (tenant, user) pair collides with
+    /// a tenant-only scope.
+    pub fn derive_for_user(tenant: &str, user: &str, key: &IdempotencyKey) -> Self {
+        Self(digest::framed_sha256_hex(&[
+            b"onejob/storage/user/v1",
+            tenant.as_bytes(),
+            user.as_bytes(),
+            key.as_str().as_bytes(),
+        ]))
+    }
+
+    /// The storage id for a tenant, or one of its users.
+    pub fn of(tenant: &str, user: Option<&str>, key: &IdempotencyKey) -> Self {
+        match user {
+            Some(user) => Self::derive_for_user(tenant, user, key),
+            None => Self::derive(tenant, key),
+        }
+    }
+
     /// The id as 64 lower-case hex digits.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -229,5 +251,21 @@ mod tests {
         assert!(serde_json::from_str::<IdempotencyKey>("\"short\"").is_err());
         let k: IdempotencyKey = serde_json::from_str("\"0123456789abcdef\"").unwrap();
         assert_eq!(serde_json::to_string(&k).unwrap(), "\"0123456789abcdef\"");
+    }
+
+    #[test]
+    fn users_of_a_tenant_never_share_a_job() {
+        let key = IdempotencyKey::parse("7c1f3c52-3c4e-4a8e-9a51-0c6f2f8e1d10").unwrap();
+        let tenant = StorageId::of("acme", None, &key);
+        assert_eq!(tenant, StorageId::derive("acme", &key));
+        let alice = StorageId::of("acme", Some("alice"), &key);
+        let bob = StorageId::of("acme", Some("bob"), &key);
+        assert_ne!(alice, bob);
+        assert_ne!(alice, tenant);
+        // Framed: moving bytes between tenant and user changes the id.
+        assert_ne!(
+            StorageId::derive_for_user("acme", "xalice", &key),
+            StorageId::derive_for_user("acmex", "alice", &key)
+        );
     }
 }

@@ -19,11 +19,13 @@
 //! - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
+//! - [`pricing`]: a price table per model, for spend estimates.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
 //! - [`providers`]: named upstreams, routes by model, the order of failover.
 //! - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
 //! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
+//! - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -42,6 +44,7 @@ pub mod fingerprint;
 pub mod intent;
 pub mod job;
 pub mod key;
+pub mod pricing;
 pub mod protocol;
 pub mod providers;
 pub mod random;
@@ -50,3 +53,4 @@ pub mod settings;
 pub mod signature;
 pub mod sse;
 pub mod tenant;
+pub mod token;
