@@ -1,0 +1,687 @@
+// The operations console: plain DOM, no framework, no build step. Each view
+// asks the admin API (/onejob/v1/admin/…) for its data and builds its part of
+// the page with createElement and textContent: nothing the API returns is
+// ever parsed as HTML.
+//
+// The view is chosen by the URL's hash, so links, reloads and the back
+// button work:
+//
+//   #jobs?state=dead&tenant=dev       the jobs list and its filters
+//   #job?tenant=dev&key=K[&user=U]    one job: attempts, events, result, actions
+//   #dead-letters[?tenant=dev]        dead letters grouped by cause
+//   #costs[?since=86400000]           cost per tenant and per model
+
+const API = "/onejob/v1/admin";
+// sessionStorage: the key is forgotten when the tab closes and is never
+// shared with other tabs (unlike localStorage).
+const KEY_STORAGE = "onejob:admin-key";
+const PAGE_SIZE = 50;
+
+const $ = (id) => document.getElementById(id);
+
+// ---------------------------------------------------------------------------
+// Building the DOM safely
+
+/**
+ * `el("td", { class: "num", title: "…" }, "text", otherNode)`: an element
+ * whose attributes are set with setAttribute and whose string children
+ * become text nodes (so `<b>` in API data shows as `<b>`, it is not markup).
+ * `on…` props are event listeners; `dataset` sets data-* attributes.
+ */
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name === "class") node.className = value;
+    else if (name === "dataset") Object.assign(node.dataset, value);
+    else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attributes = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, String(value));
+  append(node, children);
+  return node;
+}
+
+// ---------------------------------------------------------------------------
+// Formatting: numbers with separators, local date-times, "3 min ago"
+
+const integer = new Intl.NumberFormat();
+const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+const fmtNumber = (n) => (n === undefined || n === null ? "—" : integer.format(n));
+
+function fmtUsd(value) {
+  if (value === undefined || value === null) return "—";
+  // Small amounts keep their significant digits ($0.00042), larger ones cents.
+  const options = value !== 0 && Math.abs(value) < 1 ? { maximumSignificantDigits: 3 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 };
+  return new Intl.NumberFormat(undefined, { style: "currency", currency: "USD", ...options }).format(value);
+}
+
+function fmtMs(ms) {
+  if (ms === undefined || ms === null) return "—";
+  return ms < 1000 ? `${integer.format(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+/** "12 s ago", "3 min ago", "5 h ago", "2 days ago"; "in 4 min" for the future. */
+function relative(ms, now = Date.now()) {
+  const seconds = Math.round((now - ms) / 1000);
+  const abs = Math.abs(seconds);
+  if (abs < 5) return seconds >= 0 ? "just now" : "in a moment";
+  let span;
+  if (abs < 60) span = `${abs} s`;
+  else if (abs < 3600) span = `${Math.round(abs / 60)} min`;
+  else if (abs < 48 * 3600) span = `${Math.round(abs / 3600)} h`;
+  else span = `${Math.round(abs / 86400)} days`;
+  return seconds >= 0 ? `${span} ago` : `in ${span}`;
+}
+
+/** A <time> with the local date-time and, under it, how long ago (kept fresh by tick()). */
+function timeCell(ms) {
+  if (ms === undefined || ms === null) return el("span", { class: "muted" }, "—");
+  const date = new Date(ms);
+  return el(
+    "time",
+    { datetime: date.toISOString(), title: date.toISOString(), dataset: { ms: String(ms) } },
+    el("span", { class: "abs" }, dateTime.format(date)),
+    el("span", { class: "rel" }, relative(ms)),
+  );
+}
+
+function tick() {
+  for (const time of document.querySelectorAll("time[data-ms] .rel")) time.textContent = relative(Number(time.parentElement.dataset.ms));
+}
+
+/** `in_flight` → "in flight", `lost_race` → "lost race". */
+const words = (name) => String(name ?? "—").replaceAll("_", " ");
+
+const badge = (state) => el("span", { class: `badge ${state ?? ""}`, dataset: { state: state ?? "" } }, words(state));
+
+/** A datetime-local input's value for `ms` (local time), and back. */
+function toLocalInput(ms) {
+  if (!ms) return "";
+  const d = new Date(Number(ms));
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+const fromLocalInput = (value) => (value ? String(new Date(value).getTime()) : "");
+
+/** Pretty JSON when `body` is JSON (an object, or a string holding JSON); the text as it is otherwise. */
+function pretty(body) {
+  if (body === undefined || body === null) return "";
+  if (typeof body !== "string") return JSON.stringify(body, null, 2);
+  try {
+    return JSON.stringify(JSON.parse(body), null, 2);
+  } catch {
+    return body;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The admin API
+
+const adminKey = () => sessionStorage.getItem(KEY_STORAGE);
+
+/** An answer that was not 2xx: `problem` is its RFC 9457 body when it has one. */
+class ApiError extends Error {
+  constructor(status, problem, text) {
+    super(problemText(status, problem, text));
+    this.status = status;
+    this.problem = problem;
+  }
+}
+
+function problemText(status, problem, text) {
+  if (status === 401) return "not an admin key";
+  if (status === 403) return "this key does not reach that tenant";
+  if (status === 0) return `Network error: ${problem?.detail ?? "the gateway did not answer"}`;
+  const title = problem?.title ?? `HTTP ${status}`;
+  const detail = problem?.detail ?? (problem ? "" : String(text ?? "").slice(0, 300));
+  return detail ? `${title}: ${detail}` : title;
+}
+
+/** A fresh operator request key: every click of an action is its own request. */
+function newRequestKey() {
+  if (crypto.randomUUID) return crypto.randomUUID();
+  // Pages served over plain http (not localhost) have no randomUUID: a v4 UUID by hand.
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/**
+ * Calls the admin API: GET, or POST with a JSON `body` and a new
+ * Idempotency-Key. Resolves with the parsed JSON; throws an ApiError.
+ * A 401 signs out: the key is not (or no longer) an admin key.
+ */
+async function api(path, { body } = {}) {
+  const headers = { Authorization: `Bearer ${adminKey()}` };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    headers["Idempotency-Key"] = newRequestKey();
+  }
+  let res;
+  try {
+    res = await fetch(`${API}${path}`, {
+      method: body === undefined ? "GET" : "POST",
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+    });
+  } catch (error) {
+    throw new ApiError(0, { detail: error.message });
+  }
+  const text = await res.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {}
+  if (res.status === 401) signOut("not an admin key");
+  if (!res.ok) throw new ApiError(res.status, data, text);
+  return data;
+}
+
+// ---------------------------------------------------------------------------
+// Sign-in and routing
+
+function signOut(message) {
+  sessionStorage.removeItem(KEY_STORAGE);
+  showSignIn(message);
+}
+
+function showSignIn(message) {
+  $("console").hidden = true;
+  $("sign-in").hidden = false;
+  $("sign-out").hidden = true;
+  $("who").textContent = "signed out";
+  $("who").className = "pill";
+  $("sign-in-error").hidden = !message;
+  $("sign-in-error").textContent = message ?? "";
+  $("admin-key").focus();
+}
+
+$("sign-in-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const key = $("admin-key").value.trim();
+  if (!key) return;
+  sessionStorage.setItem(KEY_STORAGE, key);
+  $("admin-key").value = "";
+  render();
+});
+$("sign-out").addEventListener("click", () => signOut());
+
+/** `#job?tenant=dev&key=K` → { name: "job", params }. */
+function parseRoute() {
+  const hash = location.hash.slice(1);
+  const at = hash.indexOf("?");
+  const name = at < 0 ? hash : hash.slice(0, at);
+  return { name: name || "jobs", params: new URLSearchParams(at < 0 ? "" : hash.slice(at + 1)) };
+}
+
+/** A link to view `name` with `params` (empty ones left out). */
+function href(name, params = {}) {
+  const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== undefined && v !== null && v !== "")).toString();
+  return `#${name}${query ? `?${query}` : ""}`;
+}
+
+const jobHref = (job) => href("job", { tenant: job.tenant, key: job.key, user: job.user });
+
+const VIEWS = { jobs: showJobs, job: showJob, "dead-letters": showDeadLetters, costs: showCosts };
+
+// Each render has a number; a view whose answer arrives after the user has
+// moved on (a newer render) drops it.
+let renderId = 0;
+
+async function render() {
+  const id = ++renderId;
+  if (!adminKey()) return showSignIn();
+  $("sign-in").hidden = true;
+  $("console").hidden = false;
+  $("sign-out").hidden = false;
+  $("who").textContent = "signed in as admin";
+  $("who").className = "pill ok";
+  const { name, params } = parseRoute();
+  const view = VIEWS[name] ? name : "jobs";
+  for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== `view-${view}`;
+  for (const tab of document.querySelectorAll("[data-tab]")) {
+    const active = tab.dataset.tab === (view === "job" ? "jobs" : view);
+    tab.classList.toggle("active", active);
+    if (active) tab.setAttribute("aria-current", "page");
+    else tab.removeAttribute("aria-current");
+  }
+  await VIEWS[view](params, id);
+}
+
+addEventListener("hashchange", render);
+
+/**
+ * Runs `fetcher` for the view in `section`, then `draw`s its answer. The
+ * section's data-state says "loading", "ready" or "error" (tests wait on
+ * it); an error shows the problem's title and detail in the section.
+ */
+async function load(section, id, fetcher, draw) {
+  section.dataset.state = "loading";
+  const problem = section.querySelector("[data-role=problem]");
+  problem.hidden = true;
+  try {
+    const data = await fetcher();
+    if (id !== renderId) return;
+    draw(data);
+    section.dataset.state = "ready";
+  } catch (error) {
+    if (id !== renderId) return;
+    if (!(error instanceof ApiError)) throw error;
+    problem.textContent = error.message;
+    problem.hidden = false;
+    section.dataset.state = "error";
+  }
+}
+
+/**
+ * What an action did: shown at the top of its view for a while (the job's
+ * page refreshes itself while the job runs), until the user goes elsewhere.
+ */
+let flash = null;
+function takeFlash(view) {
+  if (flash?.view !== view || flash.hash !== location.hash || Date.now() > flash.until) return null;
+  return el("p", { class: `outcome ${flash.kind}`, dataset: { role: "outcome" } }, flash.text);
+}
+
+/**
+ * Runs an operator action from `button`: disabled while it runs, its outcome
+ * (or problem) flashed on `view`, then the page rendered again.
+ */
+async function act(button, view, action) {
+  button.disabled = true;
+  try {
+    flash = { view, kind: "ok", text: await action() };
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    if (error.status === 401) return;
+    flash = { view, kind: "error", text: error.message };
+  } finally {
+    button.disabled = false;
+  }
+  flash.hash = location.hash;
+  flash.until = Date.now() + 20_000;
+  await render();
+}
+
+// ---------------------------------------------------------------------------
+// 1. Jobs
+
+const JOB_FILTERS = ["tenant", "user", "state", "model", "error_class"];
+
+async function showJobs(params, id) {
+  const form = $("job-filters");
+  for (const name of JOB_FILTERS) form.elements[name].value = params.get(name) ?? "";
+  form.elements.since.value = toLocalInput(params.get("since_ms"));
+  form.elements.until.value = toLocalInput(params.get("until_ms"));
+  const page = Number(params.get("page") ?? 1);
+  $("jobs-page").textContent = page > 1 ? `· page ${page}` : "";
+
+  const query = new URLSearchParams();
+  for (const name of [...JOB_FILTERS, "since_ms", "until_ms", "cursor"]) if (params.get(name)) query.set(name, params.get(name));
+  query.set("limit", String(PAGE_SIZE));
+
+  const next = $("jobs-next");
+  next.disabled = true;
+  $("jobs-first").hidden = page <= 1;
+  await load($("view-jobs"), id, () => api(`/jobs?${query}`), ({ jobs, next_cursor }) => {
+    const rows = jobs.map((job) =>
+      el(
+        "tr",
+        { class: "link", tabindex: "0", dataset: { key: job.key, tenant: job.tenant, state: job.state }, onclick: () => (location.hash = jobHref(job)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(job)) },
+        el("td", {}, timeCell(job.created_ms)),
+        el("td", {}, job.tenant),
+        el("td", {}, job.user ?? el("span", { class: "muted" }, "—")),
+        el("td", { class: "mono key" }, el("a", { href: jobHref(job), title: job.key }, job.key)),
+        el("td", {}, badge(job.state)),
+        el("td", {}, job.model ?? "—"),
+        el("td", {}, job.provider ?? "—"),
+        el("td", {}, job.error_class ? el("span", { class: "cause" }, job.error_class) : el("span", { class: "muted" }, "—")),
+        el("td", { class: "num" }, fmtNumber(job.attempts)),
+        el("td", { class: "num" }, fmtNumber(job.tokens)),
+        el("td", { class: "num" }, fmtUsd(job.cost_usd)),
+        el("td", {}, job.background ? el("span", { class: "tag" }, "background") : el("span", { class: "muted" }, "sync")),
+      ),
+    );
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "12", class: "empty" }, "No jobs match these filters.")));
+    $("jobs-table").tBodies[0].replaceChildren(...rows);
+    next.disabled = !next_cursor;
+    next.dataset.cursor = next_cursor ?? "";
+  });
+}
+
+/** The filters in the form, as the jobs view's params. */
+function jobFilters() {
+  const form = $("job-filters");
+  const params = Object.fromEntries(JOB_FILTERS.map((name) => [name, form.elements[name].value.trim()]));
+  params.since_ms = fromLocalInput(form.elements.since.value);
+  params.until_ms = fromLocalInput(form.elements.until.value);
+  return params;
+}
+
+$("job-filters").addEventListener("submit", (event) => {
+  event.preventDefault();
+  location.hash = href("jobs", jobFilters());
+});
+$("f-clear").addEventListener("click", () => (location.hash = href("jobs")));
+$("jobs-refresh").addEventListener("click", () => render());
+$("jobs-first").addEventListener("click", () => (location.hash = href("jobs", jobFilters())));
+$("jobs-next").addEventListener("click", () => {
+  const page = Number(parseRoute().params.get("page") ?? 1) + 1;
+  location.hash = href("jobs", { ...jobFilters(), cursor: $("jobs-next").dataset.cursor, page });
+});
+
+// ---------------------------------------------------------------------------
+// 2. One job
+
+/** States in which the job is still moving: its page refreshes itself. */
+const MOVING = ["pending", "in_flight", "failed"];
+/** Attempts whose answer was not used (a hedge's loser, a late report). */
+const UNUSED = ["lost_race", "discarded"];
+
+async function showJob(params, id) {
+  const section = $("view-job");
+  const job = { tenant: params.get("tenant"), key: params.get("key"), user: params.get("user") };
+  const body = $("job-body");
+  body.replaceChildren();
+  const query = job.user ? `?user=${encodeURIComponent(job.user)}` : "";
+  const path = `/jobs/${encodeURIComponent(job.tenant ?? "")}/${encodeURIComponent(job.key ?? "")}${query}`;
+  await load(section, id, () => api(path), (view) => {
+    const outcome = takeFlash("job");
+    body.replaceChildren(
+      ...[outcome, jobSummary(view), jobActions(view), jobAttempts(view), jobEvents(view), jobResult(view)].filter(Boolean),
+    );
+    // While it runs, look again in a moment (nothing to lose on this page then).
+    if (MOVING.includes(view.state) || view.attempts.some((a) => a.outcome === "running")) {
+      setTimeout(() => id === renderId && render(), 2000);
+    }
+  });
+}
+
+function jobSummary(job) {
+  const model = job.model ?? job.attempts.at(-1)?.model ?? job.attempts[0]?.model;
+  const facts = [
+    ["Tenant", job.tenant],
+    ["User", job.user ?? "—"],
+    ["Key", el("span", { class: "mono" }, job.key)],
+    ["State", badge(job.state)],
+    ["Model", model ?? "—"],
+    ["Mode", job.background ? `background (${fmtNumber(job.enqueued ?? 0)} queue message${job.enqueued === 1 ? "" : "s"})` : "sync"],
+    ["Attempts", `${fmtNumber(job.attempts.length)} of ${fmtNumber(job.max_attempts)} allowed`],
+    ["Completed by", job.completed_by ? `attempt ${job.completed_by}` : "—"],
+    ["Created", timeCell(job.created_ms)],
+    ["Updated", timeCell(job.updated_ms)],
+    ["Lease until", timeCell(job.lease_until_ms)],
+    ["Expires", timeCell(job.expires_ms)],
+    ["Fingerprint", el("span", { class: "mono" }, job.fingerprint ?? "—")],
+    ["Version", fmtNumber(job.version)],
+  ];
+  return el(
+    "section",
+    { class: "card", id: "job-summary" },
+    el("div", { class: "card-head" }, el("h1", { class: "mono title" }, job.key), badge(job.state)),
+    el("dl", { class: "facts" }, facts.map(([name, value]) => [el("dt", {}, name), el("dd", {}, value)])),
+  );
+}
+
+/** The operator actions that apply to the job's state. */
+function jobActions(job) {
+  const who = { tenant: job.tenant, ...(job.user ? { user: job.user } : {}), key: job.key };
+  const card = el("section", { class: "card", id: "job-actions" }, el("h2", {}, "Operator actions"));
+  if (job.state === "dead") {
+    const replay = el("button", { class: "primary", id: "replay", type: "button" }, "Replay");
+    replay.addEventListener("click", () =>
+      act(replay, "job", async () => {
+        const answer = await api("/dead-letters/replay", { body: who });
+        if (answer.replayed?.length) return "Replayed: the job runs again under the same key, with a fresh allowance of attempts.";
+        const why = answer.skipped?.[0]?.reason ?? answer.skipped?.[0]?.detail;
+        return `Skipped: the job was not replayed${why ? ` (${words(why)})` : " (it is no longer dead)"}.`;
+      }),
+    );
+    card.append(
+      el("p", { class: "lead" }, "This job used up its attempts. A replay gives it a fresh allowance under the same key; callers waiting on the key get the new result."),
+      replay,
+    );
+  } else if (job.state === "unknown") {
+    const response = el("textarea", { id: "resolve-body", rows: "7", spellcheck: "false", placeholder: '{"id": "chatcmpl-…", "object": "chat.completion", "choices": [ … ]}' });
+    const error = el("p", { class: "problem", hidden: true });
+    const resolve = el("button", { class: "primary", id: "resolve", type: "button" }, "Resolve as succeeded");
+    const retry = el("button", { id: "allow-attempt", type: "button" }, "Allow one new attempt");
+    resolve.addEventListener("click", () => {
+      let parsed;
+      try {
+        parsed = JSON.parse(response.value);
+      } catch (e) {
+        error.textContent = `The response is not JSON: ${e.message}`;
+        error.hidden = false;
+        return;
+      }
+      act(resolve, "job", async () => {
+        await api("/jobs/resolve", { body: { ...who, action: "succeeded", response: { status: 200, body: parsed } } });
+        return "Resolved as succeeded: callers of this key now get the response you gave.";
+      });
+    });
+    retry.addEventListener("click", () =>
+      act(retry, "job", async () => {
+        await api("/jobs/resolve", { body: { ...who, action: "retry" } });
+        return "One new attempt allowed: the next caller (or the queue) runs the job again.";
+      }),
+    );
+    card.append(
+      el("p", { class: "lead" }, "The last attempt's outcome is unknown: the provider may have answered (and billed) it. If you found the answer (in the provider's dashboard or logs), paste it and resolve the job; otherwise allow one new attempt, at the risk of paying twice."),
+      el("label", { for: "resolve-body" }, "The provider's response (JSON body, sent with status 200)"),
+      response,
+      error,
+      el("div", { class: "actions" }, resolve, " ", retry),
+    );
+  } else {
+    card.append(el("p", { class: "muted" }, `None for a ${words(job.state)} job: replay is for dead jobs, resolving for unknown ones.`));
+  }
+  return card;
+}
+
+/** One row per attempt, with a bar on a shared time axis from the job's creation. */
+function jobAttempts(job) {
+  const card = el("section", { class: "card wide", id: "job-attempts" }, el("h2", {}, "Attempts"));
+  if (job.attempts.length === 0) return append(card, [el("p", { class: "muted" }, "No attempt yet.")]);
+  const now = Date.now();
+  const start = Math.min(job.created_ms, ...job.attempts.map((a) => a.started_ms));
+  const end = Math.max(start + 1, ...job.attempts.map((a) => a.ended_ms ?? now));
+  const pct = (ms) => `${(((ms - start) / (end - start)) * 100).toFixed(2)}%`;
+  const rows = job.attempts.map((a) => {
+    const unused = UNUSED.includes(a.outcome);
+    const stop = a.ended_ms ?? now;
+    const bar = el("div", { class: `bar ${a.outcome}`, title: `${fmtMs(a.started_ms - start)} → ${a.ended_ms ? fmtMs(a.ended_ms - start) : "still running"}` });
+    bar.style.left = pct(a.started_ms);
+    bar.style.width = `max(3px, calc(${pct(stop)} - ${pct(a.started_ms)}))`;
+    const details = [
+      a.status ? `HTTP ${a.status}` : "no HTTP status",
+      fmtMs(a.latency_ms),
+      a.usage ? `${fmtNumber(a.usage.total_tokens)} tokens (${fmtNumber(a.usage.prompt_tokens)} in, ${fmtNumber(a.usage.completion_tokens)} out)` : "no usage",
+      a.streamed ? `streamed${a.first_byte_ms ? `, first byte after ${fmtMs(a.first_byte_ms - a.started_ms)}` : ""}` : null,
+    ].filter(Boolean);
+    return el(
+      "li",
+      { class: `attempt${unused ? " unused" : ""}`, dataset: { outcome: a.outcome, number: String(a.number) } },
+      el("span", { class: "n" }, `#${a.number}`),
+      el("span", { class: "who" }, el("strong", {}, a.provider), a.model ? el("span", { class: "muted" }, ` · ${a.model}`) : null),
+      el("div", { class: "track" }, bar),
+      el("span", { class: "details" }, details.join(" · "), a.error_class ? [" · ", el("span", { class: "cause" }, a.error_class)] : null),
+      el(
+        "span",
+        { class: "outcome-cell" },
+        el("span", { class: `badge ${a.outcome}` }, words(a.outcome)),
+        unused ? el("span", { class: "not-used", title: "Its answer was audited (and may have been paid for) but never given to anyone" }, "not used") : null,
+      ),
+    );
+  });
+  // The time axis under the bars, in the bars' column.
+  const axis = el("div", { class: "axis" }, el("span", {}, "job created"), el("span", {}, `+${fmtMs(end - start)}`));
+  rows.push(el("li", { class: "axis-row", "aria-hidden": "true" }, el("span"), el("span"), axis, el("span"), el("span")));
+  return append(card, [el("ol", { class: "attempts" }, rows)]);
+}
+
+function jobEvents(job) {
+  const card = el("section", { class: "card", id: "job-events" }, el("h2", {}, "Operator events"));
+  if (!job.events?.length) return append(card, [el("p", { class: "muted" }, "No operator has acted on this job.")]);
+  const items = job.events.map((e) =>
+    el(
+      "li",
+      { dataset: { action: e.action } },
+      timeCell(e.at_ms),
+      el("span", {}, el("strong", {}, words(e.action)), " by ", e.by),
+      el("span", { class: "mono muted", title: "the operator request's Idempotency-Key" }, e.request),
+    ),
+  );
+  return append(card, [el("ol", { class: "events" }, items)]);
+}
+
+function jobResult(job) {
+  const card = el("section", { class: "card", id: "job-result" }, el("h2", {}, "Stored result"));
+  const result = job.result;
+  if (!result) return append(card, [el("p", { class: "muted" }, "None: the job has no final answer.")]);
+  return append(card, [
+    el("p", {}, el("span", { class: `badge ${result.status < 300 ? "completed" : "dead"}` }, `HTTP ${result.status}`), " ", el("span", { class: "mono muted" }, result.content_type ?? "")),
+    el("pre", { class: "body" }, pretty(result.body)),
+  ]);
+}
+
+// ---------------------------------------------------------------------------
+// 3. Dead letters
+
+async function showDeadLetters(params, id) {
+  const tenant = params.get("tenant") ?? "";
+  $("dl-tenant").value = tenant;
+  const outcome = takeFlash("dead-letters");
+  $("dl-outcome").hidden = !outcome;
+  if (outcome) {
+    $("dl-outcome").className = outcome.className;
+    $("dl-outcome").textContent = outcome.textContent;
+  }
+  const query = tenant ? `?tenant=${encodeURIComponent(tenant)}` : "";
+  await load($("view-dead-letters"), id, () => api(`/dead-letters${query}`), ({ groups, entries }) => {
+    const cards = groups.map((group) => groupCard(group, tenant));
+    if (cards.length === 0) cards.push(el("div", { class: "card empty" }, "No dead letters. Jobs that use up their attempts appear here, grouped by cause."));
+    $("dl-groups").replaceChildren(...cards);
+    const rows = entries.map((entry) =>
+      el(
+        "tr",
+        { class: "link", tabindex: "0", dataset: { key: entry.key, tenant: entry.tenant }, onclick: () => (location.hash = jobHref(entry)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(entry)) },
+        el("td", {}, timeCell(entry.last_seen_ms)),
+        el("td", {}, entry.tenant),
+        el("td", {}, entry.user ?? el("span", { class: "muted" }, "—")),
+        el("td", { class: "mono key" }, el("a", { href: jobHref(entry), title: entry.key }, entry.key)),
+        el("td", {}, el("span", { class: "cause" }, entry.error_class)),
+        el("td", { class: "num" }, entry.last_status ?? "—"),
+        el("td", { class: "detail", title: entry.detail }, entry.detail || "—"),
+        el("td", { class: "num" }, fmtNumber(entry.attempts)),
+        el("td", {}, timeCell(entry.first_seen_ms)),
+      ),
+    );
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "9", class: "empty" }, "No entries.")));
+    $("dl-table").tBodies[0].replaceChildren(...rows);
+  });
+}
+
+/** One cause: its count, a 24 h bar chart of its trend, and a replay of the whole group. */
+function groupCard(group, tenant) {
+  const replay = el("button", { class: "primary", type: "button", dataset: { replay: group.error_class } }, "Replay group");
+  replay.addEventListener("click", () =>
+    act(replay, "dead-letters", async () => {
+      const answer = await api("/dead-letters/replay", { body: { error_class: group.error_class, ...(tenant ? { tenant } : {}) } });
+      const replayed = answer.replayed?.length ?? 0;
+      const skipped = answer.skipped?.length ?? 0;
+      return `Replayed ${fmtNumber(replayed)} job${replayed === 1 ? "" : "s"} of ${group.error_class}${skipped ? `; skipped ${fmtNumber(skipped)} (no longer dead)` : ""}.`;
+    }),
+  );
+  return el(
+    "section",
+    { class: "card group", dataset: { errorClass: group.error_class, count: String(group.count) } },
+    el("div", { class: "card-head" }, el("h3", { class: "cause" }, group.error_class), el("span", { class: "muted" }, "last ", timeCell(group.last_seen_ms))),
+    el("div", { class: "count" }, el("span", { class: "big" }, fmtNumber(group.count)), ` dead job${group.count === 1 ? "" : "s"}`),
+    trendChart(group.trend ?? []),
+    el("div", { class: "actions" }, replay, " ", el("a", { href: href("jobs", { state: "dead", error_class: group.error_class, tenant }) }, "its jobs")),
+  );
+}
+
+/** 24 hourly counts, oldest first, as inline SVG bars (an empty hour is a thin line). */
+function trendChart(trend) {
+  const width = 240;
+  const height = 48;
+  const slot = width / Math.max(trend.length, 1);
+  const max = Math.max(1, ...trend);
+  const bars = trend.map((n, i) => {
+    const h = n === 0 ? 1 : Math.max(3, (n / max) * (height - 4));
+    const hoursAgo = trend.length - i;
+    const label = `${fmtNumber(n)} in the hour ${hoursAgo === 1 ? "up to now" : `${hoursAgo} h to ${hoursAgo - 1} h ago`}`;
+    return svg("rect", { x: (i * slot + 1).toFixed(1), y: (height - h).toFixed(1), width: (slot - 2).toFixed(1), height: h.toFixed(1), class: n === 0 ? "zero" : "hit" }, svg("title", {}, label));
+  });
+  return el(
+    "figure",
+    { class: "trend" },
+    svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": `dead letters per hour, last 24 h: ${trend.join(", ")}` }, bars),
+    el("figcaption", {}, el("span", {}, "24 h ago"), el("span", {}, `peak ${fmtNumber(Math.max(0, ...trend))}/h`), el("span", {}, "now")),
+  );
+}
+
+$("dl-filters").addEventListener("submit", (event) => {
+  event.preventDefault();
+  location.hash = href("dead-letters", { tenant: $("dl-tenant").value.trim() });
+});
+$("dl-refresh").addEventListener("click", () => render());
+
+// ---------------------------------------------------------------------------
+// 4. Cost
+
+const DAY_MS = 86_400_000;
+
+async function showCosts(params, id) {
+  const span = params.get("since") ?? String(DAY_MS);
+  $("cost-since").value = span;
+  const query = span === "all" ? "" : `?since_ms=${Date.now() - Number(span)}`;
+  await load($("view-costs"), id, () => api(`/costs${query}`), (costs) => {
+    $("cost-window").textContent = costs.since_ms ? `Since ${dateTime.format(new Date(costs.since_ms))}.` : "Every job still retained.";
+    costTable($("cost-tenants"), costs.by_tenant ?? [], "tenant");
+    costTable($("cost-models"), costs.by_model ?? [], "model");
+  });
+}
+
+function costTable(table, rows, name) {
+  const body = rows.map((row) =>
+    el("tr", { dataset: { [name]: row[name] ?? "" } }, el("td", {}, row[name] ?? el("span", { class: "muted" }, "(none)")), el("td", { class: "num" }, fmtNumber(row.jobs)), el("td", { class: "num" }, fmtNumber(row.tokens)), el("td", { class: "num" }, fmtUsd(row.cost_usd))),
+  );
+  if (body.length === 0) body.push(el("tr", {}, el("td", { colspan: "4", class: "empty" }, "No jobs in this period.")));
+  table.tBodies[0].replaceChildren(...body);
+  const sum = (field) => rows.reduce((total, row) => total + (row[field] ?? 0), 0);
+  table.tFoot.replaceChildren(
+    el("tr", {}, el("th", {}, "Total"), el("th", { class: "num" }, fmtNumber(sum("jobs"))), el("th", { class: "num" }, fmtNumber(sum("tokens"))), el("th", { class: "num" }, fmtUsd(sum("cost_usd")))),
+  );
+}
+
+$("cost-since").addEventListener("change", () => (location.hash = href("costs", { since: $("cost-since").value })));
+$("cost-refresh").addEventListener("click", () => render());
+
+// ---------------------------------------------------------------------------
+
+setInterval(tick, 15_000);
+await render();
+document.body.dataset.ready = "true";
