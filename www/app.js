@@ -3,9 +3,13 @@
 // audit trail of the job (GET /onejob/v1/jobs/{key}).
 import { OneJob } from "/sdk/index.js";
 
-// The development tenant of `make dev`. A real app gets a per-user token from
-// its backend; the LLM provider's key never reaches the browser either way.
-const TOKEN = "onejob-dev-key";
+// A short-lived user token for this browser's demo user, from the demo's
+// token issuer (`make dev` only; a real app's backend mints it, see README
+// "User tokens"). Neither the tenant key nor the provider's key ever
+// reaches the browser. The user id is kept, so a reload resumes its jobs.
+const DEMO_USER = localStorage.getItem("onejob-demo-user") ?? `demo-${crypto.randomUUID().slice(0, 8)}`;
+localStorage.setItem("onejob-demo-user", DEMO_USER);
+const TOKEN = (await (await fetch(`/demo/token?user=${encodeURIComponent(DEMO_USER)}`)).json()).token;
 
 const $ = (id) => document.getElementById(id);
 

@@ -30,8 +30,10 @@ async function openDemo() {
   return { context, page, errors };
 }
 
-async function job(key) {
-  const { status, body } = await worker.getJob(key);
+/** The job of `key`, made by the demo user of `page` (the page calls with its user token). */
+async function job(key, page) {
+  const user = await page.evaluate(() => localStorage.getItem("onejob-demo-user"));
+  const { status, body } = await worker.getJob(key, undefined, { user });
   assert.equal(status, 200);
   return body;
 }
@@ -46,7 +48,7 @@ describe("demo page", () => {
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
     assert.equal(await page.getAttribute("#shown", "data-identical"), "true");
     const key = (await page.textContent("#key")).trim();
-    const record = await job(key);
+    const record = await job(key, page);
     assert.equal(record.attempts.length, 1);
     assert.equal(await page.locator("li[data-kind=attempt]").count(), 1, "one request left the page");
     await waitFor(page, () => document.getElementById("calls").dataset.count === "1");
@@ -67,7 +69,7 @@ describe("demo page", () => {
     await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
     assert.equal((await page.textContent("#key")).trim(), key, "the same key after the reload");
     assert.ok((await page.locator("li[data-kind=resumed]").count()) >= 1);
-    const record = await job(key);
+    const record = await job(key, page);
     assert.equal(record.state, "completed");
     assert.equal(record.attempts.length, 1, "one upstream call");
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
@@ -90,7 +92,7 @@ describe("demo page", () => {
     assert.equal(await page.textContent("#result .category"), "billing");
     const key = (await page.textContent("#key")).trim();
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
-    const record = await job(key);
+    const record = await job(key, page);
     assert.equal(record.attempts.length, 1);
     assert.ok(record.attempts[0].usage.total_tokens > 0, "usage from the stream is audited");
     await screenshot(page, "streaming");
@@ -112,7 +114,7 @@ describe("demo page", () => {
     assert.equal(await page.textContent("#result .category"), "billing");
     assert.ok((await page.locator("li[data-kind=resumed]").count()) >= 1);
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
-    const record = await job(key);
+    const record = await job(key, page);
     assert.equal(record.attempts.length, 1, "one upstream call");
     // Read to its end: the intent is delivered and forgotten.
     assert.equal(await page.evaluate(() => Object.keys(localStorage).filter((k) => k.startsWith("onejob:")).length), 0);
@@ -135,7 +137,7 @@ describe("demo page", () => {
     const reasons = await page.locator("li[data-kind=backoff]").allTextContents();
     assert.ok(reasons.every((r) => r.includes("network error")), reasons.join("\n"));
     const key = (await page.textContent("#key")).trim();
-    const record = await job(key);
+    const record = await job(key, page);
     assert.equal(record.state, "completed");
     assert.equal(record.attempts.length, 1);
     const sent = await page.locator("li[data-kind=attempt]").count();
@@ -156,7 +158,7 @@ describe("demo page", () => {
     const waited = Number(await page.getAttribute("li[data-kind=server-wait]", "data-waited"));
     assert.ok(waited >= 1000, `the gateway waited ${waited} ms for Retry-After: 1`);
     await waitFor(page, () => document.getElementById("calls").dataset.count === "2");
-    const record = await job((await page.textContent("#key")).trim());
+    const record = await job((await page.textContent("#key")).trim(), page);
     assert.deepEqual(record.attempts.map((a) => [a.outcome, a.status]), [["failed", 503], ["succeeded", 200]]);
     await screenshot(page, "demo-flaky");
     assert.deepEqual(errors, []);

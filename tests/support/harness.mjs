@@ -179,9 +179,10 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       const res = await fetch(`${worker.url}${route}`, { method: "POST", headers: h, body: raw ?? JSON.stringify(body) });
       return { res, text: await res.text() };
     },
-    /** `GET /onejob/v1/jobs/{key}` as the tenant of `token`. */
-    async getJob(key, token = DEV_KEY) {
-      const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}`, {
+    /** `GET /onejob/v1/jobs/{key}` as the tenant of `token` (one of its users' with `user`). */
+    async getJob(key, token = DEV_KEY, { user } = {}) {
+      const query = user ? `?user=${encodeURIComponent(user)}` : "";
+      const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}${query}`, {
         headers: { Authorization: `Bearer ${token}` },
       });
       return { status: res.status, headers: res.headers, body: await res.json() };

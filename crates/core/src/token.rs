@@ -119,6 +119,11 @@ impl TokenSecrets {
     pub fn is_empty(&self) -> bool {
         self.by_tenant.is_empty()
     }
+
+    /// A tenant's secret (to mint tokens, as the demo's issuer does).
+    pub fn secret_of(&self, tenant: &str) -> Option<&str> {
+        self.by_tenant.get(tenant).map(String::as_str)
+    }
 }
 
 /// Whether a bearer token is shaped like a JWT (three dot-separated parts),

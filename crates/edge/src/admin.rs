@@ -80,7 +80,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 status: body.response.as_ref().and_then(|r| r.status),
                 body: body.response.and_then(|r| r.body),
             };
-            let job = JobMessage { tenant: body.tenant, key: body.key };
+            let job = JobMessage { tenant: body.tenant, user: body.user, key: body.key };
             once(env, &admin, &request_key, forward(env, &job, route::RESOLVE, &request)).await
         }
         (Method::Post, path) if path.starts_with("jobs/") && path.ends_with("/enqueue") => {
@@ -91,7 +91,9 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             if !admin.reaches(tenant) {
                 return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
             }
-            let job = JobMessage { tenant: tenant.to_owned(), key: key.to_owned() };
+            let url = req.url()?;
+            let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
+            let job = JobMessage { tenant: tenant.to_owned(), user, key: key.to_owned() };
             let request = OperatorRequest {
                 key: key.to_owned(),
                 by: admin.name.clone(),
@@ -109,6 +111,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
 #[derive(Deserialize)]
 struct ReplayBody {
     tenant: Option<String>,
+    user: Option<String>,
     key: Option<String>,
     error_class: Option<String>,
 }
@@ -116,6 +119,7 @@ struct ReplayBody {
 #[derive(Deserialize)]
 struct ResolveBody {
     tenant: String,
+    user: Option<String>,
     key: String,
     action: String,
     response: Option<ResolvedResponse>,
@@ -180,7 +184,7 @@ fn json_response(status: u16, body: &str) -> Result<Response> {
 /// One operator request to a job's Ledger: its status and body.
 async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorRequest) -> Result<(u16, String)> {
     let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let storage_id = onejob_core::key::StorageId::derive(&job.tenant, &key);
+    let storage_id = onejob_core::key::StorageId::of(&job.tenant, job.user.as_deref(), &key);
     let ledger = env.durable_object(crate::config::binding::LEDGER)?.get_by_name(storage_id.as_str())?;
     let mut init = worker::RequestInit::new();
     init.with_method(Method::Post).with_body(Some(serde_json::to_string(request)?.into()));
@@ -190,12 +194,12 @@ async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorReq
 
 /// Replays one dead job, or every dead job of a cause (at most [`MAX_REPLAY`]).
 async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Result<(u16, String)> {
-    let targets: Vec<(String, String)> = match (body.key, body.error_class) {
+    let targets: Vec<(String, Option<String>, String)> = match (body.key, body.error_class) {
         (Some(key), None) => {
             let Some(tenant) = body.tenant else {
                 return problem_body(ProblemType::InvalidJson, "a key needs its tenant");
             };
-            vec![(tenant, key)]
+            vec![(tenant, body.user, key)]
         }
         (None, Some(class)) => {
             let tenant = match scoped_tenant(admin, body.tenant) {
@@ -203,14 +207,14 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
                 Err(_) => return problem_body(ProblemType::Forbidden, "this admin key does not reach that tenant"),
             };
             let letters = ops::dead_letters(env, tenant.as_deref(), Some(&class), MAX_REPLAY).await?;
-            letters.into_iter().map(|l| (l.tenant, l.key)).collect()
+            letters.into_iter().map(|l| (l.tenant, (!l.user.is_empty()).then_some(l.user), l.key)).collect()
         }
         _ => return problem_body(ProblemType::InvalidJson, "send either a tenant and key, or an error_class"),
     };
     let mut replayed = Vec::new();
     let mut skipped = Vec::new();
-    for (tenant, key) in targets {
-        let entry = serde_json::json!({ "tenant": tenant, "key": key });
+    for (tenant, user, key) in targets {
+        let entry = serde_json::json!({ "tenant": tenant, "user": user, "key": key });
         if !admin.reaches(&tenant) {
             skipped.push(serde_json::json!({ "tenant": tenant, "key": key, "reason": "out of this admin's scope" }));
             continue;
@@ -223,11 +227,11 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
             status: None,
             body: None,
         };
-        let job = JobMessage { tenant: tenant.clone(), key: key.clone() };
+        let job = JobMessage { tenant: tenant.clone(), user: user.clone(), key: key.clone() };
         let (status, answer) = forward(env, &job, route::REPLAY, &request).await?;
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
         if status == 200 && answer.get("replayed").and_then(serde_json::Value::as_bool) == Some(true) {
-            ops::mark_replayed(env, &tenant, &key).await?;
+            ops::mark_replayed(env, &tenant, user.as_deref(), &key).await?;
             replayed.push(entry);
         } else {
             let reason = answer.get("detail").or_else(|| answer.get("reason")).cloned().unwrap_or_default();

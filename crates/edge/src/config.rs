@@ -10,6 +10,7 @@ use onejob_core::admin::AdminDirectory;
 use onejob_core::providers::{ProviderKind, is_base_url};
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
+use onejob_core::token::TokenSecrets;
 use worker::Env;
 
 /// Binding and secret names (`wrangler.toml`).
@@ -40,6 +41,11 @@ pub struct Config {
     pub tenants: TenantDirectory,
     /// Who may use the operator API (`/onejob/v1/admin/…`, provider checks).
     pub admins: AdminDirectory,
+    /// Each tenant's user-token secret (`TOKEN_SECRETS`).
+    pub token_secrets: TokenSecrets,
+    /// `DEMO_TOKEN_ISSUER=on`: the worker mints user tokens for the demo
+    /// page at `/demo/token` (development only: it hands a token to anyone).
+    pub demo_token_issuer: bool,
     /// Each provider's API key (by its index in the settings' providers),
     /// sent only to that provider.
     pub api_keys: Vec<Option<String>>,
@@ -113,6 +119,11 @@ fn parse(env: &Env) -> Result<Config, String> {
         }
         api_keys.push(key);
     }
+    let token_secrets = match secret_or_var(env, "TOKEN_SECRETS") {
+        Some(text) => TokenSecrets::from_json(&text).map_err(|e| e.to_string())?,
+        None => TokenSecrets::default(),
+    };
+    let demo_token_issuer = var("DEMO_TOKEN_ISSUER").as_deref() == Some("on");
     let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     let secret = |name: &str| {
         env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
@@ -127,5 +138,23 @@ fn parse(env: &Env) -> Result<Config, String> {
             return Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into());
         }
     };
-    Ok(Config { settings, tenants, admins, api_keys, queue_send_faults, alert_webhook })
+    Ok(Config {
+        settings,
+        tenants,
+        admins,
+        token_secrets,
+        demo_token_issuer,
+        api_keys,
+        queue_send_faults,
+        alert_webhook,
+    })
+}
+
+/// A secret, or a plain variable of that name (development).
+fn secret_or_var(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .ok()
+        .map(|s| s.to_string())
+        .or_else(|| env.var(name).ok().map(|v| v.to_string()))
+        .filter(|v| !v.trim().is_empty())
 }

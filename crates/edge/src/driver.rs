@@ -108,7 +108,7 @@ pub struct LateAttempt {
 impl<'a> Driver<'a> {
     pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
         let upstream_key = IdempotencyKey::parse(&submission.key)
-            .map(|key| StorageId::derive(&submission.tenant, &key).upstream_key())
+            .map(|key| StorageId::of(&submission.tenant, submission.user.as_deref(), &key).upstream_key())
             .unwrap_or_default();
         let request = serde_json::from_slice::<Value>(body).ok();
         let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));

@@ -6,9 +6,10 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::Api;
 use onejob_core::settings::MAX_WAIT_MS;
+use onejob_core::token::{self, UserToken};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
-use crate::auth::{admin_of, tenant_of};
+use crate::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
 use crate::cache;
 use crate::check;
 use crate::config::{self, Config, binding};
@@ -18,7 +19,7 @@ use crate::http::{self, problem_of};
 
 /// `POST /v1/{path}`.
 pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
-    let (config, tenant) = match admit_caller(&req, env) {
+    let (config, caller) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
     };
@@ -72,6 +73,12 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     let model = is_object.then(|| serde_json::from_slice::<ModelOnly>(&body).ok()).flatten().and_then(|m| m.model);
     let route = config.settings.providers.route(model.as_deref());
     let api = Api::of_path(&target);
+    // A user token reaches only the models and paths it names.
+    if let Some(token) = &caller.token
+        && let Err(error) = token.allows(&target, model.as_deref())
+    {
+        return problem_of(ProblemType::Forbidden, error.to_string());
+    }
     if route.is_none_or(|route| route.rotation(&config.settings.providers, api, None).is_empty()) {
         let detail = match api {
             Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
@@ -79,7 +86,7 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         };
         return problem_of(ProblemType::NoRoute, detail);
     }
-    let storage_id = StorageId::derive(&tenant, &key);
+    let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
 
     if config.settings.result_cache
         && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
@@ -93,7 +100,8 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         .and_then(|prefer| prefer_wait_seconds(&prefer))
         .map_or(config.settings.coalesce_wait_ms, |s| s.saturating_mul(1000).min(MAX_WAIT_MS));
     let submission = Submission {
-        tenant,
+        tenant: caller.tenant,
+        user: caller.user,
         key: key.to_string(),
         fingerprint: fingerprint.to_string(),
         target,
@@ -155,6 +163,31 @@ pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
     check::run(req, &config).await
 }
 
+/// `GET /demo/token?user=<id>`: a one-hour user token of the `dev` tenant
+/// for the demo page (only with `DEMO_TOKEN_ISSUER=on`: it hands a token to
+/// anyone, as a real app's backend would hand one to its signed-in users).
+pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
+    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    if !config.demo_token_issuer {
+        return problem_of(ProblemType::NotFound, "no such route");
+    }
+    let url = req.url()?;
+    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned()).unwrap_or_default();
+    let valid =
+        (1..=64).contains(&user.len()) && user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if !valid {
+        return problem_of(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _");
+    }
+    let Some(secret) = config.token_secrets.secret_of("dev") else {
+        return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
+    };
+    let now_s = crate::clock::now_ms() / 1000;
+    let claims =
+        UserToken { tenant: "dev".into(), user, exp: now_s + 3_600, iat: Some(now_s), models: None, paths: None };
+    let body = serde_json::json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp });
+    http::with_cors(Response::from_json(&body)?)
+}
+
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.
 #[derive(Clone, Copy)]
 pub enum JobRoute {
@@ -169,7 +202,7 @@ pub enum JobRoute {
 
 /// A tenant's request about its job `raw_key`, handed to the job's Ledger.
 pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Result<Response> {
-    let (_, tenant) = match admit_caller(&req, env) {
+    let (_, caller) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
     };
@@ -185,10 +218,16 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
         Ok(key) => key,
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
     };
+    let url = req.url()?;
+    let param = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
+    // The tenant's own key may look at one of its users' jobs (`?user=`); a
+    // user token sees only its own.
+    let user = match (caller.token.is_some(), param("user")) {
+        (false, Some(user)) => Some(user),
+        _ => caller.user.clone(),
+    };
     let mut query = JobQuery { key: key.to_string(), from: None, ids: false };
     if let JobRoute::Stream = route {
-        let url = req.url()?;
-        let param = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
         // `id:` lines only when asked for: OpenAI-compatible clients must not see them.
         query.ids = matches!(param("ids").as_deref(), Some("1" | "true"));
         let from = param("from").or(req.headers().get("Last-Event-ID")?);
@@ -203,7 +242,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(serde_json::to_string(&query)?.into()));
-    call_ledger(env, &StorageId::derive(&tenant, &key), ledger_route, &init).await
+    call_ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), ledger_route, &init).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
@@ -224,16 +263,18 @@ pub fn problem_doc(slug: &str) -> Result<Response> {
     }
 }
 
-/// The configuration and the caller's tenant, or the response refusing it.
-fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, String), Result<Response>> {
+/// The configuration and the caller (a tenant, or a user of one), or the
+/// response refusing it.
+fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, Caller), Result<Response>> {
     let config = config::load(env).map_err(|_| http::misconfigured())?;
-    let tenant = tenant_of(req, &config.tenants).map_err(|detail| {
-        problem_of(ProblemType::Unauthorized, detail).map(|mut response| {
+    let caller = caller_of(req, &config).map_err(|refusal| match refusal {
+        Refusal::Unauthenticated(detail) => problem_of(ProblemType::Unauthorized, detail).map(|mut response| {
             let _ = response.headers_mut().set("WWW-Authenticate", "Bearer");
             response
-        })
+        }),
+        Refusal::Forbidden(detail) => problem_of(ProblemType::Forbidden, detail),
     })?;
-    Ok((config, tenant))
+    Ok((config, caller))
 }
 
 /// Sends `init` to `route` of the Ledger that owns `storage_id`.

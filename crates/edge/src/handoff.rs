@@ -34,6 +34,8 @@ pub mod route {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct JobMessage {
     pub tenant: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub key: String,
 }
 
@@ -82,6 +84,9 @@ pub struct DeadFacts {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Submission {
     pub tenant: String,
+    /// The user of a user token: jobs are scoped by tenant and user.
+    #[serde(default)]
+    pub user: Option<String>,
     pub key: String,
     /// 64 hex digits ([`onejob_core::fingerprint::Fingerprint`]).
     pub fingerprint: String,

@@ -347,7 +347,7 @@ impl Ledger {
     /// cache for replays; the Ledger stays the authority).
     fn cache_in_background(&self, submission: &Submission, job: &Job, result: &JobResult) {
         let Ok(key) = IdempotencyKey::parse(&submission.key) else { return };
-        let storage_id = StorageId::derive(&submission.tenant, &key).to_string();
+        let storage_id = StorageId::of(&submission.tenant, submission.user.as_deref(), &key).to_string();
         let fingerprint = job.fingerprint().to_string();
         let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;
         let (env, result) = (self.env.clone(), result.clone());
@@ -423,7 +423,7 @@ impl Ledger {
         let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
             return Err(worker::Error::RustError("unreadable stored request".into()));
         };
-        let message = JobMessage { tenant: submission.tenant, key: submission.key };
+        let message = JobMessage { tenant: submission.tenant, user: submission.user, key: submission.key };
         match queue::send_job(&self.env, config, &message).await {
             Ok(()) => {
                 // The send awaited: read the job again before writing it.

@@ -89,6 +89,9 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     if path == "/onejob/v1/providers/check" {
         return gateway::provider_check(req, env).await;
     }
+    if path == "/demo/token" {
+        return gateway::demo_token(req, env);
+    }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);
     }

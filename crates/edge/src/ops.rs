@@ -29,6 +29,7 @@ async fn database(env: &Env) -> Result<D1Database> {
             db.prepare(
                 "CREATE TABLE IF NOT EXISTS dead_letters (
                     tenant TEXT NOT NULL,
+                    user TEXT NOT NULL,
                     job_key TEXT NOT NULL,
                     error_class TEXT NOT NULL,
                     last_status INTEGER,
@@ -37,7 +38,7 @@ async fn database(env: &Env) -> Result<D1Database> {
                     first_seen_ms INTEGER NOT NULL,
                     last_seen_ms INTEGER NOT NULL,
                     replayed_ms INTEGER,
-                    PRIMARY KEY (tenant, job_key)
+                    PRIMARY KEY (tenant, user, job_key)
                 )",
             ),
             db.prepare("CREATE INDEX IF NOT EXISTS dead_letters_by_class ON dead_letters (error_class, last_seen_ms)"),
@@ -70,9 +71,9 @@ pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) 
     let now = now_ms() as f64;
     let status = facts.last_status.map_or(JsValue::NULL, |s| JsValue::from(f64::from(s)));
     db.prepare(
-        "INSERT INTO dead_letters (tenant, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
-         ON CONFLICT (tenant, job_key) DO UPDATE SET error_class = ?3, last_status = ?4, detail = ?5,
+        "INSERT INTO dead_letters (tenant, user, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms)
+         VALUES (?1, ?8, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+         ON CONFLICT (tenant, user, job_key) DO UPDATE SET error_class = ?3, last_status = ?4, detail = ?5,
              attempts = ?6, last_seen_ms = ?7, replayed_ms = NULL",
     )
     .bind(&[
@@ -83,6 +84,7 @@ pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) 
         facts.detail.as_str().into(),
         JsValue::from(f64::from(facts.attempts)),
         JsValue::from(now),
+        job.user.as_deref().unwrap_or("").into(),
     ])?
     .run()
     .await?;
@@ -193,6 +195,9 @@ async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Re
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeadLetter {
     pub tenant: String,
+    /// The user of a user token's job ('' for the tenant's own).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub user: String,
     #[serde(rename = "key", alias = "job_key")]
     pub key: String,
     pub error_class: String,
@@ -224,7 +229,7 @@ pub async fn dead_letters(
     let db = database(env).await?;
     let statement = db
         .prepare(
-            "SELECT tenant, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms
+            "SELECT tenant, user, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms
              FROM dead_letters
              WHERE replayed_ms IS NULL AND (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR error_class = ?2)
              ORDER BY last_seen_ms DESC LIMIT ?3",
@@ -267,10 +272,10 @@ pub fn groups(letters: &[DeadLetter]) -> Vec<Group> {
 }
 
 /// Marks a dead letter replayed (it leaves the list until the job dies again).
-pub async fn mark_replayed(env: &Env, tenant: &str, key: &str) -> Result<()> {
+pub async fn mark_replayed(env: &Env, tenant: &str, user: Option<&str>, key: &str) -> Result<()> {
     let db = database(env).await?;
-    db.prepare("UPDATE dead_letters SET replayed_ms = ?3 WHERE tenant = ?1 AND job_key = ?2")
-        .bind(&[tenant.into(), key.into(), JsValue::from(now_ms() as f64)])?
+    db.prepare("UPDATE dead_letters SET replayed_ms = ?3 WHERE tenant = ?1 AND job_key = ?2 AND user = ?4")
+        .bind(&[tenant.into(), key.into(), JsValue::from(now_ms() as f64), user.unwrap_or("").into()])?
         .run()
         .await?;
     Ok(())

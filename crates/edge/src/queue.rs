@@ -110,7 +110,7 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
 /// POSTs to a route of the job's Ledger and returns the answer's body.
 pub async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
     let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let storage_id = StorageId::derive(&job.tenant, &key);
+    let storage_id = StorageId::of(&job.tenant, job.user.as_deref(), &key);
     let ledger = env.durable_object(binding::LEDGER)?.get_by_name(storage_id.as_str())?;
     let mut init = RequestInit::new();
     init.with_method(worker::Method::Post).with_body(Some(serde_json::to_string(job)?.into()));
