@@ -6,7 +6,7 @@
 // The view is chosen by the URL's hash, so links, reloads and the back
 // button work:
 //
-//   #jobs?state=dead&tenant=dev       the jobs list and its filters
+//   #jobs?state=dead&tenant=dev       the jobs list and its filters (&limit=N: page size, 50)
 //   #job?tenant=dev&key=K[&user=U]    one job: attempts, events, result, actions
 //   #dead-letters[?tenant=dev]        dead letters grouped by cause
 //   #costs[?since=86400000]           cost per tenant and per model
@@ -42,7 +42,7 @@ function el(tag, props = {}, ...children) {
 }
 
 function append(node, children) {
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null || child === false) continue;
     node.append(child instanceof Node ? child : String(child));
   }
@@ -62,6 +62,8 @@ function svg(tag, attributes = {}, ...children) {
 
 const integer = new Intl.NumberFormat();
 const dateTime = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+// In tables: no year, to keep the columns narrow (the full date is the cell's title).
+const shortDateTime = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit" });
 
 const fmtNumber = (n) => (n === undefined || n === null ? "—" : integer.format(n));
 
@@ -90,14 +92,17 @@ function relative(ms, now = Date.now()) {
   return seconds >= 0 ? `${span} ago` : `in ${span}`;
 }
 
-/** A <time> with the local date-time and, under it, how long ago (kept fresh by tick()). */
-function timeCell(ms) {
+/**
+ * A <time> with the local date-time and how long ago (kept fresh by tick());
+ * `short` leaves the year out, for tables.
+ */
+function timeCell(ms, { short = false } = {}) {
   if (ms === undefined || ms === null) return el("span", { class: "muted" }, "—");
   const date = new Date(ms);
   return el(
     "time",
-    { datetime: date.toISOString(), title: date.toISOString(), dataset: { ms: String(ms) } },
-    el("span", { class: "abs" }, dateTime.format(date)),
+    { datetime: date.toISOString(), title: dateTime.format(date), dataset: { ms: String(ms) } },
+    el("span", { class: "abs" }, (short ? shortDateTime : dateTime).format(date)),
     el("span", { class: "rel" }, relative(ms)),
   );
 }
@@ -105,6 +110,9 @@ function timeCell(ms) {
 function tick() {
   for (const time of document.querySelectorAll("time[data-ms] .rel")) time.textContent = relative(Number(time.parentElement.dataset.ms));
 }
+
+/** Whether an error class names a failure (a success's class is "none"). */
+const hasCause = (errorClass) => Boolean(errorClass) && errorClass !== "none";
 
 /** `in_flight` → "in flight", `lost_race` → "lost race". */
 const words = (name) => String(name ?? "—").replaceAll("_", " ");
@@ -338,7 +346,7 @@ async function showJobs(params, id) {
 
   const query = new URLSearchParams();
   for (const name of [...JOB_FILTERS, "since_ms", "until_ms", "cursor"]) if (params.get(name)) query.set(name, params.get(name));
-  query.set("limit", String(PAGE_SIZE));
+  query.set("limit", params.get("limit") ?? String(PAGE_SIZE));
 
   const next = $("jobs-next");
   next.disabled = true;
@@ -348,33 +356,33 @@ async function showJobs(params, id) {
       el(
         "tr",
         { class: "link", tabindex: "0", dataset: { key: job.key, tenant: job.tenant, state: job.state }, onclick: () => (location.hash = jobHref(job)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(job)) },
-        el("td", {}, timeCell(job.created_ms)),
+        el("td", {}, timeCell(job.created_ms, { short: true })),
         el("td", {}, job.tenant),
         el("td", {}, job.user ?? el("span", { class: "muted" }, "—")),
         el("td", { class: "mono key" }, el("a", { href: jobHref(job), title: job.key }, job.key)),
-        el("td", {}, badge(job.state)),
+        el("td", {}, badge(job.state), job.background ? [" ", el("span", { class: "tag", title: "run by the queue (Prefer: respond-async)" }, "background")] : null),
         el("td", {}, job.model ?? "—"),
         el("td", {}, job.provider ?? "—"),
-        el("td", {}, job.error_class ? el("span", { class: "cause" }, job.error_class) : el("span", { class: "muted" }, "—")),
+        el("td", {}, hasCause(job.error_class) ? el("span", { class: "cause" }, job.error_class) : el("span", { class: "muted" }, "—")),
         el("td", { class: "num" }, fmtNumber(job.attempts)),
         el("td", { class: "num" }, fmtNumber(job.tokens)),
         el("td", { class: "num" }, fmtUsd(job.cost_usd)),
-        el("td", {}, job.background ? el("span", { class: "tag" }, "background") : el("span", { class: "muted" }, "sync")),
       ),
     );
-    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "12", class: "empty" }, "No jobs match these filters.")));
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "11", class: "empty" }, "No jobs match these filters.")));
     $("jobs-table").tBodies[0].replaceChildren(...rows);
     next.disabled = !next_cursor;
     next.dataset.cursor = next_cursor ?? "";
   });
 }
 
-/** The filters in the form, as the jobs view's params. */
+/** The filters in the form, as the jobs view's params (and the page size, `#jobs?limit=N`, kept). */
 function jobFilters() {
   const form = $("job-filters");
   const params = Object.fromEntries(JOB_FILTERS.map((name) => [name, form.elements[name].value.trim()]));
   params.since_ms = fromLocalInput(form.elements.since.value);
   params.until_ms = fromLocalInput(form.elements.until.value);
+  params.limit = parseRoute().params.get("limit");
   return params;
 }
 
@@ -418,13 +426,14 @@ async function showJob(params, id) {
 }
 
 function jobSummary(job) {
-  const model = job.model ?? job.attempts.at(-1)?.model ?? job.attempts[0]?.model;
+  // The model asked for when the view has it; else the models the attempts called.
+  const model = job.model ?? [...new Set(job.attempts.map((a) => a.model).filter(Boolean))].join(", ");
   const facts = [
     ["Tenant", job.tenant],
     ["User", job.user ?? "—"],
     ["Key", el("span", { class: "mono" }, job.key)],
     ["State", badge(job.state)],
-    ["Model", model ?? "—"],
+    ["Model", model || "—"],
     ["Mode", job.background ? `background (${fmtNumber(job.enqueued ?? 0)} queue message${job.enqueued === 1 ? "" : "s"})` : "sync"],
     ["Attempts", `${fmtNumber(job.attempts.length)} of ${fmtNumber(job.max_attempts)} allowed`],
     ["Completed by", job.completed_by ? `attempt ${job.completed_by}` : "—"],
@@ -514,9 +523,9 @@ function jobAttempts(job) {
     bar.style.left = pct(a.started_ms);
     bar.style.width = `max(3px, calc(${pct(stop)} - ${pct(a.started_ms)}))`;
     const details = [
-      a.status ? `HTTP ${a.status}` : "no HTTP status",
-      fmtMs(a.latency_ms),
-      a.usage ? `${fmtNumber(a.usage.total_tokens)} tokens (${fmtNumber(a.usage.prompt_tokens)} in, ${fmtNumber(a.usage.completion_tokens)} out)` : "no usage",
+      a.status ? `HTTP ${a.status}` : a.ended_ms ? "no HTTP status" : "no answer yet",
+      a.latency_ms !== undefined && a.latency_ms !== null ? fmtMs(a.latency_ms) : null,
+      a.usage ? `${fmtNumber(a.usage.total_tokens)} tokens (${fmtNumber(a.usage.prompt_tokens)} in, ${fmtNumber(a.usage.completion_tokens)} out)` : a.ended_ms ? "no usage" : null,
       a.streamed ? `streamed${a.first_byte_ms ? `, first byte after ${fmtMs(a.first_byte_ms - a.started_ms)}` : ""}` : null,
     ].filter(Boolean);
     return el(
@@ -525,7 +534,7 @@ function jobAttempts(job) {
       el("span", { class: "n" }, `#${a.number}`),
       el("span", { class: "who" }, el("strong", {}, a.provider), a.model ? el("span", { class: "muted" }, ` · ${a.model}`) : null),
       el("div", { class: "track" }, bar),
-      el("span", { class: "details" }, details.join(" · "), a.error_class ? [" · ", el("span", { class: "cause" }, a.error_class)] : null),
+      el("span", { class: "details" }, details.join(" · "), hasCause(a.error_class) ? [" · ", el("span", { class: "cause" }, a.error_class)] : null),
       el(
         "span",
         { class: "outcome-cell" },
@@ -586,7 +595,7 @@ async function showDeadLetters(params, id) {
       el(
         "tr",
         { class: "link", tabindex: "0", dataset: { key: entry.key, tenant: entry.tenant }, onclick: () => (location.hash = jobHref(entry)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(entry)) },
-        el("td", {}, timeCell(entry.last_seen_ms)),
+        el("td", {}, timeCell(entry.last_seen_ms, { short: true })),
         el("td", {}, entry.tenant),
         el("td", {}, entry.user ?? el("span", { class: "muted" }, "—")),
         el("td", { class: "mono key" }, el("a", { href: jobHref(entry), title: entry.key }, entry.key)),
@@ -594,7 +603,7 @@ async function showDeadLetters(params, id) {
         el("td", { class: "num" }, entry.last_status ?? "—"),
         el("td", { class: "detail", title: entry.detail }, entry.detail || "—"),
         el("td", { class: "num" }, fmtNumber(entry.attempts)),
-        el("td", {}, timeCell(entry.first_seen_ms)),
+        el("td", {}, timeCell(entry.first_seen_ms, { short: true })),
       ),
     );
     if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "9", class: "empty" }, "No entries.")));
@@ -638,7 +647,7 @@ function trendChart(trend) {
   return el(
     "figure",
     { class: "trend" },
-    svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": `dead letters per hour, last 24 h: ${trend.join(", ")}` }, bars),
+    svg("svg", { viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img", "aria-label": `dead letters per hour, last 24 h: ${trend.join(", ")}` }, bars),
     el("figcaption", {}, el("span", {}, "24 h ago"), el("span", {}, `peak ${fmtNumber(Math.max(0, ...trend))}/h`), el("span", {}, "now")),
   );
 }
