@@ -19,6 +19,7 @@ use worker::{Env, Method, Request, Response, Result};
 
 use crate::auth::admin_of;
 use crate::config;
+use crate::gateway::percent_decode;
 use crate::handoff::{JobMessage, OperatorRequest, route};
 use crate::http::{self, problem_of};
 use crate::ops;
@@ -44,6 +45,59 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             let letters = ops::dead_letters(env, tenant.as_deref(), param("error_class").as_deref(), 500).await?;
             let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
             http::with_cors(Response::from_json(&body)?)
+        }
+        (Method::Get, "jobs") => {
+            let url = req.url()?;
+            let mut filter: ops::JobFilter = serde_urlencoded_filter(&url);
+            filter.tenant = match scoped_tenant(&admin, filter.tenant.take()) {
+                Ok(tenant) => tenant,
+                Err(response) => return response,
+            };
+            let (jobs, next) = ops::jobs(env, &filter).await?;
+            let jobs: Vec<serde_json::Value> = jobs
+                .into_iter()
+                .map(|job| {
+                    serde_json::json!({
+                        "tenant": job.tenant, "user": (!job.user.is_empty()).then_some(job.user), "key": job.key,
+                        "state": job.state, "model": job.model, "provider": job.provider, "error_class": job.error_class,
+                        "attempts": job.attempts, "tokens": job.tokens, "cost_usd": job.cost_usd,
+                        "background": job.background == 1, "created_ms": job.created_ms, "updated_ms": job.updated_ms,
+                    })
+                })
+                .collect();
+            http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)
+        }
+        (Method::Get, "costs") => {
+            let url = req.url()?;
+            let param = |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned());
+            let since_ms = param("since_ms").and_then(|v| v.parse().ok()).unwrap_or(0);
+            let tenant = match scoped_tenant(&admin, param("tenant")) {
+                Ok(tenant) => tenant,
+                Err(response) => return response,
+            };
+            http::with_cors(Response::from_json(&ops::costs(env, since_ms, tenant.as_deref()).await?)?)
+        }
+        (Method::Get, path) if path.starts_with("jobs/") => {
+            let mut parts = path["jobs/".len()..].splitn(2, '/');
+            let (Some(tenant), Some(key)) = (parts.next().map(percent_decode), parts.next().map(percent_decode)) else {
+                return problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}");
+            };
+            let (tenant, key) = (tenant.as_str(), key.as_str());
+            if !admin.reaches(tenant) {
+                return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
+            }
+            let url = req.url()?;
+            let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
+            let job = JobMessage { tenant: tenant.to_owned(), user, key: key.to_owned() };
+            let request = OperatorRequest {
+                key: key.to_owned(),
+                by: admin.name.clone(),
+                request: String::new(),
+                action: None,
+                status: None,
+                body: None,
+            };
+            forward(env, &job, route::ADMIN_VIEW, &request).await.map(|(status, body)| json_response(status, &body))?
         }
         (Method::Post, "dead-letters/replay") => {
             let Some(request_key) = operator_key(&req)? else { return missing_key() };
@@ -88,6 +142,8 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             let Some((tenant, key)) = inner.split_once('/') else {
                 return problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}/enqueue");
             };
+            let (tenant, key) = (percent_decode(tenant), percent_decode(key));
+            let (tenant, key) = (tenant.as_str(), key.as_str());
             if !admin.reaches(tenant) {
                 return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
             }
@@ -129,6 +185,24 @@ struct ResolveBody {
 struct ResolvedResponse {
     status: Option<u16>,
     body: Option<serde_json::Value>,
+}
+
+/// The jobs list's filters from the query string.
+fn serde_urlencoded_filter(url: &worker::Url) -> ops::JobFilter {
+    let param =
+        |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned()).filter(|v| !v.is_empty());
+    let number = |name: &str| param(name).and_then(|v| v.parse().ok());
+    ops::JobFilter {
+        tenant: param("tenant"),
+        user: param("user"),
+        state: param("state"),
+        model: param("model"),
+        error_class: param("error_class"),
+        since_ms: number("since_ms"),
+        until_ms: number("until_ms"),
+        cursor: param("cursor"),
+        limit: param("limit").and_then(|v| v.parse().ok()),
+    }
 }
 
 /// The tenant an admin asks about: its own when scoped (403 for another).

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use onejob_core::admin::AdminDirectory;
+use onejob_core::pricing::Prices;
 use onejob_core::providers::{ProviderKind, is_base_url};
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
@@ -43,6 +44,8 @@ pub struct Config {
     pub admins: AdminDirectory,
     /// Each tenant's user-token secret (`TOKEN_SECRETS`).
     pub token_secrets: TokenSecrets,
+    /// `PRICES`: per model, for the console's spend estimates.
+    pub prices: Prices,
     /// `DEMO_TOKEN_ISSUER=on`: the worker mints user tokens for the demo
     /// page at `/demo/token` (development only: it hands a token to anyone).
     pub demo_token_issuer: bool,
@@ -124,6 +127,10 @@ fn parse(env: &Env) -> Result<Config, String> {
         None => TokenSecrets::default(),
     };
     let demo_token_issuer = var("DEMO_TOKEN_ISSUER").as_deref() == Some("on");
+    let prices = match var("PRICES") {
+        Some(text) => Prices::from_json(&text).map_err(|e| e.to_string())?,
+        None => Prices::default(),
+    };
     let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     let secret = |name: &str| {
         env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
@@ -143,6 +150,7 @@ fn parse(env: &Env) -> Result<Config, String> {
         tenants,
         admins,
         token_secrets,
+        prices,
         demo_token_issuer,
         api_keys,
         queue_send_faults,

@@ -43,7 +43,7 @@ use crate::config::Config;
 use crate::handoff::Submission;
 use crate::health::{self, Report};
 use crate::http::JobResult;
-use crate::store::{Store, StoreError, StoredResponse};
+use crate::store::{JobMeta, Store, StoreError, StoredResponse};
 use crate::stored;
 use crate::upstream::{self, Call, CallResult, Streaming};
 
@@ -173,7 +173,7 @@ impl<'a> Driver<'a> {
                 Err(error) => return Err(worker::Error::RustError(format!("claim refused: {error}"))),
             };
             // The claim is durable before the upstream call can let anyone in.
-            let written = if stored { self.store.update_job(read, job) } else { self.store.insert_job(job) };
+            let written = if stored { self.store.update_job(read, job) } else { self.insert(job) };
             stored = true;
             match written {
                 Ok(()) => {}
@@ -246,6 +246,23 @@ impl<'a> Driver<'a> {
                 }
             };
             return Ok(Driven::Result(finished));
+        }
+    }
+
+    /// Writes a new job, with who it belongs to.
+    fn insert(&self, job: &Job) -> std::result::Result<(), StoreError> {
+        self.store.insert_job(job)?;
+        self.store.save_meta(&self.meta())?;
+        Ok(())
+    }
+
+    /// Who this job belongs to and what it asks for.
+    pub fn meta(&self) -> JobMeta {
+        JobMeta {
+            tenant: self.submission.tenant.clone(),
+            user: self.submission.user.clone(),
+            key: self.submission.key.clone(),
+            model: self.model.clone(),
         }
     }
 

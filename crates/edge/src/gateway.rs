@@ -289,7 +289,7 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// Decodes `%XX` escapes of a path segment (keys may contain reserved characters).
-fn percent_decode(segment: &str) -> String {
+pub fn percent_decode(segment: &str) -> String {
     let bytes = segment.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

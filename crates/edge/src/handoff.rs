@@ -27,6 +27,8 @@ pub mod route {
     pub const RESOLVE: &str = "https://ledger/resolve";
     /// What a dead letter records about the job ([`super::DeadFacts`]).
     pub const FACTS: &str = "https://ledger/facts";
+    /// The job for an operator: view, owner and stored result.
+    pub const ADMIN_VIEW: &str = "https://ledger/admin-view";
 }
 
 /// A background job's queue message: which Ledger runs it. The request

@@ -34,8 +34,9 @@ use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver};
 use crate::handoff::{self, DeadFacts, JobMessage, JobQuery, OperatorRequest, Submission, Verdict};
 use crate::http::{self, JobResult};
+use crate::ops;
 use crate::queue;
-use crate::store::{Store, StoredResponse};
+use crate::store::{JobMeta, Store, StoredResponse};
 use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
 
@@ -56,6 +57,8 @@ pub struct Ledger {
     live: LiveSlot,
     /// Set to cancel the running stream (its pump stops at its next wake).
     cancel: Rc<Cell<bool>>,
+    /// The job version last written to the operators' index from here.
+    indexed_version: Cell<u64>,
 }
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
@@ -74,6 +77,7 @@ impl DurableObject for Ledger {
             waiters: RefCell::new(Vec::new()),
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
+            indexed_version: Cell::new(u64::MAX),
         }
     }
 
@@ -87,6 +91,7 @@ impl DurableObject for Ledger {
             },
             "/deliver" => self.deliver(&config).await,
             "/facts" => self.facts(),
+            "/admin-view" => self.admin_view(),
             route @ ("/enqueue" | "/replay" | "/resolve") => match serde_json::from_slice::<OperatorRequest>(&body) {
                 Ok(request) => match route {
                     "/enqueue" => self.kick(&config, &request).await,
@@ -103,6 +108,8 @@ impl DurableObject for Ledger {
                 (_, Err(_)) => http::problem_of(ProblemType::Internal, "malformed job query"),
             },
         };
+        // Whatever changed the job, the operators' index hears of it after the answer.
+        self.index_in_background();
         answer.or_else(|error| {
             worker::console_error!("ledger: {error}");
             http::problem_of(ProblemType::Internal, "the ledger failed; the request may be retried with the same key")
@@ -134,6 +141,7 @@ impl DurableObject for Ledger {
                     self.enqueue(&config, &mut job).await?;
                 }
                 let outbox_delay_ms = config::load(&self.env).map_or(0, |c| c.settings.outbox_delay_ms);
+                self.index_in_background();
                 alarms::set(&self.state, alarms::next(&job, outbox_delay_ms)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
@@ -261,7 +269,12 @@ impl Ledger {
                     }
                 }
                 let own = stream::subscribe(&self.live, store, 0)?;
-                self.state.wait_until(pump.run());
+                let (env, store) = (self.env.clone(), self.store());
+                self.state.wait_until(async move {
+                    pump.run().await;
+                    // The stream's end is the job's last change: index it.
+                    index_now(&env, &store).await;
+                });
                 alarms::set_in_background(&self.state, alarms::watchdog());
                 return match own {
                     Some(subscription) => http::stream_response(subscription, &submission.key, false),
@@ -394,7 +407,16 @@ impl Ledger {
                     Some(job) if stored => job,
                     _ => {
                         let job = Job::new(fingerprint, now, config.settings.policy);
-                        self.store().insert_job(&job)?;
+                        store.insert_job(&job)?;
+                        let model = serde_json::from_slice::<serde_json::Value>(body)
+                            .ok()
+                            .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+                        store.save_meta(&JobMeta {
+                            tenant: submission.tenant.clone(),
+                            user: submission.user.clone(),
+                            key: submission.key.clone(),
+                            model,
+                        })?;
                         job
                     }
                 };
@@ -597,8 +619,61 @@ impl Ledger {
         Response::from_json(&facts)
     }
 
+    /// Updates the operators' index after the response, if the job changed
+    /// since this object last did.
+    fn index_in_background(&self) {
+        let store = self.store();
+        let Ok(Some(job)) = store.load_job() else { return };
+        if job.version() == self.indexed_version.get() {
+            return;
+        }
+        self.indexed_version.set(job.version());
+        let env = self.env.clone();
+        self.state.wait_until(async move { index_now(&env, &store).await });
+    }
+
+    /// The job for an operator: its view, whose it is, and its stored result.
+    fn admin_view(&self) -> Result<Response> {
+        let store = self.store();
+        let (Some(mut job), Some(meta)) = (store.load_job()?, store.load_meta()?) else {
+            return http::problem_of(ProblemType::JobNotFound, "no job with that key");
+        };
+        job.expire(now_ms());
+        let result = match job.replayed_attempt() {
+            Some(attempt) if attempt.streamed => {
+                let events = store.load_events(attempt.number, 0, u64::MAX)?;
+                let body: Vec<u8> = events.concat().into_iter().take(64 * 1024).collect();
+                Some(serde_json::json!({ "status": 200, "content_type": "text/event-stream", "body": String::from_utf8_lossy(&body) }))
+            }
+            Some(attempt) => store.load_response(attempt.number)?.map(|response| {
+                let body: Vec<u8> = response.body.into_iter().take(64 * 1024).collect();
+                serde_json::json!({ "status": response.status, "content_type": response.content_type, "body": String::from_utf8_lossy(&body) })
+            }),
+            None => None,
+        };
+        let mut view = serde_json::to_value(JobView::new(self.parse_key(&meta.key)?, &job))?;
+        if let Some(object) = view.as_object_mut() {
+            object.insert("tenant".into(), meta.tenant.into());
+            object.insert("user".into(), meta.user.into());
+            object.insert("model".into(), meta.model.into());
+            object.insert("result".into(), result.unwrap_or(serde_json::Value::Null));
+        }
+        Response::from_json(&view)
+    }
+
     fn parse_key(&self, key: &str) -> Result<IdempotencyKey> {
         IdempotencyKey::parse(key).map_err(|e| worker::Error::RustError(e.to_string()))
+    }
+}
+
+/// Writes the job's row in the operators' index (errors are logged: the
+/// index is for looking, the Ledger stays the authority).
+async fn index_now(env: &Env, store: &Store) {
+    let (Ok(config), Ok(Some(meta)), Ok(Some(job))) = (config::load(env), store.load_meta(), store.load_job()) else {
+        return;
+    };
+    if let Err(error) = ops::index_job(env, &config, &meta, &job).await {
+        worker::console_warn!("ledger: indexing the job failed: {error}");
     }
 }
 

@@ -15,6 +15,8 @@ use worker::{D1Database, Env, Fetch, Headers, Method, Request, RequestInit, Resu
 use crate::clock::now_ms;
 use crate::config::{AlertWebhook, Config, binding};
 use crate::handoff::{DeadFacts, JobMessage};
+use crate::store::JobMeta;
+use onejob_core::job::Job;
 
 thread_local! {
     static TABLES_READY: Cell<bool> = const { Cell::new(false) };
@@ -42,6 +44,26 @@ async fn database(env: &Env) -> Result<D1Database> {
                 )",
             ),
             db.prepare("CREATE INDEX IF NOT EXISTS dead_letters_by_class ON dead_letters (error_class, last_seen_ms)"),
+            db.prepare(
+                "CREATE TABLE IF NOT EXISTS jobs_index (
+                    tenant TEXT NOT NULL,
+                    user TEXT NOT NULL,
+                    job_key TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    model TEXT,
+                    provider TEXT,
+                    error_class TEXT,
+                    attempts INTEGER NOT NULL,
+                    tokens INTEGER NOT NULL,
+                    cost_usd REAL NOT NULL,
+                    background INTEGER NOT NULL,
+                    created_ms INTEGER NOT NULL,
+                    updated_ms INTEGER NOT NULL,
+                    version INTEGER NOT NULL,
+                    PRIMARY KEY (tenant, user, job_key)
+                )",
+            ),
+            db.prepare("CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs_index (created_ms, job_key)"),
             db.prepare(
                 "CREATE TABLE IF NOT EXISTS alerts (
                     delivery_id TEXT PRIMARY KEY,
@@ -189,6 +211,163 @@ async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Re
     } else {
         Err(worker::Error::RustError(format!("the alert receiver answered {}", response.status_code())))
     }
+}
+
+/// Writes a job's row in the operators' index (newer versions only: two
+/// write-behinds may land out of order).
+pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) -> Result<()> {
+    let db = database(env).await?;
+    let shown = job.replayed_attempt().or(job.attempts().last());
+    let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
+    let cost: f64 = job
+        .attempts()
+        .iter()
+        .filter_map(|a| Some(config.prices.cost_usd(a.model.as_deref(), a.usage.as_ref()?).unwrap_or(0.0)))
+        .sum();
+    let text = |value: Option<&str>| value.map_or(JsValue::NULL, JsValue::from);
+    let error_class = shown
+        .and_then(|a| a.error_class)
+        .and_then(|c| serde_json::to_value(c).ok())
+        .and_then(|v| v.as_str().map(str::to_owned));
+    db.prepare(
+        "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts, tokens, cost_usd,
+                                 background, created_ms, updated_ms, version)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+         ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = ?4, model = ?5, provider = ?6, error_class = ?7,
+             attempts = ?8, tokens = ?9, cost_usd = ?10, background = ?11, updated_ms = ?13, version = ?14
+         WHERE excluded.version >= jobs_index.version",
+    )
+    .bind(&[
+        meta.tenant.as_str().into(),
+        meta.user.as_deref().unwrap_or("").into(),
+        meta.key.as_str().into(),
+        job.state().as_str().into(),
+        text(shown.and_then(|a| a.model.as_deref()).or(meta.model.as_deref())),
+        text(shown.map(|a| a.provider.as_str())),
+        text(error_class.as_deref()),
+        JsValue::from(job.attempts().len() as f64),
+        JsValue::from(tokens as f64),
+        JsValue::from(cost),
+        JsValue::from(u8::from(job.is_background())),
+        JsValue::from(job.created_ms() as f64),
+        JsValue::from(job.updated_ms() as f64),
+        JsValue::from(job.version() as f64),
+    ])?
+    .run()
+    .await?;
+    Ok(())
+}
+
+/// One job in the operators' list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexedJob {
+    pub tenant: String,
+    #[serde(default)]
+    pub user: String,
+    #[serde(rename = "key", alias = "job_key")]
+    pub key: String,
+    pub state: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub error_class: Option<String>,
+    pub attempts: u32,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub background: u8,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+}
+
+/// Filters of the jobs list (each optional).
+#[derive(Debug, Default, Deserialize)]
+pub struct JobFilter {
+    pub tenant: Option<String>,
+    pub user: Option<String>,
+    pub state: Option<String>,
+    pub model: Option<String>,
+    pub error_class: Option<String>,
+    pub since_ms: Option<u64>,
+    pub until_ms: Option<u64>,
+    /// `created_ms:key` of the last row of the previous page.
+    pub cursor: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// A page of the jobs list, newest first, and the cursor of the next.
+pub async fn jobs(env: &Env, filter: &JobFilter) -> Result<(Vec<IndexedJob>, Option<String>)> {
+    let db = database(env).await?;
+    let limit = filter.limit.unwrap_or(50).clamp(1, 200);
+    let (cursor_ms, cursor_key) = filter
+        .cursor
+        .as_deref()
+        .and_then(|c| c.split_once(':'))
+        .and_then(|(ms, key)| Some((ms.parse::<u64>().ok()?, key.to_owned())))
+        .map_or((JsValue::NULL, JsValue::NULL), |(ms, key)| (JsValue::from(ms as f64), JsValue::from(key)));
+    let text = |value: &Option<String>| value.as_deref().map_or(JsValue::NULL, JsValue::from);
+    let number = |value: Option<u64>| value.map_or(JsValue::NULL, |v| JsValue::from(v as f64));
+    let rows = db
+        .prepare(
+            "SELECT tenant, user, job_key, state, model, provider, error_class, attempts, tokens, cost_usd, background,
+                    created_ms, updated_ms
+             FROM jobs_index
+             WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR state = ?3)
+               AND (?4 IS NULL OR model = ?4) AND (?5 IS NULL OR error_class = ?5)
+               AND (?6 IS NULL OR created_ms >= ?6) AND (?7 IS NULL OR created_ms < ?7)
+               AND (?8 IS NULL OR created_ms < ?8 OR (created_ms = ?8 AND job_key < ?9))
+             ORDER BY created_ms DESC, job_key DESC
+             LIMIT ?10",
+        )
+        .bind(&[
+            text(&filter.tenant),
+            text(&filter.user),
+            text(&filter.state),
+            text(&filter.model),
+            text(&filter.error_class),
+            number(filter.since_ms),
+            number(filter.until_ms),
+            cursor_ms,
+            cursor_key,
+            JsValue::from(f64::from(limit)),
+        ])?
+        .all()
+        .await?
+        .results::<IndexedJob>()?;
+    let next =
+        (rows.len() as u32 == limit).then(|| rows.last().map(|j| format!("{}:{}", j.created_ms, j.key))).flatten();
+    Ok((rows, next))
+}
+
+/// Jobs, tokens and estimated spend per tenant and per model since `since_ms`
+/// (of one tenant with `tenant`).
+pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<serde_json::Value> {
+    let db = database(env).await?;
+    let mut out = serde_json::Map::new();
+    for (name, column) in [("by_tenant", "tenant"), ("by_model", "model")] {
+        let rows = db
+            .prepare(format!(
+                "SELECT {column} AS name, COUNT(*) AS jobs, SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
+                 FROM jobs_index WHERE created_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)
+                 GROUP BY {column} ORDER BY tokens DESC"
+            ))
+            .bind(&[JsValue::from(since_ms as f64), tenant.map_or(JsValue::NULL, JsValue::from)])?
+            .all()
+            .await?
+            .results::<serde_json::Value>()?;
+        let rows: Vec<serde_json::Value> = rows
+            .into_iter()
+            .map(|mut row| {
+                if let Some(object) = row.as_object_mut()
+                    && let Some(value) = object.remove("name")
+                {
+                    object.insert(column.into(), value);
+                }
+                row
+            })
+            .collect();
+        out.insert(name.into(), serde_json::Value::from(rows));
+    }
+    out.insert("since_ms".into(), serde_json::Value::from(since_ms));
+    Ok(serde_json::Value::Object(out))
 }
 
 /// One dead letter, as operators see it.

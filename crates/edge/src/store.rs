@@ -24,6 +24,18 @@ pub struct StoredResponse {
     pub body: Vec<u8>,
 }
 
+/// Who a job belongs to and what it asked for (for the operators' index).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct JobMeta {
+    pub tenant: String,
+    #[serde(default)]
+    pub user: Option<String>,
+    pub key: String,
+    /// The model the request asked for.
+    #[serde(default)]
+    pub model: Option<String>,
+}
+
 /// What a stored response is, without its body.
 #[derive(Debug, Clone)]
 pub struct ResponseHead {
@@ -96,6 +108,28 @@ impl Store {
             vec![version(job.version())?, record(job)?, version(expected_version)?],
         )?;
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+    }
+
+    /// Keeps who the job belongs to and what it asked for, for the
+    /// operators' index (the job record itself holds neither).
+    pub fn save_meta(&self, meta: &JobMeta) -> worker::Result<()> {
+        self.create_tables()?;
+        self.write(
+            "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+            vec![Value::String(serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?)],
+        )?;
+        Ok(())
+    }
+
+    /// Who the job belongs to, if recorded.
+    pub fn load_meta(&self) -> worker::Result<Option<JobMeta>> {
+        let Some(row) = self.first_row("SELECT record FROM meta WHERE id = 1", vec![])? else {
+            return Ok(None);
+        };
+        match row.into_iter().next() {
+            Some(Value::String(record)) => Ok(serde_json::from_str(&record).ok()),
+            _ => Err(unreadable("job meta")),
+        }
     }
 
     /// Keeps a background job's request (its submission, as JSON, and its
@@ -297,6 +331,10 @@ impl Store {
                 seq INTEGER NOT NULL,
                 bytes BLOB NOT NULL,
                 PRIMARY KEY (attempt, seq)
+            );
+            CREATE TABLE IF NOT EXISTS meta (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                record TEXT NOT NULL
             );
             CREATE TABLE IF NOT EXISTS request (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
