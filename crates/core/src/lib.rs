@@ -21,6 +21,7 @@
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
 //! - [`pricing`]: a price table per model, for spend estimates.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+//! - [`quota`]: token budgets per day, per tenant and per user.
 //! - [`providers`]: named upstreams, routes by model, the order of failover.
 //! - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
@@ -47,6 +48,7 @@ pub mod key;
 pub mod pricing;
 pub mod protocol;
 pub mod providers;
+pub mod quota;
 pub mod random;
 pub mod reply;
 pub mod settings;

@@ -111,6 +111,8 @@ problem_types! {
     NoRoute,
     /// 409: the operation needs a background job (`Prefer: respond-async`).
     NotBackground,
+    /// 429: a token budget (tenant or user) is spent until the next day.
+    QuotaExceeded,
     /// 409: only a dead job can be replayed.
     NotReplayable,
     /// 409: only an unknown job can be resolved.
@@ -147,6 +149,7 @@ impl ProblemType {
             Self::Misconfigured => "gateway-misconfigured",
             Self::NoRoute => "no-route",
             Self::NotBackground => "not-background",
+            Self::QuotaExceeded => "quota-exceeded",
             Self::NotReplayable => "not-replayable",
             Self::NotResolvable => "not-resolvable",
             Self::NoHealthyProvider => "no-healthy-provider",
@@ -180,6 +183,7 @@ impl ProblemType {
             | Self::NotReplayable
             | Self::NotResolvable => 409,
             Self::PayloadTooLarge => 413,
+            Self::QuotaExceeded => 429,
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
             Self::UpstreamFailed | Self::OutputContract => 502,
@@ -214,6 +218,7 @@ impl ProblemType {
             Self::Misconfigured => "Gateway misconfigured",
             Self::NoRoute => "No route serves this model",
             Self::NotBackground => "This is not a background job",
+            Self::QuotaExceeded => "The token budget for today is spent",
             Self::NotReplayable => "Only a dead job can be replayed",
             Self::NotResolvable => "Only a job whose outcome is unknown can be resolved",
             Self::NoHealthyProvider => "No provider of this route is healthy",

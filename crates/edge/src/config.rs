@@ -9,6 +9,7 @@ use std::rc::Rc;
 use onejob_core::admin::AdminDirectory;
 use onejob_core::pricing::Prices;
 use onejob_core::providers::{ProviderKind, is_base_url};
+use onejob_core::quota::Quotas;
 use onejob_core::settings::Settings;
 use onejob_core::tenant::TenantDirectory;
 use onejob_core::token::TokenSecrets;
@@ -34,6 +35,8 @@ pub mod binding {
     pub const DEAD_LETTERS_QUEUE: &str = "onejob-dead-letters";
     /// The operators' D1 database.
     pub const OPS: &str = "OPS";
+    /// The `UsageMeter` Durable Object namespace (quotas).
+    pub const USAGE_METER: &str = "USAGE_METER";
 }
 
 /// Everything read from the environment.
@@ -46,6 +49,8 @@ pub struct Config {
     pub token_secrets: TokenSecrets,
     /// `PRICES`: per model, for the console's spend estimates.
     pub prices: Prices,
+    /// `QUOTAS`: token budgets per day, per tenant and per user.
+    pub quotas: Quotas,
     /// `DEMO_TOKEN_ISSUER=on`: the worker mints user tokens for the demo
     /// page at `/demo/token` (development only: it hands a token to anyone).
     pub demo_token_issuer: bool,
@@ -66,6 +71,11 @@ pub struct AlertWebhook {
 }
 
 impl Config {
+    /// The token budgets of `tenant`'s jobs.
+    pub fn settings_quota_limits(&self, tenant: &str) -> onejob_core::quota::QuotaLimits {
+        self.quotas.limits_for(tenant)
+    }
+
     /// The API key of the provider at `index`.
     pub fn api_key(&self, index: usize) -> Option<&str> {
         self.api_keys.get(index).and_then(Option::as_deref)
@@ -127,6 +137,10 @@ fn parse(env: &Env) -> Result<Config, String> {
         None => TokenSecrets::default(),
     };
     let demo_token_issuer = var("DEMO_TOKEN_ISSUER").as_deref() == Some("on");
+    let quotas = match var("QUOTAS") {
+        Some(text) => Quotas::from_json(&text).map_err(|e| e.to_string())?,
+        None => Quotas::default(),
+    };
     let prices = match var("PRICES") {
         Some(text) => Prices::from_json(&text).map_err(|e| e.to_string())?,
         None => Prices::default(),
@@ -151,6 +165,7 @@ fn parse(env: &Env) -> Result<Config, String> {
         admins,
         token_secrets,
         prices,
+        quotas,
         demo_token_issuer,
         api_keys,
         queue_send_faults,

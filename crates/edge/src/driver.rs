@@ -263,6 +263,7 @@ impl<'a> Driver<'a> {
             user: self.submission.user.clone(),
             key: self.submission.key.clone(),
             model: self.model.clone(),
+            metered: 0,
         }
     }
 

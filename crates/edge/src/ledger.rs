@@ -34,6 +34,7 @@ use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver};
 use crate::handoff::{self, DeadFacts, JobMessage, JobQuery, OperatorRequest, Submission, Verdict};
 use crate::http::{self, JobResult};
+use crate::meter;
 use crate::ops;
 use crate::queue;
 use crate::store::{JobMeta, Store, StoredResponse};
@@ -237,6 +238,20 @@ impl Ledger {
         if !stored {
             *self.creating.borrow_mut() = Some(job.clone());
         }
+        // A new attempt draws on the tenant's (and user's) token budgets:
+        // refused before the claim once one is spent.
+        if let Some(problem) = self.over_quota(config, submission).await {
+            // Not worth retrying until tomorrow: x-should-retry false (the
+            // waiters get the body, which says when, without the header).
+            let mut result = JobResult::problem(&problem, job.state(), None);
+            result.retry_after_ms = None;
+            self.creating.borrow_mut().take();
+            self.driving.set(false);
+            for waiter in self.waiters.borrow_mut().drain(..) {
+                let _ = waiter.send(Handed::Result(result.clone()));
+            }
+            return http::problem_about(&problem, &submission.key, job.state());
+        }
         let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
         self.creating.borrow_mut().take();
@@ -416,6 +431,7 @@ impl Ledger {
                             user: submission.user.clone(),
                             key: submission.key.clone(),
                             model,
+                            metered: 0,
                         })?;
                         job
                     }
@@ -481,8 +497,18 @@ impl Ledger {
             Delivery::Ack => self.verdict_after(config, job.as_ref()),
             Delivery::RetryIn(ms) => Verdict::Retry { delay_ms: ms },
             Delivery::Run => match (job, store.load_request()?) {
-                (Some(job), Some((submission, body))) => {
+                (Some(mut job), Some((submission, body))) => {
                     let submission: Submission = serde_json::from_str(&submission)?;
+                    if let Some(problem) = self.over_quota(config, &submission).await {
+                        // Over budget: the job waits for the next day (the
+                        // alarm sends it again then).
+                        let read = job.version();
+                        let until = now_ms() + problem.retry_after_ms.unwrap_or(0);
+                        job.defer_until(until, now_ms());
+                        store.update_job(read, &job)?;
+                        self.arm(config, &job);
+                        return Response::from_json(&Verdict::Ack);
+                    }
                     // The caller is the queue: its response is not what matters, the job is.
                     let _ = self.drive(config, &store, job, true, &submission, &body).await?;
                     let job = store.load_job()?;
@@ -619,6 +645,26 @@ impl Ledger {
         Response::from_json(&facts)
     }
 
+    /// The refusal of a new attempt whose tenant's or user's token budget
+    /// for today is spent (quotas fail open: a meter that cannot be reached
+    /// does not stop the job).
+    async fn over_quota(&self, config: &Config, submission: &Submission) -> Option<Problem> {
+        let limits = config.settings_quota_limits(&submission.tenant);
+        if limits.tenant_tokens_per_day.is_none() && limits.user_tokens_per_day.is_none() {
+            return None;
+        }
+        let allowed = meter::allows(&self.env, &submission.tenant, submission.user.as_deref(), limits).await;
+        if allowed.unwrap_or(true) {
+            return None;
+        }
+        let retry_after_ms = onejob_core::quota::until_next_day_ms(now_ms());
+        Some(
+            Problem::new(ProblemType::QuotaExceeded, "this tenant's or user's token budget for today is spent")
+                .with_key(&submission.key)
+                .with_retry_after_ms(retry_after_ms),
+        )
+    }
+
     /// Updates the operators' index after the response, if the job changed
     /// since this object last did.
     fn index_in_background(&self) {
@@ -669,9 +715,22 @@ impl Ledger {
 /// Writes the job's row in the operators' index (errors are logged: the
 /// index is for looking, the Ledger stays the authority).
 async fn index_now(env: &Env, store: &Store) {
-    let (Ok(config), Ok(Some(meta)), Ok(Some(job))) = (config::load(env), store.load_meta(), store.load_job()) else {
+    let (Ok(config), Ok(Some(mut meta)), Ok(Some(job))) = (config::load(env), store.load_meta(), store.load_job())
+    else {
         return;
     };
+    // Quotas count each token of the job once: the new ones since the last
+    // count, recorded before anything awaits (two of these never overlap).
+    let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
+    if !config.quotas.is_empty() && tokens > meta.metered {
+        let new = tokens - meta.metered;
+        meta.metered = tokens;
+        if store.update_meta(&meta).is_ok()
+            && let Err(error) = meter::add(env, &meta.tenant, meta.user.as_deref(), new).await
+        {
+            worker::console_warn!("ledger: counting tokens against quotas failed: {error}");
+        }
+    }
     if let Err(error) = ops::index_job(env, &config, &meta, &job).await {
         worker::console_warn!("ledger: indexing the job failed: {error}");
     }

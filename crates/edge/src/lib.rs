@@ -31,6 +31,7 @@ mod handoff;
 mod health;
 mod http;
 mod ledger;
+mod meter;
 mod ops;
 mod queue;
 mod reply;
@@ -41,6 +42,7 @@ mod upstream;
 
 pub use health::ProviderHealth;
 pub use ledger::Ledger;
+pub use meter::UsageMeter;
 
 use gateway::JobRoute;
 use onejob_core::protocol::ProblemType;

@@ -34,6 +34,9 @@ pub struct JobMeta {
     /// The model the request asked for.
     #[serde(default)]
     pub model: Option<String>,
+    /// Tokens of this job already counted against its quotas.
+    #[serde(default)]
+    pub metered: u64,
 }
 
 /// What a stored response is, without its body.
@@ -116,6 +119,15 @@ impl Store {
         self.create_tables()?;
         self.write(
             "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+            vec![Value::String(serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?)],
+        )?;
+        Ok(())
+    }
+
+    /// Rewrites who the job belongs to (its metered tokens).
+    pub fn update_meta(&self, meta: &JobMeta) -> worker::Result<()> {
+        self.write(
+            "UPDATE meta SET record = ? WHERE id = 1",
             vec![Value::String(serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?)],
         )?;
         Ok(())

@@ -1,0 +1,131 @@
+//! Quotas: a budget of upstream tokens per day, per tenant and per user
+//! (`QUOTAS`). Tokens are counted from each job's audit once (every attempt
+//! that was paid, a hedge's loser included); a replay makes no attempt and
+//! costs nothing. A new job is refused before its claim when a budget it
+//! draws on is spent, until the next day (UTC).
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+/// Milliseconds in a quota day.
+pub const DAY_MS: u64 = 86_400_000;
+
+/// The budgets of one tenant (or of every tenant, `"*"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaLimits {
+    /// Tokens per day for the whole tenant.
+    #[serde(default)]
+    pub tenant_tokens_per_day: Option<u64>,
+    /// Tokens per day for each user (user tokens' `sub`).
+    #[serde(default)]
+    pub user_tokens_per_day: Option<u64>,
+}
+
+/// `QUOTAS`: limits by tenant id, `"*"` for any other.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Quotas {
+    by_tenant: HashMap<String, QuotaLimits>,
+}
+
+/// `QUOTAS` is malformed (never quoted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotasError;
+
+impl std::fmt::Display for QuotasError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QUOTAS must be a JSON object: tenant id or \"*\" → {\"tenant_tokens_per_day\"?: n, \"user_tokens_per_day\"?: n}")
+    }
+}
+
+impl Quotas {
+    /// Parses `QUOTAS`.
+    pub fn from_json(json: &str) -> Result<Self, QuotasError> {
+        Ok(Self { by_tenant: serde_json::from_str(json).map_err(|_| QuotasError)? })
+    }
+
+    /// The limits `tenant` runs under.
+    pub fn limits_for(&self, tenant: &str) -> QuotaLimits {
+        self.by_tenant.get(tenant).or_else(|| self.by_tenant.get("*")).copied().unwrap_or_default()
+    }
+
+    /// Whether any quota is set.
+    pub fn is_empty(&self) -> bool {
+        self.by_tenant.is_empty()
+    }
+}
+
+/// The quota day `now_ms` falls in.
+pub fn day_of(now_ms: u64) -> u64 {
+    now_ms / DAY_MS
+}
+
+/// Milliseconds until the next quota day.
+pub fn until_next_day_ms(now_ms: u64) -> u64 {
+    DAY_MS - now_ms % DAY_MS
+}
+
+/// One meter: the tokens counted on its day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, Deserialize)]
+pub struct Meter {
+    /// The day counted.
+    pub day: u64,
+    /// Tokens counted that day.
+    pub used: u64,
+}
+
+impl Meter {
+    /// Tokens used on `now_ms`'s day.
+    pub fn used_on(&self, now_ms: u64) -> u64 {
+        if self.day == day_of(now_ms) { self.used } else { 0 }
+    }
+
+    /// Counts `tokens` on `now_ms`'s day.
+    pub fn add(&mut self, tokens: u64, now_ms: u64) {
+        let today = day_of(now_ms);
+        if self.day != today {
+            *self = Self { day: today, used: 0 };
+        }
+        self.used = self.used.saturating_add(tokens);
+    }
+
+    /// Whether a new job may start under `limit` (`None`: no limit).
+    pub fn allows(&self, limit: Option<u64>, now_ms: u64) -> bool {
+        limit.is_none_or(|limit| self.used_on(now_ms) < limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn limits_by_tenant_with_a_default() {
+        let q = Quotas::from_json(r#"{"*": {"user_tokens_per_day": 100}, "acme": {"tenant_tokens_per_day": 5000}}"#)
+            .unwrap();
+        assert_eq!(q.limits_for("acme"), QuotaLimits { tenant_tokens_per_day: Some(5000), user_tokens_per_day: None });
+        assert_eq!(q.limits_for("globex").user_tokens_per_day, Some(100));
+        assert_eq!(Quotas::from_json(r#"{"*": {"tokens": 1}}"#), Err(QuotasError));
+    }
+
+    #[test]
+    fn a_meter_counts_per_day_and_refuses_once_spent() {
+        let t0 = 10 * DAY_MS + 1_000;
+        let mut meter = Meter::default();
+        assert!(meter.allows(Some(50), t0));
+        meter.add(30, t0);
+        assert!(meter.allows(Some(50), t0));
+        meter.add(30, t0 + 5);
+        assert!(!meter.allows(Some(50), t0 + 10));
+        assert!(meter.allows(None, t0 + 10));
+        // The next day starts at zero.
+        assert_eq!(until_next_day_ms(t0), DAY_MS - 1_000);
+        assert!(meter.allows(Some(50), t0 + DAY_MS));
+        meter.add(10, t0 + DAY_MS);
+        assert_eq!(meter.used_on(t0 + DAY_MS), 10);
+    }
+}
