@@ -478,7 +478,14 @@ impl<'a> Driver<'a> {
         let now = now_ms();
         let report = attempted.report;
         let read = job.version();
-        let applied = match attempted.observed.classification.decision {
+        let decision = attempted.observed.classification.decision;
+        let class = attempted.observed.classification.class;
+        let applied = match decision {
+            // A background job's provider refused the deployment's key: no
+            // caller sees the 401, so it is a dead letter (and an alert).
+            Decision::Never if class == ErrorClass::Auth && self.submission.background => {
+                job.give_up(ticket, now, report)
+            }
             Decision::Accept | Decision::Never => job.complete(ticket, now, report).map(|_| ()),
             Decision::Unknown => job.mark_unknown(ticket, now, report),
             Decision::Retry | Decision::RetryOnce => job.fail(ticket, now, report).map(|_| ()),

@@ -827,6 +827,25 @@ impl Job {
         Ok(self.state)
     }
 
+    /// The holding attempt failed in a way no retry fixes and no caller will
+    /// see (a background job whose provider refused the deployment's key):
+    /// the job is dead at once, a dead letter for an operator, whatever
+    /// attempts are left. Replaying it (after the fix) gives it new ones.
+    pub fn give_up(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {
+        self.check_ticket(ticket)?;
+        self.end_attempt(ticket.attempt, now_ms, AttemptOutcome::Failed, report);
+        if !self.running_attempts().is_empty() {
+            self.bump(now_ms);
+            return Ok(());
+        }
+        self.racing = false;
+        self.unknown_until_ms = None;
+        self.state = JobState::Dead;
+        self.lease_until_ms = None;
+        self.bump(now_ms);
+        Ok(())
+    }
+
     /// The holding attempt timed out or lost its connection after the request
     /// left: the provider may still finish. No claim until the unknown lease ends.
     pub fn mark_unknown(&mut self, ticket: AttemptTicket, now_ms: u64, report: AttemptReport) -> Result<(), JobError> {

@@ -533,3 +533,16 @@ fn a_job_is_marked_background_once() {
     let back: Job = serde_json::from_str(&json).unwrap();
     assert_eq!(back, j);
 }
+
+#[test]
+fn give_up_makes_a_dead_letter_whatever_attempts_are_left() {
+    let mut j = job(4);
+    let t = j.claim(0, T0, "p", None).unwrap();
+    let auth = AttemptReport { status: Some(401), usage: None, error_class: Some(ErrorClass::Auth) };
+    j.give_up(t, T0 + 5, auth).unwrap();
+    assert_eq!((j.state(), j.attempts_left()), (JobState::Dead, 3));
+    assert_eq!(j.attempts()[0].outcome, AttemptOutcome::Failed);
+    assert_eq!(j.replayed_attempt().unwrap().status, Some(401));
+    assert!(j.replay_dead(j.version(), 1, "ops", "fixed-the-key", T0 + 10).unwrap());
+    assert_eq!(j.state(), JobState::Failed);
+}
