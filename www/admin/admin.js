@@ -285,6 +285,8 @@ addEventListener("hashchange", render);
  */
 async function load(section, id, fetcher, draw) {
   section.dataset.state = "loading";
+  // Which route the state is about: tests wait for data-hash to be location.hash.
+  delete section.dataset.hash;
   const problem = section.querySelector("[data-role=problem]");
   problem.hidden = true;
   try {
@@ -292,12 +294,14 @@ async function load(section, id, fetcher, draw) {
     if (id !== renderId) return;
     draw(data);
     section.dataset.state = "ready";
+    section.dataset.hash = location.hash;
   } catch (error) {
     if (id !== renderId) return;
     if (!(error instanceof ApiError)) throw error;
     problem.textContent = error.message;
     problem.hidden = false;
     section.dataset.state = "error";
+    section.dataset.hash = location.hash;
   }
 }
 
@@ -410,7 +414,10 @@ async function showJob(params, id) {
   const section = $("view-job");
   const job = { tenant: params.get("tenant"), key: params.get("key"), user: params.get("user") };
   const body = $("job-body");
-  body.replaceChildren();
+  // Another job than the one shown: clear the page (a refresh of the same job keeps it until the answer).
+  const shown = JSON.stringify(job);
+  if (body.dataset.shown !== shown) body.replaceChildren();
+  body.dataset.shown = shown;
   const query = job.user ? `?user=${encodeURIComponent(job.user)}` : "";
   const path = `/jobs/${encodeURIComponent(job.tenant ?? "")}/${encodeURIComponent(job.key ?? "")}${query}`;
   await load(section, id, () => api(path), (view) => {
@@ -423,6 +430,7 @@ async function showJob(params, id) {
       setTimeout(() => id === renderId && render(), 2000);
     }
   });
+  if (id === renderId && section.dataset.state === "error") body.replaceChildren();
 }
 
 function jobSummary(job) {
@@ -473,6 +481,7 @@ function jobActions(job) {
   } else if (job.state === "unknown") {
     const response = el("textarea", { id: "resolve-body", rows: "7", spellcheck: "false", placeholder: '{"id": "chatcmpl-…", "object": "chat.completion", "choices": [ … ]}' });
     const error = el("p", { class: "problem", hidden: true });
+    response.addEventListener("input", () => (error.hidden = true));
     const resolve = el("button", { class: "primary", id: "resolve", type: "button" }, "Resolve as succeeded");
     const retry = el("button", { id: "allow-attempt", type: "button" }, "Allow one new attempt");
     resolve.addEventListener("click", () => {
@@ -513,17 +522,21 @@ function jobAttempts(job) {
   const card = el("section", { class: "card wide", id: "job-attempts" }, el("h2", {}, "Attempts"));
   if (job.attempts.length === 0) return append(card, [el("p", { class: "muted" }, "No attempt yet.")]);
   const now = Date.now();
+  // Where an attempt's bar ends: when it reported; now while it runs; and an
+  // attempt that never reported (a hedge's loser left running) at the job's
+  // last change.
+  const stopOf = (a) => a.ended_ms ?? (a.outcome === "running" ? now : Math.max(a.started_ms, job.updated_ms ?? a.started_ms));
   const start = Math.min(job.created_ms, ...job.attempts.map((a) => a.started_ms));
-  const end = Math.max(start + 1, ...job.attempts.map((a) => a.ended_ms ?? now));
+  const end = Math.max(start + 1, ...job.attempts.map(stopOf));
   const pct = (ms) => `${(((ms - start) / (end - start)) * 100).toFixed(2)}%`;
   const rows = job.attempts.map((a) => {
     const unused = UNUSED.includes(a.outcome);
-    const stop = a.ended_ms ?? now;
-    const bar = el("div", { class: `bar ${a.outcome}`, title: `${fmtMs(a.started_ms - start)} → ${a.ended_ms ? fmtMs(a.ended_ms - start) : "still running"}` });
+    const stop = stopOf(a);
+    const bar = el("div", { class: `bar ${a.outcome}`, title: `${fmtMs(a.started_ms - start)} → ${a.ended_ms ? fmtMs(a.ended_ms - start) : a.outcome === "running" ? "still running" : "no report"}` });
     bar.style.left = pct(a.started_ms);
     bar.style.width = `max(3px, calc(${pct(stop)} - ${pct(a.started_ms)}))`;
     const details = [
-      a.status ? `HTTP ${a.status}` : a.ended_ms ? "no HTTP status" : "no answer yet",
+      a.status ? `HTTP ${a.status}` : a.ended_ms ? "no HTTP status" : a.outcome === "running" ? "running" : "no answer recorded",
       a.latency_ms !== undefined && a.latency_ms !== null ? fmtMs(a.latency_ms) : null,
       a.usage ? `${fmtNumber(a.usage.total_tokens)} tokens (${fmtNumber(a.usage.prompt_tokens)} in, ${fmtNumber(a.usage.completion_tokens)} out)` : a.ended_ms ? "no usage" : null,
       a.streamed ? `streamed${a.first_byte_ms ? `, first byte after ${fmtMs(a.first_byte_ms - a.started_ms)}` : ""}` : null,
@@ -532,7 +545,7 @@ function jobAttempts(job) {
       "li",
       { class: `attempt${unused ? " unused" : ""}`, dataset: { outcome: a.outcome, number: String(a.number) } },
       el("span", { class: "n" }, `#${a.number}`),
-      el("span", { class: "who" }, el("strong", {}, a.provider), a.model ? el("span", { class: "muted" }, ` · ${a.model}`) : null),
+      el("span", { class: "who" }, el("strong", {}, a.provider), a.model ? el("span", { class: "muted model" }, a.model) : null),
       el("div", { class: "track" }, bar),
       el("span", { class: "details" }, details.join(" · "), hasCause(a.error_class) ? [" · ", el("span", { class: "cause" }, a.error_class)] : null),
       el(

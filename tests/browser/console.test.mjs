@@ -1,0 +1,531 @@
+// End-to-end: the operations console (www/admin/) in headless Chromium
+// against the worker under `wrangler dev`. Jobs are made through the API
+// first; the console, signed in with the development admin key, must show
+// them as the admin API describes them. Screenshots land in tests/artifacts/.
+//
+// Two workers:
+// - the demo provider (as `make dev`): sync jobs, a failover, a hedge, a
+//   background job; the jobs list, a job's page and the cost tables;
+// - a fake LLM that answers 503 to every call, with one attempt per job:
+//   background jobs die and become dead letters, which the console replays;
+//   a call that hangs past UPSTREAM_TIMEOUT_MS leaves an unknown job
+//   (UNKNOWN_POLICY=block) for the resolve buttons.
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+
+import { launchChromium, screenshot } from "../support/browser.mjs";
+import {
+  DEV_ADMIN_KEY,
+  DEV_KEY,
+  RESPOND_ASYNC,
+  TENANT_B_KEY,
+  adminKeysVar,
+  chat,
+  newKey,
+  startStack,
+  waitFor,
+} from "../support/harness.mjs";
+
+/** An admin of tenant-b only (ADMIN_KEYS of the failing stack). */
+const ACME_KEY = "acme-ops-admin-key";
+/** What a queue message takes to reach the consumer at worst (wrangler dev batches). */
+const DELIVERY_MS = 30_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const ADMIN = "/onejob/v1/admin";
+
+let browser;
+before(async () => {
+  browser = await launchChromium();
+});
+after(async () => {
+  await browser?.close();
+});
+
+/**
+ * A new browser tab on the console of `stack`, signed in through the form
+ * with `key`: `{ context, page, errors }` (uncaught page errors).
+ */
+async function openConsole(stack, key = DEV_ADMIN_KEY) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" });
+  const page = await context.newPage();
+  const errors = [];
+  page.on("pageerror", (error) => errors.push(error.message));
+  await page.goto(`${stack.url}/admin/`);
+  await page.waitForSelector("body[data-ready=true]");
+  if (key) await signIn(page, key);
+  return { context, page, errors };
+}
+
+async function signIn(page, key) {
+  await page.fill("#admin-key", key);
+  await page.click("#sign-in-form button[type=submit]");
+}
+
+/** Waits until view `name` shows the answer for the current URL (data-state ready or error); returns that state. */
+async function settled(page, name, timeout = 20_000) {
+  await page.waitForFunction(
+    (id) => {
+      const section = document.getElementById(id);
+      return !section.hidden && section.dataset.hash === location.hash && ["ready", "error"].includes(section.dataset.state);
+    },
+    `view-${name}`,
+    { timeout },
+  );
+  return page.getAttribute(`#view-${name}`, "data-state");
+}
+
+/** Goes to `hash` (e.g. "#costs") and waits for its view. */
+async function go(page, hash) {
+  await page.evaluate((h) => (location.hash = h), hash);
+  const name = hash.slice(1).split("?")[0];
+  await page.waitForFunction((h) => location.hash === h, hash);
+  return settled(page, name);
+}
+
+const jobHash = (tenant, key) => `#job?${new URLSearchParams({ tenant, key })}`;
+/** The keys of the jobs table's rows, top to bottom. */
+const listedKeys = (page) => page.$$eval("#jobs-table tbody tr[data-key]", (rows) => rows.map((r) => r.dataset.key));
+/** The text of every cell of the row with `data-<attribute>=value` in `table`. */
+const rowCells = (page, table, attribute, value) =>
+  page.$$eval(`${table} tbody tr[data-${attribute}="${value}"] td`, (cells) => cells.map((c) => c.textContent.trim()));
+const problemOf = (page, view) => page.textContent(`#view-${view} [data-role=problem]`);
+const integer = new Intl.NumberFormat("en-US");
+
+/** An admin GET that must answer 200 (the API the page shows). */
+async function adminGet(stack, route, token = DEV_ADMIN_KEY) {
+  const answer = await stack.admin(route, { token });
+  assert.equal(answer.status, 200, `${route}: ${answer.text}`);
+  return answer.body;
+}
+
+describe("operations console on the demo provider: sign-in, jobs, a job's page, cost", () => {
+  let stack;
+  /** Our jobs, in the order they were created: { key, model, background }. */
+  const jobs = [];
+  const byModel = (model, background = false) => jobs.find((j) => j.model === model && j.background === background);
+
+  before(async () => {
+    // Prices (US dollars per million tokens) so the cost tables show some spend.
+    stack = await startStack({ upstream: "demo", vars: { PRICES: JSON.stringify({ demo: { input_per_mtok: 150, output_per_mtok: 600 } }) } });
+    const make = async (model, { background = false, content = `Ticket ${jobs.length + 1}: I was charged twice, refund asap.` } = {}) => {
+      const key = newKey();
+      const body = { ...chat(content), model };
+      const answer = await stack.post(key, body, { headers: background ? RESPOND_ASYNC : {} });
+      assert.equal(answer.res.status, background ? 202 : 200, answer.text);
+      jobs.push({ key, model, background, body });
+      if (background) await stack.waitForJob(key, (j) => j.state === "completed", { timeoutMs: DELIVERY_MS });
+    };
+    for (let i = 0; i < 3; i++) await make("demo");
+    await make("demo-failover");
+    await make("demo-hedge");
+    await make("demo-failover", { background: true });
+    // A duplicate of the first request: the stored answer again, no new job.
+    const first = jobs[0];
+    const duplicate = await stack.post(first.key, first.body);
+    assert.equal(duplicate.res.headers.get("idempotent-replayed"), "true", duplicate.text);
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("sign-in: a tenant key is 'not an admin key'; the admin key is kept in sessionStorage only and sent as a Bearer token", async () => {
+    const { context, page, errors } = await openConsole(stack, null);
+    await signIn(page, DEV_KEY);
+    await page.waitForSelector("#sign-in-error:not([hidden])");
+    assert.equal((await page.textContent("#sign-in-error")).trim(), "not an admin key");
+    assert.equal(await page.isVisible("#console"), false);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0, "a refused key is not kept");
+
+    const authorizations = [];
+    page.on("request", (request) => {
+      if (request.url().includes(ADMIN)) authorizations.push(request.headers().authorization);
+    });
+    await signIn(page, DEV_ADMIN_KEY);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.equal(await page.isVisible("#sign-in"), false);
+    assert.deepEqual(await page.evaluate(() => Object.values(sessionStorage)), [DEV_ADMIN_KEY]);
+    assert.equal(await page.evaluate(() => localStorage.length), 0, "never in localStorage");
+    assert.ok(authorizations.length > 0 && authorizations.every((a) => a === `Bearer ${DEV_ADMIN_KEY}`), JSON.stringify(authorizations));
+
+    // A reload keeps the tab signed in; signing out forgets the key.
+    await page.reload();
+    await page.waitForSelector("body[data-ready=true]");
+    assert.equal(await settled(page, "jobs"), "ready");
+    await page.click("#sign-out");
+    assert.equal(await page.isVisible("#sign-in"), true);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("jobs: newest first with state, provider, attempts and tokens; filters; pages by cursor; a row opens the job", { timeout: 120_000 }, async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    const api = await adminGet(stack, `${ADMIN}/jobs?limit=50`);
+    const ours = new Set(jobs.map((j) => j.key));
+
+    // Every job once (the duplicate made none), newest first.
+    const listed = await listedKeys(page);
+    assert.deepEqual(listed.filter((k) => ours.has(k)), jobs.map((j) => j.key).reverse(), "newest first");
+    assert.equal(listed.length, jobs.length, "one row per job: the duplicate request created none");
+    assert.deepEqual(listed, api.jobs.map((j) => j.key), "the rows are the API's jobs, in its order");
+    for (const row of api.jobs) {
+      const cells = await rowCells(page, "#jobs-table", "key", row.key);
+      assert.equal(cells[1], row.tenant);
+      assert.equal(cells[3], row.key);
+      assert.ok(cells[4].startsWith("completed"), cells[4]);
+      assert.equal(cells[4].includes("background"), row.background, `${row.key}: ${cells[4]}`);
+      assert.equal(cells[5], row.model ?? "—");
+      assert.equal(cells[6], row.provider ?? "—");
+      assert.equal(cells[8], integer.format(row.attempts));
+      assert.equal(cells[9], row.tokens === null || row.tokens === undefined ? "—" : integer.format(row.tokens));
+      assert.match(cells[0], /ago|just now/, "a local date-time and how long ago");
+    }
+    const failover = byModel("demo-failover");
+    assert.equal((await rowCells(page, "#jobs-table", "key", failover.key))[8], "2", "the failover's two attempts");
+    await screenshot(page, "console-jobs");
+
+    // Filters go to the API and narrow the list.
+    await page.selectOption("#f-state", "completed");
+    await page.fill("#f-model", "demo");
+    await page.click("#job-filters button[type=submit]");
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.match(await page.evaluate(() => location.hash), /state=completed/);
+    const demoRows = await listedKeys(page);
+    for (const job of jobs.filter((j) => j.model === "demo")) assert.ok(demoRows.includes(job.key), `${job.key} is a completed demo job`);
+    for (const key of demoRows) assert.equal((await rowCells(page, "#jobs-table", "key", key))[5], "demo");
+    await page.click("#f-clear");
+    assert.equal(await settled(page, "jobs"), "ready");
+    await page.fill("#f-tenant", "tenant-b");
+    await page.click("#job-filters button[type=submit]");
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.deepEqual(await listedKeys(page), []);
+    assert.match(await page.textContent("#jobs-table tbody"), /No jobs match these filters/);
+    await page.click("#f-clear");
+    assert.equal(await settled(page, "jobs"), "ready");
+    const later = new Date(Date.now() + 5 * 60_000);
+    const pad = (n) => String(n).padStart(2, "0");
+    await page.fill("#f-since", `${later.getFullYear()}-${pad(later.getMonth() + 1)}-${pad(later.getDate())}T${pad(later.getHours())}:${pad(later.getMinutes())}`);
+    await page.click("#job-filters button[type=submit]");
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.match(await page.evaluate(() => location.hash), /since_ms=\d+/);
+    assert.deepEqual(await listedKeys(page), [], "nothing created after five minutes from now");
+
+    // Pages of 4: "Next page" sends the API's cursor; the two pages hold every job once.
+    assert.equal(await go(page, "#jobs?limit=4"), "ready", await problemOf(page, "jobs"));
+    const first = await listedKeys(page);
+    assert.equal(first.length, 4);
+    assert.equal(await page.isEnabled("#jobs-next"), true);
+    const cursor = await page.getAttribute("#jobs-next", "data-cursor");
+    assert.ok(cursor, "the API gave a next_cursor");
+    const cursorRequest = page.waitForRequest((r) => r.url().includes(`${ADMIN}/jobs?`) && new URL(r.url()).searchParams.get("cursor") === cursor);
+    await page.click("#jobs-next");
+    await cursorRequest;
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    const second = await listedKeys(page);
+    assert.deepEqual([...first, ...second], jobs.map((j) => j.key).reverse(), "page 2 goes on where page 1 ended");
+    assert.equal(await page.isEnabled("#jobs-next"), false, "no page after the last");
+    assert.match(await page.textContent("#jobs-page"), /page 2/);
+
+    // A click on a row opens that job.
+    await go(page, "#jobs");
+    await page.click(`#jobs-table tr[data-key="${failover.key}"] td:first-child`);
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.equal(await page.evaluate(() => new URLSearchParams(location.hash.split("?")[1]).get("key")), failover.key);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("a job's page: the request summary, an attempts timeline (a hedge's loser marked not used), the stored result", async () => {
+    const { context, page, errors } = await openConsole(stack);
+
+    // The failover: demo-outage failed with a 503, demo-backup answered.
+    const failover = byModel("demo-failover");
+    assert.equal(await go(page, jobHash("dev", failover.key)), "ready", await problemOf(page, "job"));
+    const view = await adminGet(stack, `${ADMIN}/jobs/dev/${encodeURIComponent(failover.key)}`);
+    assert.equal(view.tenant, "dev");
+    assert.equal(view.key, failover.key);
+    const summary = await page.textContent("#job-summary");
+    for (const fact of ["dev", failover.key, "completed", "sync"]) assert.ok(summary.includes(fact), `${fact} in ${summary}`);
+    const attempts = await page.$$eval("#job-attempts li.attempt", (items) =>
+      items.map((li) => ({ outcome: li.dataset.outcome, text: li.textContent, bar: Boolean(li.querySelector(".bar")) })),
+    );
+    assert.deepEqual(attempts.map((a) => a.outcome), view.attempts.map((a) => a.outcome));
+    assert.deepEqual(attempts.map((a) => a.outcome), ["failed", "succeeded"]);
+    assert.ok(attempts.every((a) => a.bar), "a bar per attempt");
+    assert.match(attempts[0].text, /demo-outage.*HTTP 503.*unavailable/s);
+    assert.match(attempts[1].text, /demo-backup.*HTTP 200/s);
+    const tokens = view.attempts[1].usage?.total_tokens;
+    if (tokens) assert.ok(attempts[1].text.includes(`${integer.format(tokens)} tokens`), attempts[1].text);
+    assert.match(await page.textContent("#job-events"), /No operator has acted/);
+    assert.match(await page.textContent("#job-actions"), /None for a completed job/);
+    assert.equal(await page.locator("#job-actions button").count(), 0, "no action applies to a completed job");
+    const shown = await page.textContent("#job-result pre");
+    assert.ok(view.result, "a completed job's view has its result");
+    assert.equal(view.result.status, 200);
+    assert.deepEqual(JSON.parse(shown), typeof view.result.body === "string" ? JSON.parse(view.result.body) : view.result.body);
+    assert.match(shown, /^\{\n {2}"/, "pretty-printed");
+
+    // The hedge: the slow primary lost the race; its row says its answer was not used.
+    const hedge = byModel("demo-hedge");
+    assert.equal(await go(page, jobHash("dev", hedge.key)), "ready", await problemOf(page, "job"));
+    const hedged = await page.$$eval("#job-attempts li.attempt", (items) =>
+      items.map((li) => ({ outcome: li.dataset.outcome, unused: li.classList.contains("unused"), text: li.textContent })),
+    );
+    const loser = hedged.find((a) => a.outcome === "lost_race");
+    assert.ok(loser, JSON.stringify(hedged));
+    assert.ok(loser.unused && loser.text.includes("not used"), loser.text);
+    assert.ok(hedged.some((a) => a.outcome === "succeeded" && !a.unused));
+    await screenshot(page, "console-job");
+
+    // The background job says so.
+    const background = byModel("demo-failover", true);
+    assert.equal(await go(page, jobHash("dev", background.key)), "ready", await problemOf(page, "job"));
+    assert.match(await page.textContent("#job-summary"), /background/);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("problems: the API's title and detail are shown (a job that does not exist)", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    const missing = newKey();
+    assert.equal(await go(page, jobHash("dev", missing)), "error");
+    const answer = await stack.admin(`${ADMIN}/jobs/dev/${missing}`);
+    assert.equal(answer.status, 404, answer.text);
+    assert.equal(answer.res.headers.get("content-type"), "application/problem+json");
+    const text = await problemOf(page, "job");
+    assert.ok(text.includes(answer.body.title) && text.includes(answer.body.detail), `${text} shows ${answer.text}`);
+    assert.equal(await page.locator("#job-body > *").count(), 0);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("cost: per tenant and per model, as the API counts them (per job: the duplicate cost nothing)", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#costs"), "ready", await problemOf(page, "costs"));
+    assert.match(await page.textContent("#view-costs .note"), /duplicate.*creates no job and costs nothing/s);
+    const costs = await adminGet(stack, `${ADMIN}/costs?since_ms=${Date.now() - 86_400_000}`);
+    const dev = costs.by_tenant.find((t) => t.tenant === "dev");
+    assert.equal(dev?.jobs, jobs.length, `one per job, the duplicate not counted: ${JSON.stringify(costs)}`);
+    assert.ok(dev.cost_usd > 0, `PRICES gives demo a price: ${JSON.stringify(costs)}`);
+    for (const [table, rows, name] of [["#cost-tenants", costs.by_tenant, "tenant"], ["#cost-models", costs.by_model, "model"]]) {
+      assert.equal(await page.locator(`${table} tbody tr[data-${name}]`).count(), rows.length);
+      for (const row of rows) {
+        const cells = await rowCells(page, table, name, row[name] ?? "");
+        assert.equal(cells[1], integer.format(row.jobs));
+        assert.equal(cells[2], row.tokens === null || row.tokens === undefined ? "—" : integer.format(row.tokens));
+        assert.match(cells[3], /^\$\d/);
+        if (row.cost_usd > 0) assert.notEqual(cells[3], "$0.00", `${row[name]}: small amounts keep their digits`);
+      }
+      const total = await page.$$eval(`${table} tfoot th`, (cells) => cells.map((c) => c.textContent));
+      assert.deepEqual(total.slice(0, 2), ["Total", integer.format(rows.reduce((n, r) => n + r.jobs, 0))]);
+    }
+    const models = costs.by_model.map((m) => m.model);
+    assert.ok(models.includes("demo"), JSON.stringify(costs.by_model));
+    await screenshot(page, "console-costs");
+
+    // "All retained jobs" asks without since_ms.
+    const request = page.waitForRequest((r) => r.url().includes(`${ADMIN}/costs`) && !r.url().includes("since_ms"));
+    await page.selectOption("#cost-since", "all");
+    await request;
+    assert.equal(await settled(page, "costs"), "ready", await problemOf(page, "costs"));
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+});
+
+describe("operations console on a failing upstream: dead letters, replay, resolve", () => {
+  let stack;
+  let llm;
+  /** Dead background jobs: { key, tenant, token }. */
+  const dead = [];
+
+  /** A background job of `token`'s tenant (scripted with `faults` when given); waits until `until(job)`. */
+  async function backgroundJob({ token = DEV_KEY, tenant = "dev", faults, until }) {
+    const key = newKey();
+    if (faults) llm.script(key, faults, tenant);
+    const answer = await stack.post(key, chat(`${key} background`), { token, headers: RESPOND_ASYNC });
+    assert.equal(answer.res.status, 202, answer.text);
+    const job = await stack.waitForJob(key, until, { token, timeoutMs: DELIVERY_MS });
+    return { key, tenant, token, job };
+  }
+
+  before(async () => {
+    stack = await startStack({
+      vars: {
+        MAX_ATTEMPTS: "1",
+        UPSTREAM_TIMEOUT_MS: "1500",
+        UNKNOWN_POLICY: "block",
+        RESULT_CACHE: "off",
+        ADMIN_KEYS: adminKeysVar({ [ACME_KEY]: { name: "acme-ops", tenant: "tenant-b" } }),
+      },
+    });
+    ({ llm } = stack);
+    llm.scriptAll(["503*"]);
+    const isDead = (j) => j.state === "dead";
+    const made = await Promise.all([
+      backgroundJob({ until: isDead }),
+      backgroundJob({ until: isDead }),
+      backgroundJob({ until: isDead }),
+      backgroundJob({ token: TENANT_B_KEY, tenant: "tenant-b", until: isDead }),
+    ]);
+    dead.push(...made);
+    // The dead-letter queue's consumer records them a moment after they die.
+    await waitFor(
+      "four dead letters",
+      async () => {
+        const answer = await stack.admin(`${ADMIN}/dead-letters`);
+        const keys = new Set((answer.body?.entries ?? []).map((e) => e.key));
+        return { ok: dead.every((d) => keys.has(d.key)), value: answer.text };
+      },
+      DELIVERY_MS,
+      500,
+    );
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("dead letters: a card per cause with its count and a 24 h chart, the entries below (a click opens the job)", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#dead-letters"), "ready", await problemOf(page, "dead-letters"));
+    const api = await adminGet(stack, `${ADMIN}/dead-letters`);
+    const group = api.groups.find((g) => g.error_class === "unavailable");
+    assert.equal(group?.count, 4, JSON.stringify(api.groups));
+    const card = page.locator('.group[data-error-class="unavailable"]');
+    assert.equal(await card.getAttribute("data-count"), "4");
+    assert.match(await card.locator(".count").textContent(), /^4\s*dead jobs$/);
+    assert.equal(await card.locator("svg rect").count(), 24, "one bar per hour");
+    assert.equal(await card.locator("svg").getAttribute("aria-label"), `dead letters per hour, last 24 h: ${group.trend.join(", ")}`);
+    assert.ok((await card.locator("svg rect.hit").count()) >= 1);
+    assert.equal(await card.locator("svg rect").last().getAttribute("class"), "hit", "the newest hour, on the right, has them");
+    const rows = await page.$$eval("#dl-table tbody tr[data-key]", (trs) => trs.map((tr) => tr.dataset.key));
+    assert.deepEqual(new Set(rows), new Set(dead.map((d) => d.key)));
+    const cells = await rowCells(page, "#dl-table", "key", dead[0].key);
+    assert.deepEqual([cells[1], cells[4], cells[5], cells[7]], ["dev", "unavailable", "503", "1"]);
+    await screenshot(page, "console-dead-letters");
+
+    await page.click(`#dl-table tr[data-key="${dead[0].key}"] td:first-child`);
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.match(await page.textContent("#job-summary"), /dead/);
+    assert.equal(await page.isVisible("#replay"), true, "a dead job can be replayed");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("a tenant's admin sees that tenant's dead letters; another tenant is 'this key does not reach that tenant'", async () => {
+    const { context, page, errors } = await openConsole(stack, ACME_KEY);
+    assert.equal(await go(page, "#dead-letters"), "ready", await problemOf(page, "dead-letters"));
+    assert.equal(await page.getAttribute('.group[data-error-class="unavailable"]', "data-count"), "1");
+    const tenants = await page.$$eval("#dl-table tbody tr[data-key]", (trs) => trs.map((tr) => tr.dataset.tenant));
+    assert.deepEqual(tenants, ["tenant-b"]);
+    await page.fill("#dl-tenant", "dev");
+    await page.click("#dl-filters button[type=submit]");
+    assert.equal(await settled(page, "dead-letters"), "error");
+    assert.equal((await problemOf(page, "dead-letters")).trim(), "this key does not reach that tenant");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("Replay group: one keyed request replays every dead job of the cause; each job's view then has a `replayed` event", { timeout: 120_000 }, async () => {
+    llm.scriptAll(["ok"]); // the provider is back
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#dead-letters"), "ready", await problemOf(page, "dead-letters"));
+    const sent = page.waitForRequest((r) => r.url().endsWith(`${ADMIN}/dead-letters/replay`) && r.method() === "POST");
+    await page.click('button[data-replay="unavailable"]');
+    const request = await sent;
+    assert.match(request.headers()["idempotency-key"], UUID, "a new UUID as the request's Idempotency-Key");
+    assert.deepEqual(request.postDataJSON(), { error_class: "unavailable" });
+    await page.waitForSelector("#dl-outcome:not([hidden])");
+    assert.equal(await settled(page, "dead-letters"), "ready", await problemOf(page, "dead-letters"));
+    assert.match(await page.textContent("#dl-outcome"), /^Replayed 4 jobs of unavailable/);
+
+    for (const { key, token } of dead) {
+      const job = await stack.waitForJob(key, (j) => j.state === "completed", { token, timeoutMs: DELIVERY_MS });
+      assert.deepEqual(job.events.map((e) => [e.action, e.by, e.request]), [["replayed", "dev-admin", request.headers()["idempotency-key"]]]);
+      assert.deepEqual(job.attempts.map((a) => a.outcome), ["failed", "succeeded"]);
+    }
+    // The replayed entries have left the list.
+    await page.click("#dl-refresh");
+    assert.equal(await settled(page, "dead-letters"), "ready");
+    assert.equal(await page.locator('.group[data-error-class="unavailable"]').count(), 0);
+
+    // The job's page shows the event and both attempts.
+    assert.equal(await go(page, jobHash("dev", dead[0].key)), "ready", await problemOf(page, "job"));
+    const event = page.locator("#job-events li[data-action=replayed]");
+    assert.equal(await event.count(), 1);
+    assert.match(await event.textContent(), /replayed by dev-admin/);
+    assert.deepEqual(await page.$$eval("#job-attempts li.attempt", (items) => items.map((li) => li.dataset.outcome)), ["failed", "succeeded"]);
+    assert.match(await page.textContent("#job-summary"), /completed/);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("a dead job's Replay button replays that job", { timeout: 120_000 }, async () => {
+    const one = await backgroundJob({ faults: ["503", "ok"], until: (j) => j.state === "dead" });
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, jobHash("dev", one.key)), "ready", await problemOf(page, "job"));
+    const sent = page.waitForRequest((r) => r.url().endsWith(`${ADMIN}/dead-letters/replay`));
+    await page.click("#replay");
+    const request = await sent;
+    assert.match(request.headers()["idempotency-key"], UUID);
+    assert.deepEqual(request.postDataJSON(), { tenant: "dev", key: one.key });
+    await page.waitForSelector("#job-body [data-role=outcome]");
+    assert.match(await page.textContent("#job-body [data-role=outcome]"), /^Replayed/);
+    // The page follows the job until it completes.
+    await page.waitForSelector('#job-summary .badge[data-state="completed"]', { timeout: DELIVERY_MS });
+    assert.equal(await page.locator("#job-events li[data-action=replayed]").count(), 1);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("an unknown job: Resolve as succeeded with the operator's JSON; Allow one new attempt", { timeout: 180_000 }, async () => {
+    const operatorBody = {
+      id: "chatcmpl-from-the-dashboard",
+      object: "chat.completion",
+      created: 1767225600,
+      model: "gpt-test",
+      choices: [{ index: 0, message: { role: "assistant", content: "found in the provider's dashboard" }, finish_reason: "stop" }],
+    };
+    const isUnknown = (j) => j.state === "unknown";
+    const [settledJob, retried] = await Promise.all([
+      backgroundJob({ faults: ["hang"], until: isUnknown }),
+      backgroundJob({ faults: ["hang", "ok"], until: isUnknown }),
+    ]);
+    const { context, page, errors } = await openConsole(stack);
+
+    // Resolve as succeeded: not JSON is refused in the page; JSON is sent as the response body.
+    assert.equal(await go(page, jobHash("dev", settledJob.key)), "ready", await problemOf(page, "job"));
+    await page.fill("#resolve-body", "{ not json");
+    await page.click("#resolve");
+    assert.match(await page.textContent("#job-actions .problem"), /not JSON/);
+    await page.fill("#resolve-body", JSON.stringify(operatorBody, null, 2));
+    assert.equal(await page.isVisible("#job-actions .problem"), false, "the message goes once the text changes");
+    await screenshot(page, "console-unknown");
+    const sent = page.waitForRequest((r) => r.url().endsWith(`${ADMIN}/jobs/resolve`));
+    await page.click("#resolve");
+    const request = await sent;
+    assert.match(request.headers()["idempotency-key"], UUID);
+    assert.deepEqual(request.postDataJSON(), { tenant: "dev", key: settledJob.key, action: "succeeded", response: { status: 200, body: operatorBody } });
+    await page.waitForSelector("#job-body [data-role=outcome]");
+    assert.match(await page.textContent("#job-body [data-role=outcome]"), /^Resolved as succeeded/);
+    assert.equal(await settled(page, "job"), "ready");
+    assert.equal(await page.locator("#job-events li[data-action=resolved_succeeded]").count(), 1);
+    assert.deepEqual(JSON.parse(await page.textContent("#job-result pre")), operatorBody, "the stored result is the operator's");
+    const duplicate = await stack.post(settledJob.key, chat(`${settledJob.key} background`));
+    assert.deepEqual(JSON.parse(duplicate.text), operatorBody, "callers get the operator's answer");
+
+    // Allow one new attempt: the queue runs the job again and the page follows it.
+    assert.equal(await go(page, jobHash("dev", retried.key)), "ready", await problemOf(page, "job"));
+    const retry = page.waitForRequest((r) => r.url().endsWith(`${ADMIN}/jobs/resolve`));
+    await page.click("#allow-attempt");
+    assert.deepEqual((await retry).postDataJSON(), { tenant: "dev", key: retried.key, action: "retry" });
+    await page.waitForSelector("#job-events li[data-action=allowed_attempt]");
+    await page.waitForSelector('#job-summary .badge[data-state="completed"]', { timeout: DELIVERY_MS });
+    assert.deepEqual(await page.$$eval("#job-attempts li.attempt", (items) => items.map((li) => li.dataset.outcome)), ["unknown", "succeeded"]);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+});
