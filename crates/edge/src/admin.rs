@@ -77,28 +77,10 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             };
             http::with_cors(Response::from_json(&ops::costs(env, since_ms, tenant.as_deref()).await?)?)
         }
-        (Method::Get, path) if path.starts_with("jobs/") => {
-            let mut parts = path["jobs/".len()..].splitn(2, '/');
-            let (Some(tenant), Some(key)) = (parts.next().map(percent_decode), parts.next().map(percent_decode)) else {
-                return problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}");
-            };
-            let (tenant, key) = (tenant.as_str(), key.as_str());
-            if !admin.reaches(tenant) {
-                return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
-            }
-            let url = req.url()?;
-            let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
-            let job = JobMessage { tenant: tenant.to_owned(), user, key: key.to_owned() };
-            let request = OperatorRequest {
-                key: key.to_owned(),
-                by: admin.name.clone(),
-                request: String::new(),
-                action: None,
-                status: None,
-                body: None,
-            };
-            forward(env, &job, route::ADMIN_VIEW, &request).await.map(|(status, body)| json_response(status, &body))?
-        }
+        (Method::Get, path) if let Some(inner) = path.strip_prefix("jobs/") => match job_of_path(&req, &admin, inner) {
+            Ok(job) => to_job(env, &admin, &job, route::ADMIN_VIEW).await,
+            Err(refused) => refused,
+        },
         (Method::Post, "dead-letters/replay") => {
             let Some(request_key) = operator_key(&req)? else { return missing_key() };
             let body: ReplayBody = match req.json().await {
@@ -137,28 +119,13 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             let job = JobMessage { tenant: body.tenant, user: body.user, key: body.key };
             once(env, &admin, &request_key, forward(env, &job, route::RESOLVE, &request)).await
         }
-        (Method::Post, path) if path.starts_with("jobs/") && path.ends_with("/enqueue") => {
-            let inner = &path["jobs/".len()..path.len() - "/enqueue".len()];
-            let Some((tenant, key)) = inner.split_once('/') else {
-                return problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}/enqueue");
-            };
-            let (tenant, key) = (percent_decode(tenant), percent_decode(key));
-            let (tenant, key) = (tenant.as_str(), key.as_str());
-            if !admin.reaches(tenant) {
-                return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
+        (Method::Post, path)
+            if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/enqueue")) =>
+        {
+            match job_of_path(&req, &admin, inner) {
+                Ok(job) => to_job(env, &admin, &job, route::ENQUEUE).await,
+                Err(refused) => refused,
             }
-            let url = req.url()?;
-            let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
-            let job = JobMessage { tenant: tenant.to_owned(), user, key: key.to_owned() };
-            let request = OperatorRequest {
-                key: key.to_owned(),
-                by: admin.name.clone(),
-                request: String::new(),
-                action: None,
-                status: None,
-                body: None,
-            };
-            forward(env, &job, route::ENQUEUE, &request).await.map(|(status, body)| json_response(status, &body))?
         }
         _ => problem_of(ProblemType::NotFound, "no such admin route"),
     }
@@ -185,6 +152,36 @@ struct ResolveBody {
 struct ResolvedResponse {
     status: Option<u16>,
     body: Option<serde_json::Value>,
+}
+
+/// The job `{tenant}/{key}` (percent-encoded; `?user=` for a user's) an
+/// admin route names, if this admin reaches its tenant.
+fn job_of_path(req: &Request, admin: &Admin, inner: &str) -> std::result::Result<JobMessage, Result<Response>> {
+    let Some((tenant, key)) = inner.split_once('/') else {
+        return Err(problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}"));
+    };
+    let (tenant, key) = (percent_decode(tenant), percent_decode(key));
+    if !admin.reaches(&tenant) {
+        return Err(problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant"));
+    }
+    let url = req.url().map_err(Err)?;
+    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
+    Ok(JobMessage { tenant, user, key })
+}
+
+/// An admin's request to one job's Ledger that carries no operator key
+/// (a look, a kick), answered as the Ledger answers it.
+async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Result<Response> {
+    let request = OperatorRequest {
+        key: job.key.clone(),
+        by: admin.name.clone(),
+        request: String::new(),
+        action: None,
+        status: None,
+        body: None,
+    };
+    let (status, body) = forward(env, job, route, &request).await?;
+    json_response(status, &body)
 }
 
 /// The jobs list's filters from the query string.
