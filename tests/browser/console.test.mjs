@@ -25,6 +25,7 @@ import {
   startStack,
   waitFor,
 } from "../support/harness.mjs";
+import { DEV_TOKEN_SECRET, mintToken } from "../support/keys.mjs";
 
 /** An admin of tenant-b only (ADMIN_KEYS of the failing stack). */
 const ACME_KEY = "acme-ops-admin-key";
@@ -100,22 +101,26 @@ async function adminGet(stack, route, token = DEV_ADMIN_KEY) {
 
 describe("operations console on the demo provider: sign-in, jobs, a job's page, cost", () => {
   let stack;
-  /** Our jobs, in the order they were created: { key, model, background }. */
+  /** Our jobs, in the order they were created: { key, model, background, user }. */
   const jobs = [];
-  const byModel = (model, background = false) => jobs.find((j) => j.model === model && j.background === background);
+  const byModel = (model, background = false) => jobs.find((j) => j.model === model && j.background === background && !j.user);
 
   before(async () => {
     // Prices (US dollars per million tokens) so the cost tables show some spend.
     stack = await startStack({ upstream: "demo", vars: { PRICES: JSON.stringify({ demo: { input_per_mtok: 150, output_per_mtok: 600 } }) } });
-    const make = async (model, { background = false, content = `Ticket ${jobs.length + 1}: I was charged twice, refund asap.` } = {}) => {
+    const make = async (model, { background = false, user, content = `Ticket ${jobs.length + 1}: I was charged twice, refund asap.` } = {}) => {
       const key = newKey();
       const body = { ...chat(content), model };
-      const answer = await stack.post(key, body, { headers: background ? RESPOND_ASYNC : {} });
+      // A user's job: sent with a user token its app minted (sub = the user).
+      const now = Math.floor(Date.now() / 1000);
+      const token = user ? mintToken({ tenant: "dev", sub: user, iat: now, exp: now + 600 }, DEV_TOKEN_SECRET) : DEV_KEY;
+      const answer = await stack.post(key, body, { token, headers: background ? RESPOND_ASYNC : {} });
       assert.equal(answer.res.status, background ? 202 : 200, answer.text);
-      jobs.push({ key, model, background, body });
+      jobs.push({ key, model, background, body, user: user ?? null });
       if (background) await stack.waitForJob(key, (j) => j.state === "completed", { timeoutMs: DELIVERY_MS });
     };
     for (let i = 0; i < 3; i++) await make("demo");
+    await make("demo", { user: "alice" });
     await make("demo-failover");
     await make("demo-hedge");
     await make("demo-failover", { background: true });
@@ -173,6 +178,7 @@ describe("operations console on the demo provider: sign-in, jobs, a job's page, 
     for (const row of api.jobs) {
       const cells = await rowCells(page, "#jobs-table", "key", row.key);
       assert.equal(cells[1], row.tenant);
+      assert.equal(cells[2], row.user ?? "—");
       assert.equal(cells[3], row.key);
       assert.ok(cells[4].startsWith("completed"), cells[4]);
       assert.equal(cells[4].includes("background"), row.background, `${row.key}: ${cells[4]}`);
@@ -184,7 +190,24 @@ describe("operations console on the demo provider: sign-in, jobs, a job's page, 
     }
     const failover = byModel("demo-failover");
     assert.equal((await rowCells(page, "#jobs-table", "key", failover.key))[8], "2", "the failover's two attempts");
+    const alice = jobs.find((j) => j.user === "alice");
+    assert.equal((await rowCells(page, "#jobs-table", "key", alice.key))[2], "alice", "a user's job names its user");
     await screenshot(page, "console-jobs");
+
+    // A user's job opens with ?user= (the admin API finds a user's job only so).
+    const userView = page.waitForRequest((r) => r.url().includes(`${ADMIN}/jobs/dev/${alice.key}?user=alice`));
+    await page.click(`#jobs-table tr[data-key="${alice.key}"] td:first-child`);
+    await userView;
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.match(await page.textContent("#job-summary"), /User\s*alice/);
+    await page.goBack();
+    assert.equal(await settled(page, "jobs"), "ready");
+    await page.fill("#f-user", "alice");
+    await page.click("#job-filters button[type=submit]");
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.deepEqual(await listedKeys(page), [alice.key], "the user filter");
+    await page.click("#f-clear");
+    assert.equal(await settled(page, "jobs"), "ready");
 
     // Filters go to the API and narrow the list.
     await page.selectOption("#f-state", "completed");
