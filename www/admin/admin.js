@@ -310,7 +310,7 @@ async function load(section, id, fetcher, draw) {
  * page refreshes itself while the job runs), until the user goes elsewhere.
  */
 let flash = null;
-function takeFlash(view) {
+function flashFor(view) {
   if (flash?.view !== view || flash.hash !== location.hash || Date.now() > flash.until) return null;
   return el("p", { class: `outcome ${flash.kind}`, dataset: { role: "outcome" } }, flash.text);
 }
@@ -421,7 +421,7 @@ async function showJob(params, id) {
   const query = job.user ? `?user=${encodeURIComponent(job.user)}` : "";
   const path = `/jobs/${encodeURIComponent(job.tenant ?? "")}/${encodeURIComponent(job.key ?? "")}${query}`;
   await load(section, id, () => api(path), (view) => {
-    const outcome = takeFlash("job");
+    const outcome = flashFor("job");
     body.replaceChildren(
       ...[outcome, jobSummary(view), jobActions(view), jobAttempts(view), jobEvents(view), jobResult(view)].filter(Boolean),
     );
@@ -593,7 +593,7 @@ function jobResult(job) {
 async function showDeadLetters(params, id) {
   const tenant = params.get("tenant") ?? "";
   $("dl-tenant").value = tenant;
-  const outcome = takeFlash("dead-letters");
+  const outcome = flashFor("dead-letters");
   $("dl-outcome").hidden = !outcome;
   if (outcome) {
     $("dl-outcome").className = outcome.className;
