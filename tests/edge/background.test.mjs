@@ -225,7 +225,8 @@ describe("background jobs: the outbox resends a failed queue send", () => {
     const next = newKey();
     assertAccepted(await stack.post(next, chat(`${next} after the fault`), { headers: RESPOND_ASYNC }), next);
     const nextJob = await stack.waitForJob(next, (j) => j.state === "completed", { timeoutMs: DELIVERY_MS });
-    assert.equal(nextJob.enqueued, 1);
+    // (The outbox may send it again if the consumer takes longer than OUTBOX_DELAY_MS: no harm, one call.)
+    assert.ok(nextJob.enqueued >= 1);
     await sleep(SETTLE_MS);
     assert.equal(stack.llm.calls(next).length, 1);
     assert.equal(stack.llm.calls(key).length, 1);
