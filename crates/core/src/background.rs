@@ -32,10 +32,8 @@ pub fn on_delivery(job: Option<&Job>, now_ms: u64, driving: bool) -> Delivery {
     if job.state().is_terminal() || driving {
         return Delivery::Ack;
     }
-    if let Some(queued) = job.queued()
-        && queued.not_before_ms > now_ms
-    {
-        return Delivery::RetryIn(queued.not_before_ms - now_ms);
+    if job.not_before_ms() > now_ms {
+        return Delivery::RetryIn(job.not_before_ms() - now_ms);
     }
     match job.check_claim(now_ms) {
         Ok(()) => Delivery::Run,
@@ -49,16 +47,16 @@ pub fn on_delivery(job: Option<&Job>, now_ms: u64, driving: bool) -> Delivery {
 }
 
 /// When the Ledger's alarm should send a background job's message again if
-/// nothing has run it by then: `outbox_delay_ms` after the last send or the
-/// backoff's end, or when its lease ends. `None` for a job that needs no
-/// message (finished, not background, or waiting for an operator).
-pub fn resend_at(job: &Job, outbox_delay_ms: u64) -> Option<u64> {
+/// nothing has run it by then: `outbox_delay_ms` after the last send
+/// (`last_sent_ms`, 0 for none: after the job's creation) or the backoff's
+/// end, or when its lease ends. `None` for a job that needs no message
+/// (finished, not background, or waiting for an operator).
+pub fn resend_at(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> Option<u64> {
     use crate::job::{JobState, UnknownPolicy};
     if !job.is_background() || job.state().is_terminal() {
         return None;
     }
-    let queued = job.queued().unwrap_or_default();
-    let after_send = queued.last_sent_ms.max(queued.not_before_ms).saturating_add(outbox_delay_ms);
+    let after_send = last_sent_ms.max(job.not_before_ms()).max(job.created_ms()).saturating_add(outbox_delay_ms);
     match job.state() {
         JobState::Pending | JobState::Failed => Some(after_send),
         // When the lease ends the job is unknown (or dead, or claimable).
@@ -122,19 +120,19 @@ mod tests {
     #[test]
     fn the_outbox_resends_what_should_run_and_has_not() {
         let mut j = job(UnknownPolicy::RetryAfterLease);
-        j.note_enqueued(T0);
-        assert_eq!(resend_at(&j, 5_000), Some(T0 + 5_000));
+        assert_eq!(resend_at(&j, 0, 5_000), Some(T0 + 5_000), "never sent: after its creation");
+        assert_eq!(resend_at(&j, T0 + 50, 5_000), Some(T0 + 5_050));
         let t = j.claim(j.version(), T0 + 100, "p", None).unwrap();
         // In flight: when its lease ends.
-        assert_eq!(resend_at(&j, 500), Some(T0 + 1_100));
+        assert_eq!(resend_at(&j, T0, 500), Some(T0 + 1_100));
         j.mark_unknown(t, T0 + 200, AttemptReport::default()).unwrap();
-        assert_eq!(resend_at(&j, 500), Some(T0 + 5_200));
+        assert_eq!(resend_at(&j, T0, 500), Some(T0 + 5_200));
         let mut blocked = job(UnknownPolicy::Block);
         let t = blocked.claim(blocked.version(), T0, "p", None).unwrap();
         blocked.mark_unknown(t, T0 + 1, AttemptReport::default()).unwrap();
-        assert_eq!(resend_at(&blocked, 500), None, "an operator must resolve it");
+        assert_eq!(resend_at(&blocked, T0, 500), None, "an operator must resolve it");
         let mut sync = job(UnknownPolicy::RetryAfterLease);
         sync = Job::new(sync.fingerprint().clone(), T0, *sync.policy());
-        assert_eq!(resend_at(&sync, 500), None, "not a background job");
+        assert_eq!(resend_at(&sync, T0, 500), None, "not a background job");
     }
 }

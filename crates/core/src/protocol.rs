@@ -376,7 +376,8 @@ pub struct JobView {
     /// Run by the queue consumer (`Prefer: respond-async`).
     #[serde(default)]
     pub background: bool,
-    /// Queue messages sent for the job.
+    /// Queue messages sent for the job (the Ledger fills it in: sends are
+    /// counted outside the job record).
     #[serde(default)]
     pub enqueued: u32,
     /// What operators did to the job, oldest first.
@@ -400,7 +401,7 @@ impl JobView {
             max_attempts: job.max_attempts(),
             attempts: job.attempts().to_vec(),
             background: job.is_background(),
-            enqueued: job.queued().map_or(0, |q| q.sends),
+            enqueued: 0,
             events: job.operator_events().to_vec(),
         }
     }

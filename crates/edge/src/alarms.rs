@@ -19,8 +19,8 @@ pub fn retention(job: &Job) -> ScheduledTime {
 /// The job's next due time: a background job's outbox (see
 /// [`onejob_core::background::resend_at`]) or its retention, whichever
 /// comes first.
-pub fn next(job: &Job, outbox_delay_ms: u64) -> ScheduledTime {
-    let due = onejob_core::background::resend_at(job, outbox_delay_ms)
+pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> ScheduledTime {
+    let due = onejob_core::background::resend_at(job, last_sent_ms, outbox_delay_ms)
         .map_or(job.expires_ms(), |at| at.min(job.expires_ms()));
     ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }

@@ -137,13 +137,15 @@ impl DurableObject for Ledger {
                 // gets its message again (deliveries dedup, so this is safe).
                 if let Ok(config) = config::load(&self.env)
                     && !self.driving.get()
-                    && background::resend_at(&job, config.settings.outbox_delay_ms).is_some_and(|at| at <= now)
+                    && background::resend_at(&job, self.store().queue_sends()?.1, config.settings.outbox_delay_ms)
+                        .is_some_and(|at| at <= now)
                 {
-                    self.enqueue(&config, &mut job).await?;
+                    self.enqueue(&config, &job).await?;
                 }
                 let outbox_delay_ms = config::load(&self.env).map_or(0, |c| c.settings.outbox_delay_ms);
                 self.index_in_background();
-                alarms::set(&self.state, alarms::next(&job, outbox_delay_ms)).await?
+                let last_sent_ms = self.store().queue_sends()?.1;
+                alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
@@ -166,7 +168,9 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         job.expire(now_ms()); // as of now, in memory only
-        let mut response = Response::from_json(&JobView::new(key, &job))?;
+        let mut view = JobView::new(key, &job);
+        view.enqueued = self.store().queue_sends()?.0;
+        let mut response = Response::from_json(&view)?;
         if !job.state().is_terminal() {
             // When to look again: soon (a poller's backoff takes it from here).
             response.headers_mut().set(onejob_core::protocol::header::RETRY_AFTER, "1")?;
@@ -412,10 +416,12 @@ impl Ledger {
             Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
             }
-            _ if !stored && self.driving.get() => {
-                // Created a moment ago by a request still writing it.
+            // Being run right now (or created a moment ago by a request
+            // still writing it): the running attempt finishes it, and nothing
+            // may write the job under it.
+            _ if self.driving.get() => {
                 let job = job.unwrap_or_else(|| Job::new(fingerprint, now, config.settings.policy));
-                http::accepted(&JobView::new(self.parse_key(key)?, &job))
+                self.accepted(&store, key, &job)
             }
             _ => {
                 let mut job = match job {
@@ -442,17 +448,24 @@ impl Ledger {
                     job.run_in_background(now);
                     store.save_request(&serde_json::to_string(submission)?, body)?;
                     store.update_job(read, &job)?;
-                    self.enqueue(config, &mut job).await?;
+                    self.enqueue(config, &job).await?;
                 }
                 self.arm(config, &job);
-                http::accepted(&JobView::new(self.parse_key(key)?, &job))
+                self.accepted(&store, key, &job)
             }
         }
     }
 
+    /// `202` with the job's view and its messages sent so far.
+    fn accepted(&self, store: &Store, key: &str, job: &Job) -> Result<Response> {
+        let mut view = JobView::new(self.parse_key(key)?, job);
+        view.enqueued = store.queue_sends()?.0;
+        http::accepted(&view)
+    }
+
     /// Sends the job's message and records it. A failed send is logged and
     /// left to the outbox (the alarm sends it again).
-    async fn enqueue(&self, config: &Config, job: &mut Job) -> Result<()> {
+    async fn enqueue(&self, config: &Config, job: &Job) -> Result<()> {
         let store = self.store();
         let Some((submission, _)) = store.load_request()? else {
             worker::console_warn!("ledger: a background job without its request cannot be queued");
@@ -462,19 +475,11 @@ impl Ledger {
             return Err(worker::Error::RustError("unreadable stored request".into()));
         };
         let message = JobMessage { tenant: submission.tenant, user: submission.user, key: submission.key };
-        match queue::send_job(&self.env, config, &message).await {
-            Ok(()) => {
-                // The send awaited: read the job again before writing it.
-                if let Some(current) = store.load_job()? {
-                    *job = current;
-                }
-                let read = job.version();
-                job.note_enqueued(now_ms());
-                store.update_job(read, job)?;
-            }
-            Err(error) => {
-                worker::console_warn!("ledger: queueing a background job failed (the outbox will retry): {error}")
-            }
+        // Counted before the send, beside the job, never in it: a send must
+        // not change the version an attempt in flight holds.
+        store.note_send(now_ms())?;
+        if let Err(error) = queue::send_job(&self.env, config, &message).await {
+            worker::console_warn!("ledger: queueing a background job failed (the outbox will retry): {error}")
         }
         self.arm(config, job);
         Ok(())
@@ -482,7 +487,8 @@ impl Ledger {
 
     /// Sets the alarm for the job's next due time (outbox or retention).
     fn arm(&self, config: &Config, job: &Job) {
-        alarms::set_in_background(&self.state, alarms::next(job, config.settings.outbox_delay_ms));
+        let last_sent_ms = self.store().queue_sends().map_or(0, |(_, at)| at);
+        alarms::set_in_background(&self.state, alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms));
     }
 
     /// A queue delivery: the core judges it; at most one attempt runs.
@@ -528,25 +534,24 @@ impl Ledger {
         let now = now_ms();
         match job {
             Some(job) if job.state() == JobState::Dead => Verdict::Dead,
-            Some(job) if job.state() == JobState::Failed => match job.queued() {
-                Some(queued) if queued.not_before_ms > now => Verdict::Retry { delay_ms: queued.not_before_ms - now },
-                _ => Verdict::Retry { delay_ms: 0 },
-            },
+            Some(job) if job.state() == JobState::Failed => {
+                Verdict::Retry { delay_ms: job.not_before_ms().saturating_sub(now) }
+            }
             _ => Verdict::Ack,
         }
     }
 
     /// An operator sends the job's message again.
     async fn kick(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let Some(mut job) = self.store().load_job()? else {
+        let Some(job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         if !job.is_background() {
             return http::problem_of(ProblemType::NotBackground, "only a background job has a queue message");
         }
         worker::console_log!("ledger: {} sent job {} to the queue again", request.by, request.key);
-        self.enqueue(config, &mut job).await?;
-        let enqueued = job.queued().map_or(0, |q| q.sends);
+        self.enqueue(config, &job).await?;
+        let enqueued = self.store().queue_sends()?.0;
         http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
     }
 
@@ -564,7 +569,7 @@ impl Ledger {
         match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {
             Ok(true) => {
                 store.update_job(read, &job)?;
-                self.enqueue(config, &mut job).await?;
+                self.enqueue(config, &job).await?;
                 Response::from_json(&serde_json::json!({ "replayed": true }))
             }
             Ok(false) => Response::from_json(
@@ -609,7 +614,7 @@ impl Ledger {
                 if changed {
                     store.update_job(read, &job)?;
                     if job.is_background() && job.state() == JobState::Failed {
-                        self.enqueue(config, &mut job).await?;
+                        self.enqueue(config, &job).await?;
                     }
                 }
                 let view = JobView::new(self.parse_key(&request.key)?, &job);

@@ -242,7 +242,8 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
         meta.user.as_deref().unwrap_or("").into(),
         meta.key.as_str().into(),
         job.state().as_str().into(),
-        text(shown.and_then(|a| a.model.as_deref()).or(meta.model.as_deref())),
+        // The model asked for (the route), as callers and filters name it.
+        text(meta.model.as_deref().or(shown.and_then(|a| a.model.as_deref()))),
         text(shown.map(|a| a.provider.as_str())),
         text(error_class.as_deref()),
         JsValue::from(job.attempts().len() as f64),

@@ -144,6 +144,29 @@ impl Store {
         }
     }
 
+    /// Counts a send of the job's queue message (tried, whether or not it
+    /// went through), beside the job record: a send never changes the
+    /// version an attempt in flight holds.
+    pub fn note_send(&self, now_ms: u64) -> worker::Result<()> {
+        self.create_tables()?;
+        self.write(
+            "INSERT INTO queue (id, sends, last_sent_ms) VALUES (1, 1, ?1)
+             ON CONFLICT (id) DO UPDATE SET sends = sends + 1, last_sent_ms = ?1",
+            vec![Value::Integer(i64::try_from(now_ms).unwrap_or(i64::MAX))],
+        )?;
+        Ok(())
+    }
+
+    /// Queue messages sent for the job, and when the last was (0, 0: none).
+    pub fn queue_sends(&self) -> worker::Result<(u32, u64)> {
+        match self.first_row("SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
+            Some([Value::Integer(sends), Value::Integer(at)]) => {
+                Ok((u32::try_from(*sends).unwrap_or(u32::MAX), u64::try_from(*at).unwrap_or(0)))
+            }
+            _ => Ok((0, 0)),
+        }
+    }
+
     /// Keeps a background job's request (its submission, as JSON, and its
     /// body in chunks): the queue message names the job, the Ledger holds
     /// what to send. Written once, with the job's first write.
@@ -343,6 +366,11 @@ impl Store {
                 seq INTEGER NOT NULL,
                 bytes BLOB NOT NULL,
                 PRIMARY KEY (attempt, seq)
+            );
+            CREATE TABLE IF NOT EXISTS queue (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                sends INTEGER NOT NULL,
+                last_sent_ms INTEGER NOT NULL
             );
             CREATE TABLE IF NOT EXISTS meta (
                 id INTEGER PRIMARY KEY CHECK (id = 1),

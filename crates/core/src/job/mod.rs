@@ -273,18 +273,6 @@ pub struct OperatorEvent {
     pub at_ms: u64,
 }
 
-/// A background job's queue messages: how many were sent, and when the next
-/// attempt may run (a transient failure's backoff).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct Queued {
-    /// Messages sent for the job (outbox resends and operator kicks included).
-    pub sends: u32,
-    /// When the last one was sent.
-    pub last_sent_ms: u64,
-    /// No attempt before this (the backoff after a transient failure).
-    pub not_before_ms: u64,
-}
-
 /// Proof that an attempt holds the job: needed to report its outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptTicket {
@@ -403,9 +391,11 @@ pub struct Job {
     /// What operators did to the job, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     events: Vec<OperatorEvent>,
-    /// A background job's queue messages.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    queued: Option<Queued>,
+    /// A background job's next attempt waits until then (its backoff).
+    /// Its queue messages are counted outside the job (a send must never
+    /// invalidate the holding attempt's compare-and-swap).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    not_before_ms: u64,
     policy: JobPolicy,
     attempts: Vec<Attempt>,
 }
@@ -426,7 +416,7 @@ impl Job {
             background: false,
             extra_attempts: 0,
             events: Vec::new(),
-            queued: None,
+            not_before_ms: 0,
             policy,
             attempts: Vec::new(),
         }
@@ -561,24 +551,15 @@ impl Job {
         true
     }
 
-    /// A background job's queue messages, once one was sent.
-    pub fn queued(&self) -> Option<Queued> {
-        self.queued
-    }
-
-    /// Records that a queue message was sent for the job (a write).
-    pub fn note_enqueued(&mut self, now_ms: u64) {
-        let queued = self.queued.get_or_insert_with(Queued::default);
-        queued.sends = queued.sends.saturating_add(1);
-        queued.last_sent_ms = now_ms;
-        self.bump(now_ms);
+    /// No attempt before this (a background job's backoff); 0 when none.
+    pub fn not_before_ms(&self) -> u64 {
+        self.not_before_ms
     }
 
     /// Records that the next attempt must not run before `not_before_ms` (a
     /// background job's backoff; a write).
     pub fn defer_until(&mut self, not_before_ms: u64, now_ms: u64) {
-        let queued = self.queued.get_or_insert_with(Queued::default);
-        queued.not_before_ms = not_before_ms;
+        self.not_before_ms = not_before_ms;
         self.bump(now_ms);
     }
 
@@ -1044,6 +1025,10 @@ impl Job {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
