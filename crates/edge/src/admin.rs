@@ -270,6 +270,9 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
             let Some(tenant) = body.tenant else {
                 return problem_body(ProblemType::InvalidJson, "a key needs its tenant");
             };
+            if !admin.reaches(&tenant) {
+                return problem_body(ProblemType::Forbidden, "this admin key does not reach that tenant");
+            }
             vec![(tenant, body.user, key)]
         }
         (None, Some(class)) => {
