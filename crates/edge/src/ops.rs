@@ -5,12 +5,13 @@
 //! The Ledgers stay the authority on every job; this is what operators
 //! search. Tables are created on first use in each isolate.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
 
 use onejob_core::{alert, signature};
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
-use worker::{D1Database, Env, Fetch, Headers, Method, Request, RequestInit, Result};
+use worker::{D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Result};
 
 use crate::clock::now_ms;
 use crate::config::{AlertWebhook, Config, binding};
@@ -213,10 +214,52 @@ async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Re
     }
 }
 
+/// How long index rows wait to be written together: one D1 batch for the
+/// jobs of every Ledger in this isolate that changed meanwhile, instead of
+/// one write each.
+const INDEX_FLUSH_MS: u64 = 200;
+
+const UPSERT_JOB: &str = "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts,
+                                 tokens, cost_usd, background, created_ms, updated_ms, version)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+     ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = ?4, model = ?5, provider = ?6, error_class = ?7,
+         attempts = ?8, tokens = ?9, cost_usd = ?10, background = ?11, updated_ms = ?13, version = ?14
+     WHERE excluded.version >= jobs_index.version";
+
+thread_local! {
+    /// Index rows waiting for the next flush, one per job (the newest).
+    static PENDING_ROWS: RefCell<Vec<(String, Vec<JsValue>)>> = const { RefCell::new(Vec::new()) };
+    /// A flush is scheduled: rows added now go with it.
+    static FLUSH_SCHEDULED: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Writes a job's row in the operators' index (newer versions only: two
-/// write-behinds may land out of order).
+/// writes may land out of order). Rows are written in batches: the first
+/// caller of a batch waits [`INDEX_FLUSH_MS`] and writes every row queued
+/// meanwhile in this isolate (a row lost with its isolate is written again
+/// at the job's next change; the index is for looking, the Ledger decides).
 pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) -> Result<()> {
+    let id = format!("{}\u{1f}{}\u{1f}{}", meta.tenant, meta.user.as_deref().unwrap_or(""), meta.key);
+    let row = index_row(config, meta, job);
+    PENDING_ROWS.with(|rows| {
+        let mut rows = rows.borrow_mut();
+        rows.retain(|(pending, _)| *pending != id);
+        rows.push((id, row));
+    });
+    if FLUSH_SCHEDULED.with(|f| f.replace(true)) {
+        return Ok(());
+    }
+    Delay::from(Duration::from_millis(INDEX_FLUSH_MS)).await;
+    FLUSH_SCHEDULED.with(|f| f.set(false));
+    let rows = PENDING_ROWS.with(|rows| std::mem::take(&mut *rows.borrow_mut()));
     let db = database(env).await?;
+    let statements = rows.iter().map(|(_, row)| db.prepare(UPSERT_JOB).bind(row)).collect::<Result<Vec<_>>>()?;
+    db.batch(statements).await?;
+    Ok(())
+}
+
+/// A job's row of the index, as the upsert's parameters.
+fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
     let shown = job.replayed_attempt().or(job.attempts().last());
     let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
     let cost: f64 = job
@@ -229,15 +272,7 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
         .and_then(|a| a.error_class)
         .and_then(|c| serde_json::to_value(c).ok())
         .and_then(|v| v.as_str().map(str::to_owned));
-    db.prepare(
-        "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts, tokens, cost_usd,
-                                 background, created_ms, updated_ms, version)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-         ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = ?4, model = ?5, provider = ?6, error_class = ?7,
-             attempts = ?8, tokens = ?9, cost_usd = ?10, background = ?11, updated_ms = ?13, version = ?14
-         WHERE excluded.version >= jobs_index.version",
-    )
-    .bind(&[
+    vec![
         meta.tenant.as_str().into(),
         meta.user.as_deref().unwrap_or("").into(),
         meta.key.as_str().into(),
@@ -253,10 +288,7 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
         JsValue::from(job.created_ms() as f64),
         JsValue::from(job.updated_ms() as f64),
         JsValue::from(job.version() as f64),
-    ])?
-    .run()
-    .await?;
-    Ok(())
+    ]
 }
 
 /// One job in the operators' list.
