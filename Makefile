@@ -42,7 +42,7 @@ build-client:
 	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
 
 dev: build
-	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; see README, 'Try it')"
+	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; console: /admin/ with onejob-dev-admin-key; see README, 'Try it')"
 	@$(ENV) wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .wrangler/state
 
 test: bootstrap
