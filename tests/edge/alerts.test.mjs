@@ -71,7 +71,7 @@ describe("dead-letter alerts", () => {
     assert.equal(receiver.deliveries.length, 0, "3 dead letters is not more than the threshold of 3");
     await deadJobs(stack, 3, "503");
     // The first delivery is refused (503): the alert is sent again, same id.
-    await waitFor("the alert delivered after a retry", () => receiver.deliveries.length >= 2);
+    await waitFor("the alert delivered after a retry", () => receiver.deliveries.length >= 2, 40_000);
     await sleep(3000);
     const ids = new Set(receiver.deliveries.map((d) => d.headers["onejob-delivery"]));
     assert.equal(ids.size, 1, "one alert, retried under the same delivery id");
@@ -96,5 +96,31 @@ describe("dead-letter alerts", () => {
     const alert = JSON.parse(receiver.deliveries.at(-1).body);
     assert.equal(alert.cause, "auth");
     assert.equal(alert.count, 1);
+  });
+});
+
+describe("dead letters of jobs that die by time", () => {
+  let stack;
+  before(async () => {
+    stack = await startStack({ vars: { MAX_ATTEMPTS: "1", UPSTREAM_TIMEOUT_MS: "1000", UNKNOWN_LEASE_MS: "1000" } });
+  });
+  after(() => stack?.stop());
+
+  test("a background job whose last attempt timed out dies when its lease ends, and is a dead letter", async () => {
+    const key = newKey();
+    stack.llm.script(key, ["hang"]);
+    const { res } = await stack.post(key, chat(`${key} times out`), { headers: { Prefer: "respond-async" } });
+    assert.equal(res.status, 202);
+    const dead = await stack.waitForJob(key, (job) => job.state === "dead", { timeoutMs: 30_000 });
+    assert.equal(dead.attempts.length, 1);
+    let entry;
+    for (let i = 0; i < 40 && !entry; i++) {
+      const listed = await (await fetch(`${stack.url}/onejob/v1/admin/dead-letters`, { headers: { Authorization: "Bearer onejob-dev-admin-key" } })).json();
+      entry = listed.entries.find((e) => e.key === key);
+      if (!entry) await sleep(500);
+    }
+    assert.ok(entry, "the job that died by time is listed");
+    assert.equal(entry.error_class, "timeout_after_send");
+    assert.equal(stack.llm.calls(key).length, 1, "never a second call");
   });
 });

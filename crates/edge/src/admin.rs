@@ -230,7 +230,13 @@ async fn once(
     request_key: &str,
     work: impl std::future::Future<Output = Result<(u16, String)>>,
 ) -> Result<Response> {
-    let id = format!("{}\u{1f}{request_key}", admin.name);
+    // Scoped by who asked and what they reach: two admins of one name but
+    // different scopes never share an answer.
+    let scope = match &admin.scope {
+        onejob_core::admin::Scope::All => "*".to_owned(),
+        onejob_core::admin::Scope::Tenant(tenant) => format!("tenant:{tenant}"),
+    };
+    let id = format!("{}\u{1f}{scope}\u{1f}{request_key}", admin.name);
     if let Some(stored) = ops::done_request(env, &id).await? {
         let (status, body) = serde_json::from_str::<(u16, String)>(&stored).unwrap_or((200, stored));
         let mut response = json_response(status, &body)?;

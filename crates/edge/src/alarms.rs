@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use onejob_core::job::Job;
+use onejob_core::job::{Job, JobState};
 use worker::{ScheduledTime, State};
 
 /// How often a running stream's watchdog looks at it.
@@ -20,7 +20,15 @@ pub fn retention(job: &Job) -> ScheduledTime {
 /// [`onejob_core::background::resend_at`]) or its retention, whichever
 /// comes first.
 pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> ScheduledTime {
+    // A background job unknown under UNKNOWN_POLICY=block is never sent
+    // again, but its lease's end makes it a dead letter: wake up then.
+    let now = crate::clock::now_ms();
+    let blocked = (job.is_background() && job.state() == JobState::Unknown)
+        .then(|| job.lease_until_ms())
+        .flatten()
+        .filter(|until| *until > now);
     let due = onejob_core::background::resend_at(job, last_sent_ms, outbox_delay_ms)
+        .or(blocked)
         .map_or(job.expires_ms(), |at| at.min(job.expires_ms()));
     ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }

@@ -22,7 +22,7 @@ use onejob_core::background::{self, Delivery};
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{JobView, Problem, ProblemType};
+use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
@@ -60,6 +60,9 @@ pub struct Ledger {
     cancel: Rc<Cell<bool>>,
     /// The job version last written to the operators' index from here.
     indexed_version: Cell<u64>,
+    /// A background submission that arrived while a caller ran the job:
+    /// if that run does not finish it, it becomes a background job.
+    adopt_later: RefCell<Option<(Submission, Vec<u8>)>>,
 }
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
@@ -79,6 +82,7 @@ impl DurableObject for Ledger {
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
             indexed_version: Cell::new(u64::MAX),
+            adopt_later: RefCell::new(None),
         }
     }
 
@@ -142,6 +146,9 @@ impl DurableObject for Ledger {
                 {
                     self.enqueue(&config, &job).await?;
                 }
+                if let Ok(config) = config::load(&self.env) {
+                    self.dead_letter_once(&config, &job).await?;
+                }
                 let outbox_delay_ms = config::load(&self.env).map_or(0, |c| c.settings.outbox_delay_ms);
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
@@ -198,7 +205,7 @@ impl Ledger {
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
         let admitted = admission::admit(job.as_ref(), arrival, now, self.driving.get());
         if submission.background {
-            return self.submit_background(config, &submission, &body, job, stored, admitted, fingerprint).await;
+            return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;
         }
         match admitted {
             Admission::Replay => match job.as_ref() {
@@ -312,6 +319,15 @@ impl Ledger {
         for waiter in waiters {
             let _ = waiter.send(Handed::Result(result.clone()));
         }
+        // A background submission came in meanwhile and the job is not
+        // finished: the queue takes it from here.
+        let adopt = self.adopt_later.borrow_mut().take();
+        if let Some((later, later_body)) = adopt
+            && !result.state.is_terminal()
+            && let Some(fingerprint) = Fingerprint::parse(&later.fingerprint)
+        {
+            self.adopt(config, &later, &later_body, fingerprint).await?;
+        }
         if result.state.is_terminal() && config.settings.result_cache {
             self.cache_in_background(submission, &job, &result);
         }
@@ -394,14 +410,12 @@ impl Ledger {
 impl Ledger {
     /// A background submission: `202` with the job, its message sent once
     /// (by the request that creates the job); a finished job is replayed.
-    #[allow(clippy::too_many_arguments)]
     async fn submit_background(
         &self,
         config: &Config,
         submission: &Submission,
         body: &[u8],
         job: Option<Job>,
-        stored: bool,
         admitted: Admission,
         fingerprint: Fingerprint,
     ) -> Result<Response> {
@@ -418,42 +432,63 @@ impl Ledger {
             }
             // Being run right now (or created a moment ago by a request
             // still writing it): the running attempt finishes it, and nothing
-            // may write the job under it.
+            // may write the job under it. If that run does not finish it,
+            // the job becomes a background job afterwards (see `drive`).
             _ if self.driving.get() => {
                 let job = job.unwrap_or_else(|| Job::new(fingerprint, now, config.settings.policy));
+                if !job.is_background() && self.adopt_later.borrow().is_none() {
+                    *self.adopt_later.borrow_mut() = Some((submission.clone(), body.to_vec()));
+                }
                 self.accepted(&store, key, &job)
             }
             _ => {
-                let mut job = match job {
-                    Some(job) if stored => job,
-                    _ => {
-                        let job = Job::new(fingerprint, now, config.settings.policy);
-                        store.insert_job(&job)?;
-                        let model = serde_json::from_slice::<serde_json::Value>(body)
-                            .ok()
-                            .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
-                        store.save_meta(&JobMeta {
-                            tenant: submission.tenant.clone(),
-                            user: submission.user.clone(),
-                            key: submission.key.clone(),
-                            model,
-                            metered: 0,
-                        })?;
-                        job
-                    }
-                };
-                // Queued or running already: the same 202, never a second message.
-                if !job.is_background() {
-                    let read = job.version();
-                    job.run_in_background(now);
-                    store.save_request(&serde_json::to_string(submission)?, body)?;
-                    store.update_job(read, &job)?;
-                    self.enqueue(config, &job).await?;
-                }
-                self.arm(config, &job);
+                let job = self.adopt(config, submission, body, fingerprint).await?;
                 self.accepted(&store, key, &job)
             }
         }
+    }
+
+    /// Makes the job (created if there is none) a background job and sends
+    /// its message, unless it already is one (queued or running: never a
+    /// second message) or is finished. Returns the job as it stands.
+    async fn adopt(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        body: &[u8],
+        fingerprint: Fingerprint,
+    ) -> Result<Job> {
+        let store = self.store();
+        let now = now_ms();
+        let mut job = match store.load_job()? {
+            Some(job) => job,
+            None => {
+                let job = Job::new(fingerprint, now, config.settings.policy);
+                store.insert_job(&job)?;
+                let model = serde_json::from_slice::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+                store.save_meta(&JobMeta {
+                    tenant: submission.tenant.clone(),
+                    user: submission.user.clone(),
+                    key: submission.key.clone(),
+                    model,
+                    metered: 0,
+                })?;
+                job
+            }
+        };
+        if !job.is_background() && !job.state().is_terminal() {
+            let read = job.version();
+            job.run_in_background(now);
+            let mut background = submission.clone();
+            background.background = true;
+            store.save_request(&serde_json::to_string(&background)?, body)?;
+            store.update_job(read, &job)?;
+            self.enqueue(config, &job).await?;
+        }
+        self.arm(config, &job);
+        Ok(job)
     }
 
     /// `202` with the job's view and its messages sent so far.
@@ -505,21 +540,29 @@ impl Ledger {
             Delivery::Run => match (job, store.load_request()?) {
                 (Some(mut job), Some((submission, body))) => {
                     let submission: Submission = serde_json::from_str(&submission)?;
+                    // This delivery runs the job from here: a duplicate that
+                    // arrives while the quota is asked must find it taken.
+                    self.driving.set(true);
                     if let Some(problem) = self.over_quota(config, &submission).await {
+                        self.driving.set(false);
                         // Over budget: the job waits for the next day (the
                         // alarm sends it again then).
-                        let read = job.version();
-                        let until = now_ms() + problem.retry_after_ms.unwrap_or(0);
-                        job.defer_until(until, now_ms());
-                        store.update_job(read, &job)?;
-                        self.arm(config, &job);
+                        self.defer(config, &mut job, problem.retry_after_ms.unwrap_or(0))?;
                         return Response::from_json(&Verdict::Ack);
                     }
                     // The caller is the queue: its response is not what matters, the job is.
-                    let _ = self.drive(config, &store, job, true, &submission, &body).await?;
-                    let job = store.load_job()?;
+                    let answer = self.drive(config, &store, job, true, &submission, &body).await?;
+                    let mut job = store.load_job()?;
+                    // No attempt could be made (no route, every provider's
+                    // breaker open): the job waits rather than being sent
+                    // again at every outbox round.
+                    if let Some(waiting) = job.as_mut().filter(|j| j.attempts().is_empty()) {
+                        let wait_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
+                        self.defer(config, waiting, wait_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))?;
+                    }
                     if let Some(job) = job.as_ref() {
                         self.arm(config, job);
+                        self.dead_letter_once(config, job).await?;
                     }
                     self.verdict_after(config, job.as_ref())
                 }
@@ -527,6 +570,37 @@ impl Ledger {
             },
         };
         Response::from_json(&verdict)
+    }
+
+    /// A background job's next attempt waits `wait_ms` (a CAS write; the
+    /// alarm sends it again then).
+    fn defer(&self, config: &Config, job: &mut Job, wait_ms: u64) -> Result<()> {
+        let read = job.version();
+        job.defer_until(now_ms() + wait_ms, now_ms());
+        self.store().update_job(read, job)?;
+        self.arm(config, job);
+        Ok(())
+    }
+
+    /// A background job that needs an operator (dead, or unknown under
+    /// `UNKNOWN_POLICY=block` once its lease is over) goes to the dead-letter
+    /// queue, once: whatever made it so (a delivery, a lease that ran out
+    /// with the runtime gone, the alarm).
+    async fn dead_letter_once(&self, config: &Config, job: &Job) -> Result<()> {
+        let store = self.store();
+        if !needs_operator(job, now_ms()) || store.dead_lettered()? {
+            return Ok(());
+        }
+        let Some((submission, _)) = store.load_request()? else { return Ok(()) };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let message = JobMessage { tenant: submission.tenant, user: submission.user, key: submission.key };
+        match queue::send_dead_letter(&self.env, &message).await {
+            Ok(()) => store.note_dead_lettered(now_ms())?,
+            // The next alarm or delivery tries again.
+            Err(error) => worker::console_warn!("ledger: sending a dead letter failed: {error}"),
+        }
+        let _ = config;
+        Ok(())
     }
 
     /// What the consumer does once a delivery has been judged (or run).
@@ -569,6 +643,7 @@ impl Ledger {
         match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {
             Ok(true) => {
                 store.update_job(read, &job)?;
+                store.clear_dead_lettered()?;
                 self.enqueue(config, &job).await?;
                 Response::from_json(&serde_json::json!({ "replayed": true }))
             }
@@ -591,6 +666,12 @@ impl Ledger {
         let outcome = match request.action.as_deref() {
             Some("succeeded") => {
                 let status = request.status.unwrap_or(200);
+                if !(200..300).contains(&status) {
+                    return http::problem_of(
+                        ProblemType::InvalidQuery,
+                        "a resolved job's response status is 200 to 299",
+                    );
+                }
                 let body = request.body.clone().unwrap_or(serde_json::Value::Null);
                 match job.resolve_succeeded(read, status, &request.by, &request.request, now) {
                     Ok(Some(attempt)) => {
@@ -613,6 +694,7 @@ impl Ledger {
             Ok(changed) => {
                 if changed {
                     store.update_job(read, &job)?;
+                    store.clear_dead_lettered()?;
                     if job.is_background() && job.state() == JobState::Failed {
                         self.enqueue(config, &job).await?;
                     }
@@ -641,7 +723,7 @@ impl Ledger {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "unknown".into());
         let facts = DeadFacts {
-            dead: job.state() == JobState::Dead,
+            dead: needs_operator(&job, now_ms()),
             error_class,
             last_status: last.and_then(|a| a.status),
             detail,
@@ -717,6 +799,26 @@ impl Ledger {
     }
 }
 
+/// How long a background job that could make no attempt (no route, every
+/// provider's breaker open) waits before its next delivery, at least.
+const NO_ATTEMPT_WAIT_MS: u64 = 60_000;
+
+/// Whether a background job needs an operator: dead, or unknown with no
+/// automatic retry (`UNKNOWN_POLICY=block`) once its lease is over.
+fn needs_operator(job: &Job, now_ms: u64) -> bool {
+    if !job.is_background() {
+        return false;
+    }
+    match job.state() {
+        JobState::Dead => true,
+        JobState::Unknown => {
+            job.policy().unknown_policy() == onejob_core::job::UnknownPolicy::Block
+                && job.lease_remaining_ms(now_ms) == 0
+        }
+        _ => false,
+    }
+}
+
 /// Writes the job's row in the operators' index (errors are logged: the
 /// index is for looking, the Ledger stays the authority).
 async fn index_now(env: &Env, store: &Store) {
@@ -755,5 +857,16 @@ fn error_detail(body: &[u8]) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    text.chars().take(300).collect()
+    // A provider's 401 may quote (part of) the deployment's key.
+    let redacted: Vec<String> =
+        text.split(' ')
+            .map(|word| {
+                if word.starts_with("sk-") || word.starts_with("sk_") {
+                    "[redacted]".to_owned()
+                } else {
+                    word.to_owned()
+                }
+            })
+            .collect();
+    redacted.join(" ").chars().take(300).collect()
 }

@@ -73,7 +73,8 @@ async fn deliver(env: &Env, message: &Message<serde_json::Value>) {
     }
 }
 
-async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
+/// Sends a job to the dead-letter queue (its consumer records it).
+pub async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
     env.queue(binding::DEAD_LETTERS)?.send(job).await
 }
 
@@ -101,8 +102,10 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
     match recorded {
         Ok(()) => message.ack(),
         Err(error) => {
+            // An alert receiver (or D1) that is down for a while: try again
+            // in a few seconds, for as long as the queue's retries last (100).
             worker::console_error!("onejob: recording a dead letter failed: {error}");
-            message.retry();
+            message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(5).build());
         }
     }
 }

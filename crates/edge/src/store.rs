@@ -157,6 +157,31 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the job was sent to the dead-letter queue.
+    pub fn dead_lettered(&self) -> worker::Result<bool> {
+        Ok(matches!(
+            self.first_row("SELECT dead_lettered_ms FROM queue WHERE id = 1", vec![])?.as_deref(),
+            Some([Value::Integer(ms)]) if *ms > 0
+        ))
+    }
+
+    /// Records that the job was sent to the dead-letter queue (again after
+    /// a replay, which clears it).
+    pub fn note_dead_lettered(&self, now_ms: u64) -> worker::Result<()> {
+        self.create_tables()?;
+        self.write(
+            "INSERT INTO queue (id, sends, last_sent_ms, dead_lettered_ms) VALUES (1, 0, 0, ?1)
+             ON CONFLICT (id) DO UPDATE SET dead_lettered_ms = ?1",
+            vec![Value::Integer(i64::try_from(now_ms).unwrap_or(i64::MAX))],
+        )?;
+        Ok(())
+    }
+
+    /// Forgets that the job was dead-lettered (it was replayed or resolved).
+    pub fn clear_dead_lettered(&self) -> worker::Result<()> {
+        self.write("UPDATE queue SET dead_lettered_ms = 0 WHERE id = 1", vec![]).map(|_| ())
+    }
+
     /// Queue messages sent for the job, and when the last was (0, 0: none).
     pub fn queue_sends(&self) -> worker::Result<(u32, u64)> {
         match self.first_row("SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
@@ -370,7 +395,8 @@ impl Store {
             CREATE TABLE IF NOT EXISTS queue (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 sends INTEGER NOT NULL,
-                last_sent_ms INTEGER NOT NULL
+                last_sent_ms INTEGER NOT NULL,
+                dead_lettered_ms INTEGER NOT NULL DEFAULT 0
             );
             CREATE TABLE IF NOT EXISTS meta (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
