@@ -324,7 +324,10 @@ impl Client {
                     let server_ms = self.observe(&response).server_delay_ms;
                     let view = JsFuture::from(response.json()?).await?;
                     let state = Reflect::get(&view, &"state".into())?.as_string().unwrap_or_default();
-                    if is_finished(&state) {
+                    // Finished, or waiting for an operator (nothing will run
+                    // it again): asking again gives its answer.
+                    let stuck = Reflect::get(&view, &"waiting_for_operator".into())?.as_bool() == Some(true);
+                    if is_finished(&state) || stuck {
                         return Ok(());
                     }
                     server_ms.unwrap_or(jitter)

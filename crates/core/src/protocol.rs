@@ -383,6 +383,11 @@ pub struct JobView {
     /// What operators did to the job, oldest first.
     #[serde(default)]
     pub events: Vec<OperatorEvent>,
+    /// The job is unknown and nothing retries it automatically
+    /// (`UNKNOWN_POLICY=block`): only an operator can settle it, so a
+    /// poller should stop waiting.
+    #[serde(default)]
+    pub waiting_for_operator: bool,
 }
 
 impl JobView {
@@ -403,6 +408,8 @@ impl JobView {
             background: job.is_background(),
             enqueued: 0,
             events: job.operator_events().to_vec(),
+            waiting_for_operator: job.state() == JobState::Unknown
+                && job.policy().unknown_policy() == crate::job::UnknownPolicy::Block,
         }
     }
 }

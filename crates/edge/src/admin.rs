@@ -117,7 +117,15 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 body: body.response.and_then(|r| r.body),
             };
             let job = JobMessage { tenant: body.tenant, user: body.user, key: body.key };
-            once(env, &admin, &request_key, forward(env, &job, route::RESOLVE, &request)).await
+            let resolve = async {
+                let (status, answer) = forward(env, &job, route::RESOLVE, &request).await?;
+                // Settled: off the dead-letter list.
+                if (200..300).contains(&status) {
+                    ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
+                }
+                Ok((status, answer))
+            };
+            once(env, &admin, &request_key, resolve).await
         }
         (Method::Post, path)
             if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/enqueue")) =>

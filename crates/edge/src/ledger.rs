@@ -179,8 +179,10 @@ impl Ledger {
         view.enqueued = self.store().queue_sends()?.0;
         let mut response = Response::from_json(&view)?;
         if !job.state().is_terminal() {
-            // When to look again: soon (a poller's backoff takes it from here).
-            response.headers_mut().set(onejob_core::protocol::header::RETRY_AFTER, "1")?;
+            // When to look again: after a background job's backoff, else
+            // soon (1 to 10 s).
+            let wait_ms = job.not_before_ms().saturating_sub(now_ms()).clamp(1_000, 10_000);
+            http::set_retry_after(response.headers_mut(), wait_ms)?;
         }
         http::with_cors(response)
     }
