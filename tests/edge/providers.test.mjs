@@ -18,6 +18,7 @@ import {
   newKey,
   sleep,
   startStack,
+  waitFor,
 } from "../support/harness.mjs";
 
 const MAX_ATTEMPTS = 4;
@@ -29,18 +30,6 @@ const BASE_VARS = { MAX_ATTEMPTS: String(MAX_ATTEMPTS), BACKOFF_BASE_MS: "50", B
 /** The named fields of each attempt, for one readable deepEqual. */
 const audit = (job, fields = ["provider", "model", "outcome", "status", "error_class"]) =>
   job.attempts.map((a) => Object.fromEntries(fields.map((f) => [f, a[f]])));
-
-/** Polls `fn` until it returns something truthy; fails with `what` and the last value after `timeoutMs`. */
-async function waitFor(what, fn, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  let last;
-  for (;;) {
-    last = await fn();
-    if (last?.ok) return last.value;
-    if (Date.now() > deadline) assert.fail(`${what}: still not after ${timeoutMs} ms: ${JSON.stringify(last?.value ?? last)}`);
-    await sleep(200);
-  }
-}
 
 /** The events of an SSE text: [{ event, data }]. */
 const sseEvents = (text) =>
