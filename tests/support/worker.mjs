@@ -43,7 +43,19 @@ export async function freePort() {
  * in `persistTo`. Resolves once the worker answers. `ONEJOB_CHECKOUT` runs
  * another checkout's built worker instead (to show a test failing on it).
  */
-export async function startWorker({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel }) {
+export async function startWorker(options) {
+  // A port found free can be taken before wrangler binds it (workerd's own
+  // sockets bind ephemeral ports too): start again on new ports, up to 3 times.
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startWorkerOnce(options);
+    } catch (error) {
+      if (tries >= 3 || !String(error.message).includes("Address already in use")) throw error;
+    }
+  }
+}
+
+async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel }) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
@@ -96,7 +108,8 @@ export async function startWorker({ vars = {}, persistTo, cwd = process.env.ONEJ
     async stop() {
       // Ask wrangler to shut down (it stops and reaps workerd itself); only
       // if it does not exit in time, kill the whole process group.
-      const exited = new Promise((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", resolve)));
+      // Already gone (a kill -9 before): exitCode stays null, signalCode is set.
+      const exited = new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve() : child.once("exit", resolve)));
       try {
         child.kill("SIGINT");
       } catch {}

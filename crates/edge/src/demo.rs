@@ -19,9 +19,10 @@
 //!
 //! With `"stream": true` every answer streams word by word (the misbehaviours stay).
 //!
-//! It speaks both APIs: OpenAI's chat completions (`/v1/chat/completions`)
-//! and Anthropic's Messages (`/v1/messages`, answers and SSE events in
-//! Anthropic's format). A demo provider configured as an outage answers
+//! It speaks three APIs: OpenAI's chat completions (`/v1/chat/completions`),
+//! OpenAI's Responses API (`/v1/responses`, what the Vercel AI SDK's
+//! `openai(model)` calls by default) and Anthropic's Messages
+//! (`/v1/messages`), answers and SSE events in each one's format. A demo provider configured as an outage answers
 //! every call with a 503 (see `onejob_core::providers`).
 
 use std::time::Duration;
@@ -37,8 +38,10 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     let path = target.split('?').next().unwrap_or(target);
     let anthropic = path == "/v1/messages";
-    if !path.ends_with("/chat/completions") && !anthropic {
-        let message = format!("the demo provider serves /v1/chat/completions and /v1/messages, not {path}");
+    let responses = path == "/v1/responses";
+    if !path.ends_with("/chat/completions") && !anthropic && !responses {
+        let message =
+            format!("the demo provider serves /v1/chat/completions, /v1/responses and /v1/messages, not {path}");
         return error(404, "not_found", &message, None);
     }
     match model.as_str() {
@@ -73,6 +76,10 @@ pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
     };
     let prompt_tokens = tokens(&ticket) + 12;
     let completion_tokens = tokens(&answer);
+    if responses {
+        let response = responses_object(&model, &answer, body, prompt_tokens, completion_tokens);
+        return Reply::json(200, response.to_string().into_bytes());
+    }
     if anthropic {
         let message = json!({
             "id": format!("msg_demo_{:08x}", fnv1a(body)),
@@ -115,8 +122,9 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let model = request.get("model").and_then(Value::as_str).unwrap_or("demo").to_owned();
     let path = target.split('?').next().unwrap_or(target);
     let anthropic = path == "/v1/messages";
+    let responses = path == "/v1/responses";
     let pause_ms = match model.as_str() {
-        _ if !path.ends_with("/chat/completions") && !anthropic => return None,
+        _ if !path.ends_with("/chat/completions") && !anthropic && !responses => return None,
         "demo" | "demo-stream-drop" | "demo-stream-error" => 40,
         "demo-flaky" if attempt > 1 => 40,
         "demo-slow" => 250,
@@ -127,6 +135,9 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
     if anthropic {
         return Some(pace(anthropic_events(&model, &ticket, &answer, body), pause_ms));
+    }
+    if responses {
+        return Some(pace(responses_events(&model, &ticket, &answer, body), pause_ms));
     }
     let id = format!("chatcmpl-demo-{:08x}", fnv1a(body));
     let chunk = |delta: Value, finish: Value| {
@@ -199,6 +210,63 @@ fn anthropic_events(model: &str, ticket: &str, answer: &str, body: &[u8]) -> Vec
     events
 }
 
+/// The answer as a Responses API object.
+fn responses_object(model: &str, answer: &str, body: &[u8], prompt: u64, completion: u64) -> Value {
+    json!({
+        "id": format!("resp_demo_{:08x}", fnv1a(body)),
+        "object": "response",
+        "created_at": 1_767_225_600,
+        "status": "completed",
+        "model": model,
+        "output": [{
+            "type": "message", "id": format!("msg_demo_{:08x}", fnv1a(body)), "status": "completed", "role": "assistant",
+            "content": [{ "type": "output_text", "text": answer, "annotations": [] }]
+        }],
+        "usage": { "input_tokens": prompt, "output_tokens": completion, "total_tokens": prompt + completion }
+    })
+}
+
+/// The same answer as the Responses API's stream: `response.created`, the
+/// message item and its text part, one `response.output_text.delta` per
+/// word, then the closing events and `response.completed` with the usage.
+fn responses_events(model: &str, ticket: &str, answer: &str, body: &[u8]) -> Vec<Vec<u8>> {
+    let (prompt, completion) = (tokens(ticket) + 12, tokens(answer));
+    let item_id = format!("msg_demo_{:08x}", fnv1a(body));
+    let mut sequence = 0u64;
+    let mut event = |name: &str, mut data: Value| {
+        data["type"] = json!(name);
+        data["sequence_number"] = json!(sequence);
+        sequence += 1;
+        format!("event: {name}\ndata: {data}\n\n").into_bytes()
+    };
+    let done = responses_object(model, answer, body, prompt, completion);
+    let mut started = done.clone();
+    started["status"] = json!("in_progress");
+    started["output"] = json!([]);
+    started["usage"] = Value::Null;
+    let item = json!({ "type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": [] });
+    let mut events = vec![
+        event("response.created", json!({ "response": started })),
+        event("response.output_item.added", json!({ "output_index": 0, "item": item })),
+        event(
+            "response.content_part.added",
+            json!({ "item_id": item_id, "output_index": 0, "content_index": 0,
+                    "part": { "type": "output_text", "text": "", "annotations": [] } }),
+        ),
+    ];
+    for word in answer.split_inclusive([' ', '\n']) {
+        let delta = json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "delta": word, "logprobs": [] });
+        events.push(event("response.output_text.delta", delta));
+    }
+    events.push(event(
+        "response.output_text.done",
+        json!({ "item_id": item_id, "output_index": 0, "content_index": 0, "text": answer, "logprobs": [] }),
+    ));
+    events.push(event("response.output_item.done", json!({ "output_index": 0, "item": done["output"][0].clone() })));
+    events.push(event("response.completed", json!({ "response": done })));
+    events
+}
+
 /// What the demo provider in an outage answers: a 503 in the API's format.
 pub fn outage(target: &str) -> Reply {
     if target.split('?').next() == Some("/v1/messages") {
@@ -231,8 +299,13 @@ fn error(status: u16, code: &str, message: &str, retry_after: Option<&str>) -> R
 }
 
 fn last_user_message(request: &Value) -> String {
+    // The Responses API: `input` is a string, or a list of messages.
+    if let Some(input) = request.get("input").and_then(Value::as_str) {
+        return input.to_owned();
+    }
     request
         .get("messages")
+        .or_else(|| request.get("input"))
         .and_then(Value::as_array)
         .and_then(|messages| messages.iter().rev().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
         .and_then(|m| m.get("content"))
