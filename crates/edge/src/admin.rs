@@ -22,6 +22,7 @@ use crate::config;
 use crate::gateway::percent_decode;
 use crate::handoff::{JobMessage, OperatorRequest, route};
 use crate::http::{self, problem_of};
+use crate::objects;
 use crate::ops;
 
 /// The most jobs one replay of a cause touches.
@@ -268,12 +269,7 @@ fn json_response(status: u16, body: &str) -> Result<Response> {
 
 /// One operator request to a job's Ledger: its status and body.
 async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorRequest) -> Result<(u16, String)> {
-    let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let storage_id = onejob_core::key::StorageId::of(&job.tenant, job.user.as_deref(), &key);
-    let ledger = env.durable_object(crate::config::binding::LEDGER)?.get_by_name(storage_id.as_str())?;
-    let mut init = worker::RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(serde_json::to_string(request)?.into()));
-    let mut response = ledger.fetch_with_request(Request::new_with_init(route, &init)?).await?;
+    let mut response = objects::to_ledger(env, job, route, serde_json::to_string(request)?).await?;
     Ok((response.status_code(), response.text().await?))
 }
 

@@ -16,6 +16,7 @@ use crate::config::{self, Config, binding};
 use crate::handoff::{self, JobQuery, Submission, route};
 use crate::health;
 use crate::http::{self, problem_of};
+use crate::objects;
 
 /// `POST /v1/{path}`.
 pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
@@ -279,8 +280,7 @@ fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Co
 
 /// Sends `init` to `route` of the Ledger that owns `storage_id`.
 async fn call_ledger(env: &Env, storage_id: &StorageId, route: &str, init: &RequestInit) -> Result<Response> {
-    let ledger = env.durable_object(binding::LEDGER)?.get_by_name(storage_id.as_str())?;
-    ledger.fetch_with_request(Request::new_with_init(route, init)?).await
+    objects::call(env, binding::LEDGER, storage_id.as_str(), route, init).await
 }
 
 fn is_json(content_type: &str) -> bool {

@@ -16,11 +16,12 @@ use onejob_core::breaker::{Breaker, BreakerState, Permit, Transition};
 use onejob_core::protocol::ProblemType;
 use onejob_core::providers::Provider;
 use serde::{Deserialize, Serialize};
-use worker::{DurableObject, Env, Method, Request, RequestInit, Response, Result, State, durable_object};
+use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::clock::now_ms;
 use crate::config::{self, Config, binding};
 use crate::http;
+use crate::objects;
 
 /// Where the breaker is kept in the object's storage.
 const STORAGE_KEY: &str = "breaker";
@@ -196,12 +197,5 @@ pub async fn providers_page(env: &Env, config: &Config) -> Result<Response> {
 }
 
 async fn ask(env: &Env, provider: &str, url: &str, body: Option<String>) -> Result<Response> {
-    let namespace = env.durable_object(binding::PROVIDER_HEALTH)?;
-    let stub = namespace.id_from_name(provider)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(if body.is_some() { Method::Post } else { Method::Get });
-    if let Some(body) = body {
-        init.with_body(Some(body.into()));
-    }
-    stub.fetch_with_request(Request::new_with_init(url, &init)?).await
+    objects::call(env, binding::PROVIDER_HEALTH, provider, url, &objects::init(body)).await
 }

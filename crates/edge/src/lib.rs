@@ -32,6 +32,7 @@ mod health;
 mod http;
 mod ledger;
 mod meter;
+mod objects;
 mod ops;
 mod queue;
 mod reply;

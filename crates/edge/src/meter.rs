@@ -6,10 +6,11 @@ use std::cell::Cell;
 
 use onejob_core::quota::{Meter, QuotaLimits};
 use serde::{Deserialize, Serialize};
-use worker::{DurableObject, Env, Method, Request, RequestInit, Response, Result, State, durable_object};
+use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::clock::now_ms;
 use crate::config::binding;
+use crate::objects;
 
 const STORAGE_KEY: &str = "meter";
 
@@ -99,8 +100,5 @@ pub async fn add(env: &Env, tenant: &str, user: Option<&str>, tokens: u64) -> Re
 }
 
 async fn ask(env: &Env, name: &str, url: &str, body: String) -> Result<Response> {
-    let stub = env.durable_object(binding::USAGE_METER)?.id_from_name(name)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    stub.fetch_with_request(Request::new_with_init(url, &init)?).await
+    objects::call(env, binding::USAGE_METER, name, url, &objects::init(Some(body))).await
 }

@@ -9,11 +9,11 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use futures_util::future::join_all;
-use onejob_core::key::{IdempotencyKey, StorageId};
-use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Request, RequestInit, Result};
+use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Result};
 
 use crate::config::{Config, binding};
 use crate::handoff::{DeadFacts, JobMessage, Verdict, route};
+use crate::objects;
 use crate::ops;
 
 thread_local! {
@@ -111,13 +111,8 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
 }
 
 /// POSTs to a route of the job's Ledger and returns the answer's body.
-pub async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
-    let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let storage_id = StorageId::of(&job.tenant, job.user.as_deref(), &key);
-    let ledger = env.durable_object(binding::LEDGER)?.get_by_name(storage_id.as_str())?;
-    let mut init = RequestInit::new();
-    init.with_method(worker::Method::Post).with_body(Some(serde_json::to_string(job)?.into()));
-    let mut response = ledger.fetch_with_request(Request::new_with_init(route, &init)?).await?;
+async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
+    let mut response = objects::to_ledger(env, job, route, serde_json::to_string(job)?).await?;
     if !(200..300).contains(&response.status_code()) {
         return Err(worker::Error::RustError(format!("the ledger answered {}", response.status_code())));
     }
