@@ -69,6 +69,34 @@ pub fn resend_at(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> Option<u
     }
 }
 
+/// Whether a background job needs an operator: dead, or unknown with no
+/// automatic retry (`UNKNOWN_POLICY=block`) once its lease is over. Such a
+/// job is a dead letter.
+pub fn needs_operator(job: &Job, now_ms: u64) -> bool {
+    use crate::job::{JobState, UnknownPolicy};
+    if !job.is_background() {
+        return false;
+    }
+    match job.state() {
+        JobState::Dead => true,
+        JobState::Unknown => {
+            job.policy().unknown_policy() == UnknownPolicy::Block && job.lease_remaining_ms(now_ms) == 0
+        }
+        _ => false,
+    }
+}
+
+/// When the Ledger should next look at a background job: to send its
+/// message again ([`resend_at`]), or, for one unknown under
+/// `UNKNOWN_POLICY=block`, when its lease ends and it becomes a dead letter
+/// ([`needs_operator`]). `None`: nothing to do before retention.
+pub fn wake_at(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64, now_ms: u64) -> Option<u64> {
+    resend_at(job, last_sent_ms, outbox_delay_ms).or_else(|| {
+        let blocked = job.is_background() && job.state() == crate::job::JobState::Unknown;
+        blocked.then(|| job.lease_until_ms()).flatten().filter(|until| *until > now_ms)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -131,6 +159,11 @@ mod tests {
         let t = blocked.claim(blocked.version(), T0, "p", None).unwrap();
         blocked.mark_unknown(t, T0 + 1, AttemptReport::default()).unwrap();
         assert_eq!(resend_at(&blocked, T0, 500), None, "an operator must resolve it");
+        // ...but its lease's end makes it a dead letter: the Ledger wakes then.
+        assert_eq!(wake_at(&blocked, T0, 500, T0 + 2), Some(T0 + 1 + 5_000));
+        assert!(!needs_operator(&blocked, T0 + 2));
+        assert!(needs_operator(&blocked, T0 + 1 + 5_000));
+        assert_eq!(wake_at(&blocked, T0, 500, T0 + 1 + 5_000), None);
         let mut sync = job(UnknownPolicy::RetryAfterLease);
         sync = Job::new(sync.fingerprint().clone(), T0, *sync.policy());
         assert_eq!(resend_at(&sync, T0, 500), None, "not a background job");

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use onejob_core::job::{Job, JobState};
+use onejob_core::job::Job;
 use worker::{ScheduledTime, State};
 
 /// How often a running stream's watchdog looks at it.
@@ -16,19 +16,11 @@ pub fn retention(job: &Job) -> ScheduledTime {
     ScheduledTime::new(js_sys::Date::new(&(job.expires_ms() as f64).into()))
 }
 
-/// The job's next due time: a background job's outbox (see
-/// [`onejob_core::background::resend_at`]) or its retention, whichever
-/// comes first.
+/// The job's next due time: a background job's next look (see
+/// [`onejob_core::background::wake_at`]) or its retention, whichever comes
+/// first.
 pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> ScheduledTime {
-    // A background job unknown under UNKNOWN_POLICY=block is never sent
-    // again, but its lease's end makes it a dead letter: wake up then.
-    let now = crate::clock::now_ms();
-    let blocked = (job.is_background() && job.state() == JobState::Unknown)
-        .then(|| job.lease_until_ms())
-        .flatten()
-        .filter(|until| *until > now);
-    let due = onejob_core::background::resend_at(job, last_sent_ms, outbox_delay_ms)
-        .or(blocked)
+    let due = onejob_core::background::wake_at(job, last_sent_ms, outbox_delay_ms, crate::clock::now_ms())
         .map_or(job.expires_ms(), |at| at.min(job.expires_ms()));
     ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }

@@ -137,19 +137,19 @@ impl DurableObject for Ledger {
             Some(mut job) if !job.is_expired(now) => {
                 // A stream whose pump is gone (restart, eviction, deploy) is settled.
                 stream::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
+                let Ok(config) = config::load(&self.env) else {
+                    return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
+                };
                 // The outbox: a background job that should have run and has not
                 // gets its message again (deliveries dedup, so this is safe).
-                if let Ok(config) = config::load(&self.env)
-                    && !self.driving.get()
-                    && background::resend_at(&job, self.store().queue_sends()?.1, config.settings.outbox_delay_ms)
-                        .is_some_and(|at| at <= now)
+                let last_sent_ms = self.store().queue_sends()?.1;
+                let outbox_delay_ms = config.settings.outbox_delay_ms;
+                if !self.driving.get()
+                    && background::resend_at(&job, last_sent_ms, outbox_delay_ms).is_some_and(|at| at <= now)
                 {
                     self.enqueue(&config, &job).await?;
                 }
-                if let Ok(config) = config::load(&self.env) {
-                    self.dead_letter_once(&config, &job).await?;
-                }
-                let outbox_delay_ms = config::load(&self.env).map_or(0, |c| c.settings.outbox_delay_ms);
+                self.dead_letter_once(&job).await?;
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
                 alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms)).await?
@@ -537,7 +537,7 @@ impl Ledger {
             stream::settle_by_time(&store, job, now, self.driving.get())?;
         }
         let verdict = match background::on_delivery(job.as_ref(), now, self.driving.get()) {
-            Delivery::Ack => self.verdict_after(config, job.as_ref()),
+            Delivery::Ack => verdict_after(job.as_ref()),
             Delivery::RetryIn(ms) => Verdict::Retry { delay_ms: ms },
             Delivery::Run => match (job, store.load_request()?) {
                 (Some(mut job), Some((submission, body))) => {
@@ -564,9 +564,9 @@ impl Ledger {
                     }
                     if let Some(job) = job.as_ref() {
                         self.arm(config, job);
-                        self.dead_letter_once(config, job).await?;
+                        self.dead_letter_once(job).await?;
                     }
-                    self.verdict_after(config, job.as_ref())
+                    verdict_after(job.as_ref())
                 }
                 _ => Verdict::Ack,
             },
@@ -588,9 +588,9 @@ impl Ledger {
     /// `UNKNOWN_POLICY=block` once its lease is over) goes to the dead-letter
     /// queue, once: whatever made it so (a delivery, a lease that ran out
     /// with the runtime gone, the alarm).
-    async fn dead_letter_once(&self, config: &Config, job: &Job) -> Result<()> {
+    async fn dead_letter_once(&self, job: &Job) -> Result<()> {
         let store = self.store();
-        if !needs_operator(job, now_ms()) || store.dead_lettered()? {
+        if !background::needs_operator(job, now_ms()) || store.dead_lettered()? {
             return Ok(());
         }
         let Some((submission, _)) = store.load_request()? else { return Ok(()) };
@@ -601,20 +601,7 @@ impl Ledger {
             // The next alarm or delivery tries again.
             Err(error) => worker::console_warn!("ledger: sending a dead letter failed: {error}"),
         }
-        let _ = config;
         Ok(())
-    }
-
-    /// What the consumer does once a delivery has been judged (or run).
-    fn verdict_after(&self, _config: &Config, job: Option<&Job>) -> Verdict {
-        let now = now_ms();
-        match job {
-            Some(job) if job.state() == JobState::Dead => Verdict::Dead,
-            Some(job) if job.state() == JobState::Failed => {
-                Verdict::Retry { delay_ms: job.not_before_ms().saturating_sub(now) }
-            }
-            _ => Verdict::Ack,
-        }
     }
 
     /// An operator sends the job's message again.
@@ -725,7 +712,7 @@ impl Ledger {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_else(|| "unknown".into());
         let facts = DeadFacts {
-            dead: needs_operator(&job, now_ms()),
+            dead: background::needs_operator(&job, now_ms()),
             error_class,
             last_status: last.and_then(|a| a.status),
             detail,
@@ -805,19 +792,16 @@ impl Ledger {
 /// provider's breaker open) waits before its next delivery, at least.
 const NO_ATTEMPT_WAIT_MS: u64 = 60_000;
 
-/// Whether a background job needs an operator: dead, or unknown with no
-/// automatic retry (`UNKNOWN_POLICY=block`) once its lease is over.
-fn needs_operator(job: &Job, now_ms: u64) -> bool {
-    if !job.is_background() {
-        return false;
-    }
-    match job.state() {
-        JobState::Dead => true,
-        JobState::Unknown => {
-            job.policy().unknown_policy() == onejob_core::job::UnknownPolicy::Block
-                && job.lease_remaining_ms(now_ms) == 0
+/// What the consumer does with a message once its delivery has been judged
+/// (or run): a dead job's goes to the dead letters, a failed one's comes
+/// back after the job's backoff, any other is done.
+fn verdict_after(job: Option<&Job>) -> Verdict {
+    match job {
+        Some(job) if job.state() == JobState::Dead => Verdict::Dead,
+        Some(job) if job.state() == JobState::Failed => {
+            Verdict::Retry { delay_ms: job.not_before_ms().saturating_sub(now_ms()) }
         }
-        _ => false,
+        _ => Verdict::Ack,
     }
 }
 
