@@ -89,7 +89,8 @@ impl DurableObject for Ledger {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let Ok(config) = config::load(&self.env) else { return http::misconfigured() };
         let body = req.bytes().await?;
-        let answer = match req.path().as_str() {
+        let path = req.path();
+        let answer = match path.as_str() {
             "/submit" => match handoff::decode(body) {
                 Some((submission, body)) => self.submit(&config, submission, body).await,
                 None => http::problem_of(ProblemType::Internal, "malformed submission"),
@@ -113,8 +114,11 @@ impl DurableObject for Ledger {
                 (_, Err(_)) => http::problem_of(ProblemType::Internal, "malformed job query"),
             },
         };
-        // Whatever changed the job, the operators' index hears of it after the answer.
-        self.index_in_background();
+        // Whatever changed the job, the operators' index hears of it after
+        // the answer (the read-only routes change nothing).
+        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve") {
+            self.index_in_background();
+        }
         answer.or_else(|error| {
             worker::console_error!("ledger: {error}");
             http::problem_of(ProblemType::Internal, "the ledger failed; the request may be retried with the same key")
@@ -745,11 +749,12 @@ impl Ledger {
     /// since this object last did.
     fn index_in_background(&self) {
         let store = self.store();
-        let Ok(Some(job)) = store.load_job() else { return };
-        if job.version() == self.indexed_version.get() {
+        // One integer read on every replay; the job itself only when it changed.
+        let Ok(Some(version)) = store.job_version() else { return };
+        if version == self.indexed_version.get() {
             return;
         }
-        self.indexed_version.set(job.version());
+        self.indexed_version.set(version);
         let env = self.env.clone();
         self.state.wait_until(async move { index_now(&env, &store).await });
     }

@@ -94,6 +94,14 @@ impl Store {
         serde_json::from_str(&record).map(Some).map_err(|_| unreadable("job record"))
     }
 
+    /// The stored job's version, without reading the job.
+    pub fn job_version(&self) -> worker::Result<Option<u64>> {
+        match self.first_row("SELECT version FROM jobs WHERE id = 1", vec![])?.as_deref() {
+            Some([Value::Integer(version)]) => Ok(u64::try_from(*version).ok()),
+            _ => Ok(None),
+        }
+    }
+
     /// Records a new job; `LostRace` if the object already has one.
     pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
         self.create_tables()?;
