@@ -266,6 +266,61 @@ impl Route {
     }
 }
 
+/// Where a job's next attempt may go: the route's steps in the order to try
+/// them, each with the wait it owes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement<'a> {
+    /// The step (provider and model).
+    pub step: &'a RouteStep,
+    /// Milliseconds to wait before calling it.
+    pub wait_ms: u64,
+}
+
+impl Route {
+    /// The order in which the next attempt tries the route's providers,
+    /// after `last` and without `except`:
+    ///
+    /// - a provider whose server asked for time (`Retry-After`, kept in
+    ///   `not_before_ms` by provider index) is skipped while another owes
+    ///   nothing: that time is owed to it, not to the route;
+    /// - the others come in rotation order, the one that just failed owing
+    ///   the job's backoff (`backoff_ms`) when it is tried again;
+    /// - then, unless `may_wait` is false (a hedge never waits), the
+    ///   providers still owed time, soonest first.
+    #[allow(clippy::too_many_arguments)]
+    pub fn placement<'a>(
+        &'a self,
+        providers: &'a Providers,
+        api: Api,
+        last: Option<&str>,
+        except: Option<usize>,
+        not_before_ms: &[u64],
+        backoff_ms: u64,
+        now_ms: u64,
+        may_wait: bool,
+    ) -> Vec<Placement<'a>> {
+        let asked = |index: usize| not_before_ms.get(index).copied().unwrap_or(0).saturating_sub(now_ms);
+        let last_index = last.and_then(|name| providers.index_of(name));
+        let rotation: Vec<&RouteStep> =
+            self.rotation(providers, api, last).into_iter().filter(|s| Some(s.provider) != except).collect();
+        let mut order: Vec<Placement<'a>> = rotation
+            .iter()
+            .filter(|s| asked(s.provider) == 0)
+            .map(|s| Placement { step: s, wait_ms: if Some(s.provider) == last_index { backoff_ms } else { 0 } })
+            .collect();
+        if may_wait {
+            let mut waiting: Vec<Placement<'a>> = rotation
+                .iter()
+                .filter(|s| asked(s.provider) > 0)
+                .map(|s| Placement { step: s, wait_ms: asked(s.provider) })
+                .collect();
+            waiting.sort_by_key(|p| p.wait_ms);
+            order.extend(waiting);
+        }
+        order
+    }
+}
+
 fn provider_of(entry: &Value) -> Result<Provider, &'static str> {
     const SHAPE: &str = "a list of {name, kind, base_url, api_key} objects";
     let object = entry.as_object().ok_or(SHAPE)?;
@@ -470,6 +525,29 @@ mod tests {
         ] {
             assert_eq!(err(PROVIDERS, Some(bad)).name, "ROUTES", "{bad}");
         }
+    }
+
+    #[test]
+    fn placement_owes_a_servers_time_to_that_server_and_the_backoff_to_a_retry() {
+        let routes = r#"{"m": {"providers": [{"provider": "primary"}, {"provider": "backup"}]}}"#;
+        let p = Providers::parse(PROVIDERS, Some(routes)).unwrap();
+        let route = p.route(Some("m")).unwrap();
+        let order = |last, not_before: &[u64], may_wait| -> Vec<(&str, u64)> {
+            route
+                .placement(&p, Api::OpenAi, last, None, not_before, 100, 1_000, may_wait)
+                .iter()
+                .map(|pl| (p.get(pl.step.provider).name.as_str(), pl.wait_ms))
+                .collect()
+        };
+        // A plain failure: the next provider at once, the same one after the backoff.
+        assert_eq!(order(Some("primary"), &[0, 0, 0], true), [("backup", 0), ("primary", 100)]);
+        assert_eq!(order(Some("backup"), &[0, 0, 0], true), [("primary", 0), ("backup", 100)]);
+        // The primary asked for 2 s: the backup (even after its own failure) goes first.
+        assert_eq!(order(Some("backup"), &[3_000, 0, 0], true), [("backup", 100), ("primary", 2_000)]);
+        // A hedge never waits for a provider owed time.
+        assert_eq!(order(Some("backup"), &[3_000, 0, 0], false), [("backup", 100)]);
+        // Everyone owed time: soonest first.
+        assert_eq!(order(Some("backup"), &[3_000, 1_500, 0], true), [("backup", 500), ("primary", 2_000)]);
     }
 
     #[test]

@@ -178,6 +178,16 @@ pub enum Dialect {
     Anthropic,
 }
 
+impl From<crate::providers::Api> for Dialect {
+    /// The dialect a request's API streams in.
+    fn from(api: crate::providers::Api) -> Self {
+        match api {
+            crate::providers::Api::Anthropic => Self::Anthropic,
+            crate::providers::Api::OpenAi => Self::OpenAi,
+        }
+    }
+}
+
 impl Dialect {
     /// The dialect of a stream, from its first event.
     pub fn of_first_event(event: &[u8]) -> Self {

@@ -31,7 +31,7 @@ use onejob_core::contract::Contract;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
-use onejob_core::providers::{Api, Route};
+use onejob_core::providers::{Api, Placement, Route};
 use onejob_core::random::RandomSource;
 use onejob_core::reply::{BodyHint, read_reply};
 use serde_json::Value;
@@ -140,9 +140,9 @@ impl<'a> Driver<'a> {
     /// write on the first call, not two).
     pub async fn run(&self, job: &mut Job, mut stored: bool) -> Result<Driven> {
         let providers = &self.config.settings.providers;
-        let Some(route) = providers.route(self.model.as_deref()) else {
-            let problem = Problem::new(ProblemType::NoRoute, "no route serves this model");
-            return Ok(Driven::Result(JobResult::problem(&problem, job.state(), None)));
+        let route = match route_of(self.config, &self.submission.target, self.model.as_deref()) {
+            Ok(route) => route,
+            Err(problem) => return Ok(Driven::Result(JobResult::problem(&problem, job.state(), None))),
         };
         // Nothing dedups a resend to the provider: an unknown outcome stops here.
         let mut retries = Retries::new(self.config.settings.backoff, UnknownOutcomes::Stop);
@@ -150,9 +150,13 @@ impl<'a> Driver<'a> {
         // `Retry-After`) is owed to the provider that asked for it, not to
         // the next one.
         let mut not_before_ms = vec![0; providers.list().len()];
+        // The backoff the last failure asked for, owed if the same provider goes next.
+        let mut backoff_ms = 0;
         loop {
             let last = job.attempts().last().map(|a| a.provider.clone());
-            let choice = match self.place(route, last.as_deref(), None, &not_before_ms).await {
+            let order =
+                route.placement(providers, self.api, last.as_deref(), None, &not_before_ms, backoff_ms, now_ms(), true);
+            let choice = match self.place(order).await {
                 Ok(choice) => choice,
                 Err(retry_after_ms) => {
                     let problem = Problem::new(
@@ -220,10 +224,14 @@ impl<'a> Driver<'a> {
                     };
                 }
                 Step::Wait(ms) => {
+                    // Time the provider's server asked for is owed to it alone.
                     let attempt = job.attempts().iter().find(|a| a.number == ticket.attempt);
-                    if let Some(index) = attempt.and_then(|a| providers.index_of(&a.provider)) {
-                        not_before_ms[index] = now_ms() + ms;
+                    if let (Some(server_ms), Some(index)) =
+                        (observed.server_delay_ms, attempt.and_then(|a| providers.index_of(&a.provider)))
+                    {
+                        not_before_ms[index] = now_ms() + server_ms;
                     }
+                    backoff_ms = ms;
                     continue;
                 }
                 // Unknown: this attempt's outcome, or a hedge's other racer's.
@@ -267,38 +275,19 @@ impl<'a> Driver<'a> {
         }
     }
 
-    /// Where the next attempt goes: the first provider of the route's
-    /// rotation after `last` that owes no wait (`not_before_ms`, by provider)
-    /// and whose breaker lets a call through, skipping `except`; else, unless
-    /// `except` is set (a hedge never waits), the provider owed the shortest
-    /// wait, with that wait. `Err` with the time until the earliest probe
-    /// when every provider's breaker is open.
-    async fn place(
-        &self,
-        route: &Route,
-        last: Option<&str>,
-        except: Option<usize>,
-        not_before_ms: &[u64],
-    ) -> std::result::Result<Choice, u64> {
+    /// Where the next attempt goes: the first of `order` (the core's
+    /// [`Route::placement`]) whose breaker lets a call through. `Err` with
+    /// the time until the earliest probe when every breaker is open.
+    async fn place(&self, order: Vec<Placement<'_>>) -> std::result::Result<Choice, u64> {
         let providers = &self.config.settings.providers;
-        let now = now_ms();
-        let owed = |index: usize| not_before_ms.get(index).copied().unwrap_or(0).saturating_sub(now);
-        let rotation: Vec<_> =
-            route.rotation(providers, self.api, last).into_iter().filter(|s| Some(s.provider) != except).collect();
-        let mut order: Vec<_> = rotation.iter().filter(|s| owed(s.provider) == 0).collect();
-        if except.is_none() {
-            let mut waiting: Vec<_> = rotation.iter().filter(|s| owed(s.provider) > 0).collect();
-            waiting.sort_by_key(|s| owed(s.provider));
-            order.extend(waiting);
-        }
         let mut retry_after_ms = u64::MAX;
-        for step in order {
+        for Placement { step, wait_ms } in order {
             let permit = health::permit(self.env, providers.get(step.provider)).await;
             match permit {
                 Permit::Call | Permit::Probe => {
                     let model = step.model.clone().or_else(|| self.model.clone());
                     let probe = permit == Permit::Probe;
-                    return Ok(Choice { provider: step.provider, model, probe, wait_ms: owed(step.provider) });
+                    return Ok(Choice { provider: step.provider, model, probe, wait_ms });
                 }
                 Permit::Skip { retry_after_ms: ms } => retry_after_ms = retry_after_ms.min(ms),
             }
@@ -327,7 +316,17 @@ impl<'a> Driver<'a> {
         // Slow: a second attempt on the next provider, if one is healthy.
         let providers = &self.config.settings.providers;
         let name_a = providers.get(choice_a.provider).name.clone();
-        let placed = self.place(route, Some(&name_a), Some(choice_a.provider), not_before_ms).await;
+        let order = route.placement(
+            providers,
+            self.api,
+            Some(&name_a),
+            Some(choice_a.provider),
+            not_before_ms,
+            0,
+            now_ms(),
+            false,
+        );
+        let placed = self.place(order).await;
         // The first may have answered while the breaker was asked: then no
         // hedge leaves (a call never sent must not be paid for after the race).
         if let Some(answered) = (&mut call_a).now_or_never() {
@@ -525,6 +524,24 @@ impl<'a> Driver<'a> {
         }
         let problem = admission::in_progress(&self.submission.key, admission::DEFAULT_RETRY_AFTER_MS);
         Ok(JobResult::problem(&problem, job.state(), None))
+    }
+}
+
+/// The route that serves `model` with the API of `target`, or the `400
+/// no-route` problem when none does (no route for the model, or none of
+/// its providers speaks that API).
+pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> std::result::Result<&'c Route, Problem> {
+    let providers = &config.settings.providers;
+    let api = Api::of_path(target);
+    match providers.route(model) {
+        Some(route) if !route.rotation(providers, api, None).is_empty() => Ok(route),
+        _ => Err(Problem::new(
+            ProblemType::NoRoute,
+            match api {
+                Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
+                Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
+            },
+        )),
     }
 }
 

@@ -4,7 +4,6 @@
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
-use onejob_core::providers::Api;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::{self, UserToken};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
@@ -68,24 +67,11 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Ok(fp) => fp,
         Err(error) => return problem_of(ProblemType::InvalidJson, format!("the body is not valid JSON: {error}")),
     };
-    // A model no route serves is refused here, before a Ledger is made.
-    // Only an object has a model (serde would read `["gpt-x"]` by position).
-    let is_object = body.trim_ascii_start().first() == Some(&b'{');
-    let model = is_object.then(|| serde_json::from_slice::<ModelOnly>(&body).ok()).flatten().and_then(|m| m.model);
-    let route = config.settings.providers.route(model.as_deref());
-    let api = Api::of_path(&target);
     // A user token reaches only the models and paths it names.
     if let Some(token) = &caller.token
-        && let Err(error) = token.allows(&target, model.as_deref())
+        && let Err(error) = token.allows(&target, handoff::model_of(&body).as_deref())
     {
         return problem_of(ProblemType::Forbidden, error.to_string());
-    }
-    if route.is_none_or(|route| route.rotation(&config.settings.providers, api, None).is_empty()) {
-        let detail = match api {
-            Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
-            Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
-        };
-        return problem_of(ProblemType::NoRoute, detail);
     }
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
 
@@ -118,12 +104,6 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     init.with_method(Method::Post);
     init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(&submission, &body).as_slice()).into()));
     call_ledger(env, &storage_id, route::SUBMIT, &init).await
-}
-
-/// The one member of a request body the gateway reads: its `model`.
-#[derive(serde::Deserialize)]
-struct ModelOnly {
-    model: Option<String>,
 }
 
 /// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or

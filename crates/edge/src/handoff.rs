@@ -105,6 +105,19 @@ pub struct Submission {
     pub background: bool,
 }
 
+/// A request body's `model`, read alone (only an object has one: serde
+/// would read `["gpt-x"]` by position).
+pub fn model_of(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct ModelOnly {
+        model: Option<String>,
+    }
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return None;
+    }
+    serde_json::from_slice::<ModelOnly>(body).ok().and_then(|m| m.model)
+}
+
 /// The caller's headers that are passed to the provider: they choose the
 /// API's version and betas, not who pays.
 pub const PROVIDER_HEADERS: [&str; 3] = ["anthropic-version", "anthropic-beta", "openai-beta"];

@@ -210,6 +210,14 @@ impl Ledger {
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
         let admitted = admission::admit(job.as_ref(), arrival, now, self.driving.get());
+        // A new job for a model no route serves is refused before anything
+        // is written (a finished job of it is still replayed).
+        if admitted == Admission::Run
+            && job.is_none()
+            && let Err(problem) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
+        {
+            return http::problem_about(&problem, key, JobState::Pending);
+        }
         if submission.background {
             return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;
         }
@@ -290,10 +298,7 @@ impl Ledger {
                     ticket,
                     streaming,
                 )
-                .speaking(match Api::of_path(&submission.target) {
-                    Api::Anthropic => Dialect::Anthropic,
-                    Api::OpenAi => Dialect::OpenAi,
-                });
+                .speaking(Dialect::from(Api::of_path(&submission.target)));
                 let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
                 for waiter in waiters {
                     if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {
@@ -471,9 +476,7 @@ impl Ledger {
             None => {
                 let job = Job::new(fingerprint, now, config.settings.policy);
                 store.insert_job(&job)?;
-                let model = serde_json::from_slice::<serde_json::Value>(body)
-                    .ok()
-                    .and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+                let model = handoff::model_of(body);
                 store.save_meta(&JobMeta {
                     tenant: submission.tenant.clone(),
                     user: submission.user.clone(),
