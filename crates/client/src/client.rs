@@ -228,8 +228,7 @@ impl Client {
                 // finished, then ask again with the same key for its result.
                 Ok(Ok(response)) if is_accepted_job(&response) => {
                     js::discard_body(&response);
-                    let retry_after_ms = self.observe(&response).server_delay_ms.unwrap_or(1_000);
-                    self.follow_job(&request, &intent, &key, retry_after_ms).await?;
+                    self.follow_job(&request, &intent, &key, self.observe(&response)).await?;
                     continue;
                 }
                 Ok(Ok(response)) => {
@@ -302,26 +301,27 @@ impl Client {
     /// finished: each wait is the job's `Retry-After`, or full-jitter backoff
     /// when it gives none or cannot be reached; the caller's signal ends it.
     /// Polls are not attempts: the job runs in the gateway's queue.
-    async fn follow_job(&self, request: &Outgoing, intent: &str, key: &str, first_wait_ms: u64) -> Result<(), JsValue> {
+    async fn follow_job(
+        &self,
+        request: &Outgoing,
+        intent: &str,
+        key: &str,
+        accepted: Observation,
+    ) -> Result<(), JsValue> {
+        const WHY: &str = "background job queued or running";
         let signal = request.signal.clone();
         let url = format!("{}/onejob/v1/jobs/{key}", gateway(&request.url, self.endpoint()));
-        let poll = Outgoing { method: "GET".into(), body: None, ..request.clone() };
-        let init = self.init_for(&poll, key)?;
-        let mut wait_ms = first_wait_ms;
+        let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request.clone() }, key)?;
+        let mut observed = accepted;
         let mut polls = 0u32;
         loop {
-            let fields = [
-                ("delayMs", Field::Num(wait_ms as f64)),
-                ("reason", Field::Str("background job queued or running")),
-                ("serverAsked", Field::Bool(true)),
-            ];
-            self.events.emit("backoff", intent, key, &fields);
-            js::sleep(wait_ms, signal.as_ref()).await?;
             polls = polls.saturating_add(1);
             let jitter = self.retry.backoff.delay_ms(polls.min(16), None, &mut CryptoRandom);
-            wait_ms = match self.try_once(&url, &init, signal.as_ref()).await? {
+            self.back_off(intent, key, observed.server_delay_ms.unwrap_or(jitter), WHY, &observed, signal.as_ref())
+                .await?;
+            match self.try_once(&url, &init, signal.as_ref()).await? {
                 Ok(response) if response.ok() => {
-                    let server_ms = self.observe(&response).server_delay_ms;
+                    observed = self.observe(&response);
                     let view = JsFuture::from(response.json()?).await?;
                     let state = Reflect::get(&view, &"state".into())?.as_string().unwrap_or_default();
                     // Finished, or waiting for an operator (nothing will run
@@ -330,7 +330,6 @@ impl Client {
                     if is_finished(&state) || stuck {
                         return Ok(());
                     }
-                    server_ms.unwrap_or(jitter)
                 }
                 // Gone (past retention) or refused: asking again decides.
                 Ok(response) if (400..500).contains(&response.status()) => {
@@ -338,11 +337,11 @@ impl Client {
                     return Ok(());
                 }
                 Ok(response) => {
+                    observed = self.observe(&response);
                     js::discard_body(&response);
-                    jitter
                 }
-                Err(_) => jitter,
-            };
+                Err(_) => observed = Observation::transport(TransportFailure::DroppedAfterSend),
+            }
         }
     }
 
