@@ -148,7 +148,10 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
   const { fakes, vars: providerVars } = providers ? await startProviders(providers) : { fakes: {}, vars: {} };
   if (routes) providerVars.ROUTES = JSON.stringify(routes);
   const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
-  const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...providerVars, ...vars };
+  // ONEJOB_TEST_VARS (JSON) sets variables under every stack of a run, e.g.
+  // '{"RESULT_CACHE":"off"}' to run any suite on the slow path.
+  const runVars = JSON.parse(process.env.ONEJOB_TEST_VARS ?? "{}");
+  const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...providerVars, ...runVars, ...vars };
   let worker;
   try {
     worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
