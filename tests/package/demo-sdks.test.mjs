@@ -11,7 +11,7 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText } from "ai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
-import { launchChromium, screenshot } from "../support/browser.mjs";
+import { launchChromium } from "../support/browser.mjs";
 import { DEV_KEY, startStack } from "../support/harness.mjs";
 import { buildPage, makeApp, serveStatic } from "../support/pages.mjs";
 
@@ -98,7 +98,6 @@ try {
       assert.equal(await page.getAttribute("body", "data-result"), "ok", `${await page.textContent("body")}\n${failed.join("\n")}`);
       assert.match(await page.getAttribute("body", "data-generated"), /^category: billing\n/);
       assert.match(await page.getAttribute("body", "data-streamed"), /^category: account\npriority: normal\nsummary: the login page is broken$/);
-      await screenshot(page, "vercel-ai-in-browser");
     } finally {
       await browser.close();
       server.close();
