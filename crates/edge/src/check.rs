@@ -90,7 +90,7 @@ pub async fn run(mut req: Request, config: &Config) -> Result<Response> {
             }
             let call = Call {
                 target: path.clone(),
-                body: serde_json::to_vec(&body)?,
+                body: serde_json::to_vec(&body)?.into(),
                 content_type: "application/json".into(),
                 upstream_key: format!("onejob-check-{:016x}", (js_sys::Math::random() * 1e16) as u64),
                 attempt: 1,

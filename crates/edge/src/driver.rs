@@ -16,9 +16,10 @@
 //! the winner: it is recorded in the audit as discarded, and the caller gets
 //! the job as it now stands.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -64,6 +65,8 @@ pub struct Driver<'a> {
     api: Api,
     /// A hedged attempt that lost the race and has not answered yet.
     late: RefCell<Option<LateAttempt>>,
+    /// The body, owned once for the calls that outlive this borrow.
+    shared_body: OnceCell<Rc<[u8]>>,
 }
 
 /// What driving a job produced for its caller.
@@ -126,6 +129,7 @@ impl<'a> Driver<'a> {
             stream,
             api,
             late: RefCell::new(None),
+            shared_body: OnceCell::new(),
         }
     }
 
@@ -459,14 +463,16 @@ impl<'a> Driver<'a> {
     /// or when the body is not a JSON object). A rewritten body is
     /// re-serialised: its members may come out in another order, which no
     /// provider's API depends on.
-    fn body_for(&self, model: Option<&str>) -> Vec<u8> {
+    fn body_for(&self, model: Option<&str>) -> Rc<[u8]> {
+        // The body as it came, copied once per job, shared by its attempts.
+        let unchanged = || Rc::clone(self.shared_body.get_or_init(|| Rc::from(self.body)));
         match (&self.request, model) {
             (Some(Value::Object(request)), Some(model)) if self.model.as_deref() != Some(model) => {
                 let mut request = request.clone();
                 request.insert("model".into(), Value::from(model));
-                serde_json::to_vec(&request).unwrap_or_else(|_| self.body.to_vec())
+                serde_json::to_vec(&request).map(Rc::from).unwrap_or_else(|_| unchanged())
             }
-            _ => self.body.to_vec(),
+            _ => unchanged(),
         }
     }
 

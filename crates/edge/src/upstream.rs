@@ -7,6 +7,7 @@
 //! a hedged attempt that lost the race is still awaited, to audit what it
 //! cost.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
@@ -48,8 +49,9 @@ pub struct Streaming {
 pub struct Call {
     /// Path and query, e.g. `/v1/chat/completions?api-version=…`.
     pub target: String,
-    /// The body, with the model the route names for this provider.
-    pub body: Vec<u8>,
+    /// The body, with the model the route names for this provider (shared
+    /// by the attempts that send it unchanged).
+    pub body: Rc<[u8]>,
     pub content_type: String,
     /// The job's key for the provider (tenant-scoped, never the client's own).
     pub upstream_key: String,
@@ -156,7 +158,7 @@ fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<R
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
-    init.with_body(Some(js_sys::Uint8Array::from(call.body.as_slice()).into()));
+    init.with_body(Some(js_sys::Uint8Array::from(&call.body[..]).into()));
     Request::new_with_init(&url, &init).map_err(|_| "cannot build the upstream request".to_owned())
 }
 
