@@ -10,7 +10,6 @@ use onejob_core::backoff::retries::Observation;
 use onejob_core::classify::Decision;
 use onejob_core::protocol::ProblemType;
 use onejob_core::providers::Api;
-use onejob_core::reply::{BodyHint, read_reply};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use worker::{Request, Response, Result};
@@ -104,9 +103,8 @@ pub async fn run(mut req: Request, config: &Config) -> Result<Response> {
             let latency_ms = now_ms().saturating_sub(started);
             let (status, accepted, contract) = match answered {
                 CallResult::Reply(reply) => {
-                    let facts = read_reply(&reply.body);
-                    let hint = if (200..300).contains(&reply.status) { facts.hint } else { BodyHint::None };
-                    let observed = Observation::from_http(reply.status, &|n| reply.header(n), hint, now_ms(), 0);
+                    let (observed, _) =
+                        Observation::of_llm_reply(reply.status, &|n| reply.header(n), &reply.body, now_ms(), 0);
                     let accepted = observed.classification.decision == Decision::Accept;
                     let contract = match (&route.contract, accepted) {
                         (None, _) => "none".to_owned(),

@@ -34,7 +34,6 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::providers::{Api, Placement, Route};
 use onejob_core::random::RandomSource;
-use onejob_core::reply::{BodyHint, read_reply};
 use serde_json::Value;
 use worker::{Delay, Env, Result};
 
@@ -581,10 +580,13 @@ fn audit_discarded(store: &Store, attempt: u32, report: AttemptReport) -> Result
 fn observe(answered: CallResult, retry_after_cap_ms: u64, contract: Option<&Contract>) -> (Attempted, bool) {
     let (mut observed, mut response, usage) = match answered {
         CallResult::Reply(reply) => {
-            let facts = read_reply(&reply.body);
-            let hint = if (200..300).contains(&reply.status) { facts.hint } else { BodyHint::None };
-            let observed =
-                Observation::from_http(reply.status, &|name| reply.header(name), hint, now_ms(), retry_after_cap_ms);
+            let (observed, facts) = Observation::of_llm_reply(
+                reply.status,
+                &|name| reply.header(name),
+                &reply.body,
+                now_ms(),
+                retry_after_cap_ms,
+            );
             let response = StoredResponse { status: reply.status, content_type: reply.content_type, body: reply.body };
             (observed, response, facts.usage)
         }

@@ -18,7 +18,7 @@ use crate::backoff::retry_after::server_delay_ms;
 use crate::classify::{Classification, Decision, ErrorClass, Outcome, TransportFailure, classify};
 use crate::protocol::{header, parse_should_retry};
 use crate::random::RandomSource;
-use crate::reply::BodyHint;
+use crate::reply::{BodyHint, ReplyFacts, read_reply};
 
 /// What one try of a call produced, classified once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +51,21 @@ impl Observation {
         );
         let classification = classify(Outcome::Http { status, should_retry, hint });
         Self { status: Some(status), classification, server_delay_ms }
+    }
+
+    /// An LLM provider's whole reply, judged: its body is read once (a 2xx's
+    /// content filter or empty completion makes it final-but-unusable) and
+    /// its facts (usage) are returned beside the observation.
+    pub fn of_llm_reply(
+        status: u16,
+        headers: &dyn Fn(&str) -> Option<String>,
+        body: &[u8],
+        now_ms: u64,
+        retry_after_cap_ms: u64,
+    ) -> (Self, ReplyFacts) {
+        let facts = read_reply(body);
+        let hint = if (200..300).contains(&status) { facts.hint } else { BodyHint::None };
+        (Self::from_http(status, headers, hint, now_ms, retry_after_cap_ms), facts)
     }
 
     /// A call that failed below HTTP.
