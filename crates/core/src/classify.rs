@@ -120,6 +120,14 @@ pub enum ErrorClass {
     Contract,
 }
 
+impl ErrorClass {
+    /// The class's name in audits, dead letters and the operators' index
+    /// (`rate_limited`, `auth`, …): its serialised form.
+    pub fn name(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    }
+}
+
 /// The decision and the class of an outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Classification {
@@ -209,6 +217,8 @@ mod tests {
         assert_eq!(classify(Outcome::status(200)).class, ErrorClass::None);
         assert_eq!(classify(Outcome::status(529)).class, ErrorClass::Overloaded);
         assert_eq!(classify(Outcome::status(401)).class, ErrorClass::Auth);
+        assert_eq!(ErrorClass::RateLimited.name(), "rate_limited");
+        assert_eq!(ErrorClass::Auth.name(), "auth");
         assert_eq!(classify(Outcome::status(403)).decision, Decision::Never);
     }
 

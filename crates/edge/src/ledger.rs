@@ -19,6 +19,7 @@ use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use onejob_core::admission::{self, Admission, Arrival};
 use onejob_core::background::{self, Delivery};
+use onejob_core::classify::ErrorClass;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
@@ -713,11 +714,7 @@ impl Ledger {
             .and_then(|a| store.load_response(a.number).ok().flatten())
             .map(|response| error_detail(&response.body))
             .unwrap_or_default();
-        let error_class = last
-            .and_then(|a| a.error_class)
-            .and_then(|class| serde_json::to_value(class).ok())
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "unknown".into());
+        let error_class = last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name);
         let facts = DeadFacts {
             dead: background::needs_operator(&job, now_ms()),
             error_class,

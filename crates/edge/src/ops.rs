@@ -268,10 +268,7 @@ fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
         .filter_map(|a| Some(config.prices.cost_usd(a.model.as_deref(), a.usage.as_ref()?).unwrap_or(0.0)))
         .sum();
     let text = |value: Option<&str>| value.map_or(JsValue::NULL, JsValue::from);
-    let error_class = shown
-        .and_then(|a| a.error_class)
-        .and_then(|c| serde_json::to_value(c).ok())
-        .and_then(|v| v.as_str().map(str::to_owned));
+    let error_class = shown.and_then(|a| a.error_class).map(onejob_core::classify::ErrorClass::name);
     vec![
         meta.tenant.as_str().into(),
         meta.user.as_deref().unwrap_or("").into(),
