@@ -272,10 +272,7 @@ impl Ledger {
             let mut result = JobResult::problem(&problem, job.state(), None);
             result.retry_after_ms = None;
             self.creating.borrow_mut().take();
-            self.driving.set(false);
-            for waiter in self.waiters.borrow_mut().drain(..) {
-                let _ = waiter.send(Handed::Result(result.clone()));
-            }
+            self.finish_driving(&result);
             return http::problem_about(&problem, &submission.key, job.state());
         }
         let driver = Driver::new(config, &self.env, store, submission, body);
@@ -326,11 +323,7 @@ impl Ledger {
                 return Err(error);
             }
         };
-        self.driving.set(false);
-        let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
-        for waiter in waiters {
-            let _ = waiter.send(Handed::Result(result.clone()));
-        }
+        self.finish_driving(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
         let adopt = self.adopt_later.borrow_mut().take();
@@ -344,6 +337,15 @@ impl Ledger {
             self.cache_in_background(submission, &job, &result);
         }
         result.into_response(&submission.key, false)
+    }
+
+    /// No one drives the job any more: every duplicate that waited gets `result`.
+    fn finish_driving(&self, result: &JobResult) {
+        self.driving.set(false);
+        let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
+        for waiter in waiters {
+            let _ = waiter.send(Handed::Result(result.clone()));
+        }
     }
 
     async fn wait_for_driver(&self, key: &str, wait_ms: u64) -> Result<Response> {
