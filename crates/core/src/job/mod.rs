@@ -568,8 +568,12 @@ impl Job {
         &self.events
     }
 
-    fn already_done(&self, request: &str) -> bool {
-        self.events.iter().any(|e| e.request == request)
+    /// An operator action's common check: the caller's copy is current, and
+    /// `false` when this operator request was already applied (the same
+    /// request twice changes the job once).
+    fn fresh_operator_request(&self, expected_version: u64, request: &str) -> Result<bool, JobError> {
+        self.check_version(expected_version)?;
+        Ok(!self.events.iter().any(|e| e.request == request))
     }
 
     fn note_operator(&mut self, action: OperatorAction, by: &str, request: &str, now_ms: u64) {
@@ -588,8 +592,7 @@ impl Job {
         request: &str,
         now_ms: u64,
     ) -> Result<bool, JobError> {
-        self.check_version(expected_version)?;
-        if self.already_done(request) {
+        if !self.fresh_operator_request(expected_version, request)? {
             return Ok(false);
         }
         if self.state != JobState::Dead || grant == 0 {
@@ -616,8 +619,7 @@ impl Job {
         request: &str,
         now_ms: u64,
     ) -> Result<Option<u32>, JobError> {
-        self.check_version(expected_version)?;
-        if self.already_done(request) {
+        if !self.fresh_operator_request(expected_version, request)? {
             return Ok(None);
         }
         self.check_resolvable()?;
@@ -654,8 +656,7 @@ impl Job {
         request: &str,
         now_ms: u64,
     ) -> Result<bool, JobError> {
-        self.check_version(expected_version)?;
-        if self.already_done(request) {
+        if !self.fresh_operator_request(expected_version, request)? {
             return Ok(false);
         }
         self.check_resolvable()?;
