@@ -81,14 +81,14 @@ impl Contract {
                     None => Ok(()),
                 }
             }
-            Self::Schema(schema) => validate(schema, &content, "$"),
+            Self::Schema(schema) => violations(schema, &content).into_iter().next().map_or(Ok(()), Err),
         }
     }
 }
 
 /// The assistant's text as JSON: OpenAI's first choice or Anthropic's first
 /// text block, with an optional Markdown code fence.
-fn assistant_json(body: &[u8]) -> Option<Value> {
+pub fn assistant_json(body: &[u8]) -> Option<Value> {
     let reply: Value = serde_json::from_slice(body).ok()?;
     let openai = reply.pointer("/choices/0/message/content").and_then(Value::as_str);
     let anthropic = || {
@@ -173,10 +173,25 @@ fn type_matches(name: &str, value: &Value) -> bool {
     }
 }
 
-/// Validates `value` at `path` (a JSONPath-like location for the message).
-fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), Violation> {
-    let fail = |what: String| Err(Violation(format!("{path}: {what}")));
-    let Some(schema) = schema.as_object() else { return Ok(()) };
+/// Every place where `value` breaks `schema` (already checked by
+/// [`Contract::parse`] or [`check_schema`]), as `$.path: what` messages, in
+/// document order. Empty when it conforms.
+pub fn violations(schema: &Value, value: &Value) -> Vec<Violation> {
+    let mut found = Vec::new();
+    validate(schema, value, "$", &mut found);
+    found
+}
+
+/// Checks that `schema` uses only the supported subset (see the module).
+pub fn check_schema_subset(schema: &Value) -> Result<(), &'static str> {
+    check_schema(schema)
+}
+
+/// Collects the violations of `value` at `path` (a JSONPath-like location
+/// for the message). A value of the wrong type is not looked into further.
+fn validate(schema: &Value, value: &Value, path: &str, found: &mut Vec<Violation>) {
+    let mut fail = |what: String| found.push(Violation(format!("{path}: {what}")));
+    let Some(schema) = schema.as_object() else { return };
     if let Some(kind) = schema.get("type") {
         let names: Vec<&str> = match kind {
             Value::Array(list) => list.iter().filter_map(Value::as_str).collect(),
@@ -189,41 +204,41 @@ fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), Violation> 
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
         && !options.contains(value)
     {
-        return fail("not one of the allowed values".into());
+        fail("not one of the allowed values".into());
     }
     if let Some(expected) = schema.get("const")
         && expected != value
     {
-        return fail("not the required value".into());
+        fail("not the required value".into());
     }
     if let Some(text) = value.as_str() {
         let chars = text.chars().count() as u64;
         if schema.get("minLength").and_then(Value::as_u64).is_some_and(|min| chars < min) {
-            return fail("too short".into());
+            fail("too short".into());
         }
         if schema.get("maxLength").and_then(Value::as_u64).is_some_and(|max| chars > max) {
-            return fail("too long".into());
+            fail("too long".into());
         }
     }
     if let Some(number) = value.as_f64() {
         if schema.get("minimum").and_then(Value::as_f64).is_some_and(|min| number < min) {
-            return fail("below the minimum".into());
+            fail("below the minimum".into());
         }
         if schema.get("maximum").and_then(Value::as_f64).is_some_and(|max| number > max) {
-            return fail("above the maximum".into());
+            fail("above the maximum".into());
         }
     }
     if let Some(items) = value.as_array() {
         let count = items.len() as u64;
         if schema.get("minItems").and_then(Value::as_u64).is_some_and(|min| count < min) {
-            return fail("too few items".into());
+            fail("too few items".into());
         }
         if schema.get("maxItems").and_then(Value::as_u64).is_some_and(|max| count > max) {
-            return fail("too many items".into());
+            fail("too many items".into());
         }
         if let Some(item_schema) = schema.get("items") {
             for (i, item) in items.iter().enumerate() {
-                validate(item_schema, item, &format!("{path}[{i}]"))?;
+                validate(item_schema, item, &format!("{path}[{i}]"), found);
             }
         }
     }
@@ -231,7 +246,7 @@ fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), Violation> 
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for name in required.iter().filter_map(Value::as_str) {
                 if !object.contains_key(name) {
-                    return fail(format!("lacks \"{name}\""));
+                    found.push(Violation(format!("{path}: lacks \"{name}\"")));
                 }
             }
         }
@@ -239,14 +254,13 @@ fn validate(schema: &Value, value: &Value, path: &str) -> Result<(), Violation> 
         for (name, member) in object {
             let at = format!("{path}.{name}");
             match (properties.and_then(|p| p.get(name)), schema.get("additionalProperties")) {
-                (Some(sub), _) => validate(sub, member, &at)?,
-                (None, Some(Value::Bool(false))) => return fail(format!("has no \"{name}\" allowed")),
-                (None, Some(sub @ Value::Object(_))) => validate(sub, member, &at)?,
+                (Some(sub), _) => validate(sub, member, &at, found),
+                (None, Some(Value::Bool(false))) => found.push(Violation(format!("{path}: has no \"{name}\" allowed"))),
+                (None, Some(sub @ Value::Object(_))) => validate(sub, member, &at, found),
                 (None, _) => {}
             }
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -302,6 +316,10 @@ mod tests {
         assert_eq!(bad(r#"{"category":"bug","tags":[],"score":2}"#), "$.score: above the maximum");
         assert_eq!(bad(r#"{"category":"bug","tags":[],"extra":1}"#), "$: has no \"extra\" allowed");
         assert_eq!(bad(r#"{"category":"bug","tags":["a","b","c","d"]}"#), "$.tags: too many items");
+        // Every violation, in document order (what a job type's input error lists).
+        let all = violations(&schema, &json!({"category": "other", "tags": [""], "extra": 1}));
+        let all: Vec<&str> = all.iter().map(|v| v.0.as_str()).collect();
+        assert_eq!(all, ["$.category: not one of the allowed values", "$: has no \"extra\" allowed", "$.tags[0]: too short"]);
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
+//! - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
+//! - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //! - [`pricing`]: a price table per model, for spend estimates.
 //! - [`protocol`]: headers, RFC 9457 problem types, the job view.
 //! - [`quota`]: token budgets per day, per tenant and per user.
@@ -41,9 +43,11 @@ pub mod canonical;
 pub mod classify;
 pub mod contract;
 mod digest;
+pub mod effect;
 pub mod fingerprint;
 pub mod intent;
 pub mod job;
+pub mod job_type;
 pub mod key;
 pub mod pricing;
 pub mod protocol;

@@ -1,0 +1,197 @@
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use serde_json::json;
+
+use super::*;
+use crate::random::SplitMix64;
+
+fn spec(approve: bool) -> EffectSpec {
+    EffectSpec {
+        name: "email".into(),
+        approve,
+        approval_ttl_ms: 1_000,
+        retry: EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
+        target: EffectTarget::Webhook {
+            url: "https://mail.example/send".into(),
+            receipt_url: None,
+            secret: None,
+            payload: json!({"to": "{{input.email}}", "category": "{{output.category}}"}),
+        },
+    }
+}
+
+fn planned(approve: bool) -> Effect {
+    Effect::plan(&spec(approve), "t:abc", &json!({"email": "a@b.c"}), &json!({"category": "billing"}), 100)
+}
+
+const RETRY: EffectRetry = EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 };
+
+#[test]
+fn a_plan_has_its_delivery_id_payload_and_fingerprint() {
+    let effect = planned(false);
+    assert_eq!(effect.delivery_id, "t:abc:email");
+    assert_eq!(effect.payload, json!({"to": "a@b.c", "category": "billing"}));
+    assert_eq!(effect.fingerprint, fingerprint_of(&json!({"category": "billing", "to": "a@b.c"})), "key order is not identity");
+    assert_eq!(effect.state, EffectState::Ready);
+    assert_eq!(effect.step(100), Step::Perform);
+}
+
+#[test]
+fn claim_then_done_keeps_the_receipt_and_claims_no_more() {
+    let mut rng = SplitMix64::new(1);
+    let mut effect = planned(false);
+    let read = effect.version;
+    let attempt = effect.claim(100).unwrap();
+    assert!(effect.version > read, "a claim is a new version (the store's compare-and-swap)");
+    assert_eq!(effect.state, EffectState::Claimed);
+    assert_eq!(effect.claim(100), None, "claimed: no second attempt");
+    effect.finish(attempt, outcome_of_status(202, json!({"id": "m1"})), RETRY, 150, &mut rng);
+    assert_eq!(effect.state, EffectState::Done);
+    assert_eq!(effect.receipt, Some(json!({"status": 202, "body": {"id": "m1"}})));
+    assert_eq!(effect.step(10_000), Step::Nothing);
+    assert_eq!(effect.claim(10_000), None);
+}
+
+#[test]
+fn transient_failures_back_off_then_die_when_attempts_are_spent() {
+    let mut rng = SplitMix64::new(7);
+    let mut effect = planned(false);
+    let mut now = 100;
+    for n in 1..=3 {
+        let attempt = effect.claim(now).expect("due");
+        assert_eq!(attempt, n);
+        effect.finish(attempt, outcome_of_status(503, json!(null)), RETRY, now, &mut rng);
+        if n < 3 {
+            assert_eq!(effect.state, EffectState::Ready);
+            assert!(effect.not_before_ms >= now && effect.not_before_ms <= now + RETRY.cap_ms);
+            now = effect.not_before_ms;
+        }
+    }
+    assert_eq!(effect.state, EffectState::Dead);
+    assert!(effect.state.needs_operator());
+    assert_eq!(effects_state(&[effect]), EffectsState::PartialSuccess);
+}
+
+#[test]
+fn a_4xx_is_permanent_but_408_and_429_are_not() {
+    assert!(matches!(outcome_of_status(400, json!(null)), Outcome::Permanent { .. }));
+    assert!(matches!(outcome_of_status(422, json!(null)), Outcome::Permanent { .. }));
+    assert!(matches!(outcome_of_status(408, json!(null)), Outcome::Transient { .. }));
+    assert!(matches!(outcome_of_status(429, json!(null)), Outcome::Transient { .. }));
+    let mut rng = SplitMix64::new(1);
+    let mut effect = planned(false);
+    let attempt = effect.claim(100).unwrap();
+    effect.finish(attempt, outcome_of_status(400, json!(null)), RETRY, 100, &mut rng);
+    assert_eq!(effect.state, EffectState::Dead, "never retried");
+}
+
+#[test]
+fn a_claimed_effect_is_reconciled_never_performed_blindly() {
+    let mut rng = SplitMix64::new(3);
+    // The runtime died after the write and before the record.
+    let mut effect = planned(false);
+    effect.claim(100).unwrap();
+    assert_eq!(effect.step(200), Step::Reconcile);
+    assert_eq!(effect.claim(200), None);
+    let mut same = effect.clone();
+    same.reconcile(Found::Same(json!({"row": 1})), RETRY, 200, &mut rng);
+    assert_eq!((same.state, same.reconciled), (EffectState::Done, true));
+    assert_eq!(same.attempts.len(), 1, "no second attempt");
+    let mut other = effect.clone();
+    other.reconcile(Found::Different { stored_fingerprint: "ff".into() }, RETRY, 200, &mut rng);
+    assert_eq!(other.state, EffectState::Conflict);
+    let mut absent = effect.clone();
+    absent.reconcile(Found::Absent, RETRY, 200, &mut rng);
+    assert_eq!(absent.state, EffectState::Ready);
+    assert_eq!(absent.claim(200), Some(2), "it never arrived: performed now");
+    let mut blind = effect.clone();
+    blind.reconcile(Found::NoReceiptSource, RETRY, 200, &mut rng);
+    assert_eq!(blind.state, EffectState::Unknown);
+    assert_eq!(blind.step(99_999), Step::Nothing, "not resent automatically");
+    let mut later = effect;
+    later.reconcile(Found::CouldNotAsk { detail: "down".into() }, RETRY, 200, &mut rng);
+    assert_eq!(later.state, EffectState::Claimed);
+    assert!(matches!(later.step(200), Step::WaitUntil(_) | Step::Reconcile));
+}
+
+#[test]
+fn an_unknown_attempt_is_reconciled_after_a_wait() {
+    let mut rng = SplitMix64::new(5);
+    let mut effect = planned(false);
+    let attempt = effect.claim(100).unwrap();
+    effect.finish(attempt, Outcome::Unknown { detail: "timeout".into() }, RETRY, 100, &mut rng);
+    assert_eq!(effect.state, EffectState::Claimed);
+    assert_eq!(effect.step(effect.not_before_ms), Step::Reconcile);
+}
+
+#[test]
+fn approval_runs_it_once_and_only_in_time() {
+    let mut effect = planned(true);
+    assert_eq!(effect.state, EffectState::AwaitingApproval);
+    assert_eq!(effect.step(100), Step::WaitUntil(1_100));
+    assert_eq!(effect.claim(100), None, "nothing runs unapproved");
+    assert_eq!(effects_state(std::slice::from_ref(&effect)), EffectsState::AwaitingApproval);
+    let mut twice = effect.clone();
+    assert_eq!(twice.approve("ops", 500), Ok(true));
+    assert_eq!(twice.approve("ops", 600), Ok(false), "approving twice runs it once");
+    assert_eq!(twice.claim(600), Some(1));
+    assert_eq!(twice.approve("ops", 700), Ok(false));
+    let mut late = effect.clone();
+    assert_eq!(late.approve("ops", 1_100), Err(EffectError::ApprovalExpired));
+    assert_eq!(late.state, EffectState::Expired);
+    assert_eq!(late.claim(1_200), None);
+    let mut never = effect;
+    assert!(never.expire(5_000));
+    assert_eq!(effects_state(&[never]), EffectsState::PartialSuccess);
+    let mut plain = planned(false);
+    assert_eq!(plain.approve("ops", 100), Err(EffectError::NotAwaitingApproval));
+}
+
+#[test]
+fn operators_resend_or_mark_done_only_what_needs_them() {
+    let mut rng = SplitMix64::new(9);
+    let mut effect = planned(false);
+    for _ in 0..3 {
+        let now = effect.not_before_ms;
+        let attempt = effect.claim(now).unwrap();
+        effect.finish(attempt, outcome_of_status(500, json!(null)), RETRY, now, &mut rng);
+    }
+    assert_eq!(effect.state, EffectState::Dead);
+    assert_eq!(effect.resend("ops", RETRY, 9_000), Ok(true));
+    assert_eq!(effect.resend("ops", RETRY, 9_000), Ok(false), "already on its way");
+    let attempt = effect.claim(9_000).expect("a fresh allowance");
+    assert_eq!(attempt, 4);
+    effect.finish(attempt, outcome_of_status(200, json!({})), RETRY, 9_001, &mut rng);
+    assert_eq!(effect.state, EffectState::Done);
+    assert_eq!(effects_state(&[effect.clone()]), EffectsState::Completed);
+    assert_eq!(effect.mark_done("ops", 9_002), Ok(false));
+    let mut conflict = planned(false);
+    conflict.claim(100);
+    conflict.reconcile(Found::Different { stored_fingerprint: "x".into() }, RETRY, 100, &mut rng);
+    assert_eq!(conflict.resend("ops", RETRY, 200), Err(EffectError::NotSettleable), "never overwrite");
+    assert_eq!(conflict.mark_done("ops", 200), Ok(true));
+}
+
+#[test]
+fn a_stale_report_changes_nothing() {
+    let mut rng = SplitMix64::new(2);
+    let mut effect = planned(false);
+    let attempt = effect.claim(100).unwrap();
+    effect.reconcile(Found::Absent, RETRY, 150, &mut rng);
+    let second = effect.claim(150).unwrap();
+    let before = effect.clone();
+    effect.finish(attempt, outcome_of_status(200, json!({})), RETRY, 160, &mut rng);
+    assert_eq!(effect, before, "attempt 1's late answer is not attempt 2's");
+    effect.finish(second, outcome_of_status(200, json!({})), RETRY, 170, &mut rng);
+    assert_eq!(effect.state, EffectState::Done);
+}
+
+#[test]
+fn the_next_wake_is_the_earliest_due_effect() {
+    let ready = planned(false);
+    let waiting = planned(true);
+    assert_eq!(next_wake_ms(&[waiting.clone()], 100), Some(1_100));
+    assert_eq!(next_wake_ms(&[waiting, ready], 100), Some(100));
+    assert_eq!(next_wake_ms(&[], 100), None);
+}

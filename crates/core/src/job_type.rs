@@ -1,0 +1,408 @@
+//! Job types: intents defined on the server (`jobs/*.toml`, bundled into the
+//! worker, or the `JOB_TYPES` variable), so a browser names a type and sends
+//! its input, never a prompt. A type declares:
+//!
+//! - `input`: a JSON Schema (the [`crate::contract`] subset) the input must meet;
+//! - `model` and `prompt`: the chat request the input becomes (templates);
+//! - `output`: the schema the model's JSON answer must meet before any effect runs;
+//! - `once_per`: an input field naming the *subject* (a ticket id, say): a
+//!   subject whose job succeeded is not run again under a new key;
+//! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in.
+//!
+//! Templates are strings with `{{input.NAME}}` and `{{output.NAME}}`
+//! placeholders; a string that is exactly one placeholder takes the value
+//! itself (a number stays a number). Every placeholder is checked against
+//! the input and output schemas when the type is read.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::contract::{self, Contract, Violation};
+use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
+
+/// The job types of a deployment, by name.
+#[derive(Debug, Clone, Default)]
+pub struct JobTypes {
+    types: BTreeMap<String, JobType>,
+}
+
+/// One server-defined intent.
+#[derive(Debug, Clone)]
+pub struct JobType {
+    /// The name in `POST /onejob/v1/run/{name}`.
+    pub name: String,
+    /// The model (or route) the chat request names.
+    pub model: String,
+    /// The input's schema.
+    pub input: Value,
+    system: String,
+    user: String,
+    /// The answer's schema: an answer outside it fails the job (class `contract`).
+    pub output: Contract,
+    output_schema: Value,
+    /// The input field naming the job's subject (see the module).
+    pub once_per: Option<String>,
+    /// What happens once the answer is in, in order.
+    pub effects: Vec<EffectSpec>,
+}
+
+/// Why a job type's definition is refused (read when the deployment starts).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobTypeError(pub String);
+
+impl std::fmt::Display for JobTypeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "job types: {}", self.0)
+    }
+}
+
+/// A job type as written (TOML turned into JSON, or JSON).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Definition {
+    #[serde(default)]
+    description: Option<String>,
+    model: String,
+    input: Value,
+    prompt: PromptDefinition,
+    output: Value,
+    #[serde(default)]
+    once_per: Option<String>,
+    #[serde(default)]
+    effects: Vec<EffectDefinition>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptDefinition {
+    system: String,
+    user: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EffectDefinition {
+    name: String,
+    kind: String,
+    #[serde(default)]
+    approve: bool,
+    #[serde(default)]
+    approval_ttl_ms: Option<u64>,
+    #[serde(default)]
+    attempts: Option<u32>,
+    #[serde(default)]
+    backoff_base_ms: Option<u64>,
+    #[serde(default)]
+    backoff_cap_ms: Option<u64>,
+    // d1
+    #[serde(default)]
+    database: Option<String>,
+    #[serde(default)]
+    table: Option<String>,
+    #[serde(default)]
+    columns: Option<Map<String, Value>>,
+    // webhook
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    receipt_url: Option<String>,
+    #[serde(default)]
+    secret: Option<String>,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+/// How long an approval may wait by default: one day.
+pub const DEFAULT_APPROVAL_TTL_MS: u64 = 86_400_000;
+
+impl JobTypes {
+    /// Reads `{"name": {definition}, …}`.
+    pub fn from_json(text: &str) -> Result<Self, JobTypeError> {
+        let map: BTreeMap<String, Value> =
+            serde_json::from_str(text).map_err(|e| JobTypeError(format!("not a JSON object of job types: {e}")))?;
+        let mut types = BTreeMap::new();
+        for (name, definition) in map {
+            let job_type = JobType::parse(&name, definition)?;
+            types.insert(name, job_type);
+        }
+        Ok(Self { types })
+    }
+
+    /// Adds (or replaces, by name) the types of `other`.
+    pub fn merge(&mut self, other: JobTypes) {
+        self.types.extend(other.types);
+    }
+
+    /// The type called `name`.
+    pub fn get(&self, name: &str) -> Option<&JobType> {
+        self.types.get(name)
+    }
+
+    /// Every type, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &JobType> {
+        self.types.values()
+    }
+
+    /// True when there is none.
+    pub fn is_empty(&self) -> bool {
+        self.types.is_empty()
+    }
+}
+
+impl JobType {
+    fn parse(name: &str, definition: Value) -> Result<Self, JobTypeError> {
+        let fail = |what: String| JobTypeError(format!("{name}: {what}"));
+        if !is_identifier(name) {
+            return Err(fail("a job type's name is 1 to 64 of a-z 0-9 _ -".into()));
+        }
+        let d: Definition = serde_json::from_value(definition).map_err(|e| fail(e.to_string()))?;
+        let _ = d.description;
+        contract::check_schema_subset(&d.input).map_err(|e| fail(format!("input: {e}")))?;
+        if d.input.get("type") != Some(&Value::from("object")) {
+            return Err(fail("input: the input is an object (\"type\": \"object\")".into()));
+        }
+        let output = Contract::parse(&json!({ "schema": d.output })).map_err(|e| fail(format!("output: {e}")))?;
+        if d.model.trim().is_empty() {
+            return Err(fail("model is empty".into()));
+        }
+        let known = Known { input: &d.input, output: &d.output };
+        known.check_template(&d.prompt.system, false).map_err(|e| fail(format!("prompt.system: {e}")))?;
+        known.check_template(&d.prompt.user, false).map_err(|e| fail(format!("prompt.user: {e}")))?;
+        if let Some(field) = &d.once_per
+            && !known.has("input", field)
+        {
+            return Err(fail(format!("once_per: the input has no property \"{field}\"")));
+        }
+        let mut effects = Vec::new();
+        for e in d.effects {
+            let spec = effect_spec(e, &known).map_err(fail)?;
+            if effects.iter().any(|other: &EffectSpec| other.name == spec.name) {
+                return Err(fail(format!("two effects are called \"{}\"", spec.name)));
+            }
+            effects.push(spec);
+        }
+        Ok(Self {
+            name: name.to_owned(),
+            model: d.model,
+            input: d.input,
+            system: d.prompt.system,
+            user: d.prompt.user,
+            output,
+            output_schema: d.output,
+            once_per: d.once_per,
+            effects,
+        })
+    }
+
+    /// What is wrong with `input` (empty: nothing).
+    pub fn check_input(&self, input: &Value) -> Vec<Violation> {
+        contract::violations(&self.input, input)
+    }
+
+    /// The subject of `input` (its `once_per` field, as text), if the type has one.
+    pub fn subject_of(&self, input: &Value) -> Option<String> {
+        let value = input.get(self.once_per.as_deref()?)?;
+        Some(match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+    }
+
+    /// The chat completion request `input` becomes (OpenAI's format, JSON
+    /// answer asked for).
+    pub fn render_request(&self, input: &Value) -> Vec<u8> {
+        let scope = Scope { input, output: &Value::Null };
+        let body = json!({
+            "model": self.model,
+            "messages": [
+                { "role": "system", "content": render_text(&self.system, &scope) },
+                { "role": "user", "content": render_text(&self.user, &scope) },
+            ],
+            "response_format": { "type": "json_object" },
+        });
+        body.to_string().into_bytes()
+    }
+
+    /// The answer's JSON content, if the answer meets the output contract.
+    pub fn output_of(&self, response_body: &[u8]) -> Result<Value, Violation> {
+        self.output.check(response_body)?;
+        contract::assistant_json(response_body).ok_or_else(|| Violation("the answer's content is not JSON".into()))
+    }
+
+    /// The output schema, as written.
+    pub fn output_schema(&self) -> &Value {
+        &self.output_schema
+    }
+}
+
+/// The values templates may name.
+struct Scope<'a> {
+    input: &'a Value,
+    output: &'a Value,
+}
+
+impl Scope<'_> {
+    fn lookup(&self, place: &str) -> Option<&Value> {
+        let (root, field) = place.split_once('.')?;
+        match root {
+            "input" => self.input.get(field),
+            "output" => self.output.get(field),
+            _ => None,
+        }
+    }
+}
+
+/// Fills a payload template (any JSON) with `input` and `output`.
+pub fn render(template: &Value, input: &Value, output: &Value) -> Value {
+    let scope = Scope { input, output };
+    render_value(template, &scope)
+}
+
+fn render_value(template: &Value, scope: &Scope<'_>) -> Value {
+    match template {
+        Value::String(text) => match single_placeholder(text) {
+            Some(place) => scope.lookup(place).cloned().unwrap_or(Value::Null),
+            None => Value::String(render_text(text, scope)),
+        },
+        Value::Array(items) => Value::Array(items.iter().map(|v| render_value(v, scope)).collect()),
+        Value::Object(members) => {
+            Value::Object(members.iter().map(|(k, v)| (k.clone(), render_value(v, scope))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// `{{input.x}}` alone, with nothing around it.
+fn single_placeholder(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
+    (!inner.contains("{{") && !inner.contains("}}")).then(|| inner.trim())
+}
+
+fn render_text(text: &str, scope: &Scope<'_>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("}}") else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        match scope.lookup(after[..end].trim()) {
+            Some(Value::String(text)) => out.push_str(text),
+            Some(Value::Null) | None => {}
+            Some(other) => out.push_str(&other.to_string()),
+        }
+        rest = &after[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The schemas placeholders are checked against.
+struct Known<'a> {
+    input: &'a Value,
+    output: &'a Value,
+}
+
+impl Known<'_> {
+    fn has(&self, root: &str, field: &str) -> bool {
+        let schema = if root == "input" { self.input } else { self.output };
+        schema.pointer(&format!("/properties/{}", field.replace('~', "~0").replace('/', "~1"))).is_some()
+    }
+
+    /// Every placeholder of `text` names a declared property (`output` only
+    /// where the answer is known, i.e. not in the prompt).
+    fn check_template(&self, text: &str, output_allowed: bool) -> Result<(), String> {
+        let mut rest = text;
+        while let Some(start) = rest.find("{{") {
+            let after = &rest[start + 2..];
+            let end = after.find("}}").ok_or("a {{ is not closed")?;
+            let place = after[..end].trim();
+            let (root, field) = place.split_once('.').ok_or_else(|| format!("{{{{{place}}}}} names no field"))?;
+            let allowed = root == "input" || (root == "output" && output_allowed);
+            if !allowed || !self.has(root, field) {
+                return Err(format!("{{{{{place}}}}} names no declared property"));
+            }
+            rest = &after[end + 2..];
+        }
+        Ok(())
+    }
+
+    fn check_payload(&self, template: &Value) -> Result<(), String> {
+        match template {
+            Value::String(text) => self.check_template(text, true),
+            Value::Array(items) => items.iter().try_for_each(|v| self.check_payload(v)),
+            Value::Object(members) => members.values().try_for_each(|v| self.check_payload(v)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, String> {
+    let at = |what: &str| format!("effect {}: {what}", e.name);
+    if !is_identifier(&e.name) || e.name.contains('-') {
+        return Err(at("an effect's name is 1 to 64 of a-z 0-9 _"));
+    }
+    let (default_retry, target) = match e.kind.as_str() {
+        "d1" => {
+            let database = e.database.filter(|d| !d.is_empty()).ok_or_else(|| at("a d1 effect names its database binding"))?;
+            let table = e.table.filter(|t| is_sql_name(t)).ok_or_else(|| at("table is a SQL name (a-z 0-9 _)"))?;
+            let columns = e.columns.filter(|c| !c.is_empty()).ok_or_else(|| at("a d1 effect has columns"))?;
+            for (column, template) in &columns {
+                if !is_sql_name(column) || RESERVED_COLUMNS.contains(&column.as_str()) {
+                    return Err(at(&format!("column \"{column}\" is not a SQL name, or is one onejob writes")));
+                }
+                known.check_payload(template).map_err(|m| at(&m))?;
+            }
+            let columns = columns.into_iter().collect();
+            (EffectRetry::DATABASE, EffectTarget::D1 { database, table, columns })
+        }
+        "webhook" => {
+            let url = e.url.filter(|u| !u.is_empty()).ok_or_else(|| at("a webhook effect has a url"))?;
+            let payload = e.payload.ok_or_else(|| at("a webhook effect has a payload"))?;
+            known.check_payload(&payload).map_err(|m| at(&m))?;
+            (EffectRetry::WEBHOOK, EffectTarget::Webhook { url, receipt_url: e.receipt_url, secret: e.secret, payload })
+        }
+        other => return Err(at(&format!("kind is d1 or webhook, not {other:?}"))),
+    };
+    let retry = EffectRetry {
+        attempts: e.attempts.unwrap_or(default_retry.attempts),
+        base_ms: e.backoff_base_ms.unwrap_or(default_retry.base_ms),
+        cap_ms: e.backoff_cap_ms.unwrap_or(default_retry.cap_ms),
+    };
+    if !(1..=20).contains(&retry.attempts) || retry.base_ms == 0 || retry.cap_ms < retry.base_ms {
+        return Err(at("attempts is 1 to 20, and 0 < backoff_base_ms <= backoff_cap_ms"));
+    }
+    if e.approval_ttl_ms.is_some() && !e.approve {
+        return Err(at("approval_ttl_ms without approve = true"));
+    }
+    Ok(EffectSpec {
+        name: e.name,
+        approve: e.approve,
+        approval_ttl_ms: e.approval_ttl_ms.unwrap_or(DEFAULT_APPROVAL_TTL_MS),
+        retry,
+        target,
+    })
+}
+
+/// The columns onejob writes into every d1 effect's table.
+pub const RESERVED_COLUMNS: [&str; 4] = ["source", "delivery_id", "fingerprint", "written_ms"];
+
+fn is_identifier(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A name that can go into SQL as it is (tables and columns are never
+/// taken from a request, but a definition must not smuggle SQL either).
+pub fn is_sql_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+#[cfg(test)]
+mod tests;

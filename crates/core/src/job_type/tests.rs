@@ -1,0 +1,150 @@
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::effect::EffectTarget;
+
+pub(crate) fn triage() -> Value {
+    json!({
+        "triage": {
+            "model": "demo",
+            "once_per": "ticket_id",
+            "input": {
+                "type": "object",
+                "required": ["ticket_id", "text", "customer_email"],
+                "additionalProperties": false,
+                "properties": {
+                    "ticket_id": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "text": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "customer_email": {"type": "string", "minLength": 3}
+                }
+            },
+            "prompt": {
+                "system": "Classify the support ticket as JSON: category, priority, summary.",
+                "user": "Ticket {{input.ticket_id}}: {{ input.text }}"
+            },
+            "output": {
+                "type": "object",
+                "required": ["category", "priority", "summary"],
+                "properties": {
+                    "category": {"enum": ["billing", "bug", "account", "other"]},
+                    "priority": {"enum": ["low", "normal", "high", "urgent"]},
+                    "summary": {"type": "string"}
+                }
+            },
+            "effects": [
+                {"name": "record", "kind": "d1", "database": "TICKETS", "table": "ticket_triage",
+                 "columns": {"ticket_id": "{{input.ticket_id}}", "category": "{{output.category}}", "priority": "{{output.priority}}"}},
+                {"name": "email", "kind": "webhook", "url": "env:MAIL_URL", "receipt_url": "env:MAIL_RECEIPT_URL",
+                 "secret": "MAIL_SECRET",
+                 "payload": {"to": "{{input.customer_email}}", "subject": "Ticket {{input.ticket_id}}: {{output.category}}"}}
+            ]
+        }
+    })
+}
+
+fn types_with(edit: impl FnOnce(&mut Value)) -> Result<JobTypes, JobTypeError> {
+    let mut definition = triage();
+    edit(&mut definition["triage"]);
+    JobTypes::from_json(&definition.to_string())
+}
+
+#[test]
+fn a_type_is_read_with_its_effects_and_defaults() {
+    let types = types_with(|_| {}).unwrap();
+    let triage = types.get("triage").unwrap();
+    assert_eq!(triage.once_per.as_deref(), Some("ticket_id"));
+    assert_eq!(triage.effects.len(), 2);
+    assert_eq!(triage.effects[0].retry, crate::effect::EffectRetry::DATABASE);
+    assert_eq!(triage.effects[1].retry, crate::effect::EffectRetry::WEBHOOK);
+    assert!(matches!(&triage.effects[1].target, EffectTarget::Webhook { receipt_url: Some(_), .. }));
+    assert!(!triage.effects[0].approve);
+}
+
+#[test]
+fn input_violations_are_all_listed() {
+    let types = types_with(|_| {}).unwrap();
+    let triage = types.get("triage").unwrap();
+    assert!(triage.check_input(&json!({"ticket_id": "T-1", "text": "hi", "customer_email": "a@b.c"})).is_empty());
+    let found = triage.check_input(&json!({"ticket_id": "", "extra": true}));
+    let found: Vec<&str> = found.iter().map(|v| v.0.as_str()).collect();
+    assert_eq!(
+        found,
+        [
+            "$: lacks \"text\"",
+            "$: lacks \"customer_email\"",
+            "$: has no \"extra\" allowed",
+            "$.ticket_id: too short"
+        ]
+    );
+    assert_eq!(triage.check_input(&json!([1])).len(), 1, "not an object: one violation");
+}
+
+#[test]
+fn the_request_is_rendered_from_the_input_only() {
+    let types = types_with(|_| {}).unwrap();
+    let triage = types.get("triage").unwrap();
+    let input = json!({"ticket_id": "T-7", "text": "charged twice", "customer_email": "a@b.c"});
+    let body: Value = serde_json::from_slice(&triage.render_request(&input)).unwrap();
+    assert_eq!(body["model"], "demo");
+    assert_eq!(body["messages"][1]["content"], "Ticket T-7: charged twice");
+    assert_eq!(body["response_format"]["type"], "json_object");
+    assert_eq!(triage.subject_of(&input).as_deref(), Some("T-7"));
+}
+
+#[test]
+fn payloads_keep_the_type_of_a_lone_placeholder() {
+    let input = json!({"n": 3, "name": "x"});
+    let output = json!({"ok": true});
+    let template = json!({"count": "{{input.n}}", "text": "{{input.name}}-{{input.n}}", "ok": "{{output.ok}}", "missing": "{{output.nope}}", "fixed": 1});
+    assert_eq!(
+        render(&template, &input, &output),
+        json!({"count": 3, "text": "x-3", "ok": true, "missing": null, "fixed": 1})
+    );
+}
+
+#[test]
+fn the_output_must_meet_the_contract() {
+    let types = types_with(|_| {}).unwrap();
+    let triage = types.get("triage").unwrap();
+    let reply = |content: &str| {
+        json!({"choices": [{"message": {"role": "assistant", "content": content}}]}).to_string().into_bytes()
+    };
+    let good = triage.output_of(&reply(r#"{"category":"billing","priority":"high","summary":"s"}"#)).unwrap();
+    assert_eq!(good["category"], "billing");
+    assert!(triage.output_of(&reply(r#"{"category":"refunds","priority":"high","summary":"s"}"#)).is_err());
+    assert!(triage.output_of(&reply("category: billing")).is_err());
+}
+
+#[test]
+fn bad_definitions_are_refused_by_name() {
+    let refused = |edit: fn(&mut Value), expected: &str| {
+        let error = types_with(edit).unwrap_err().0;
+        assert!(error.contains(expected), "{error} should say {expected}");
+    };
+    refused(|t| t["prompt"]["user"] = json!("{{input.nope}}"), "names no declared property");
+    refused(|t| t["prompt"]["user"] = json!("{{output.category}}"), "names no declared property");
+    refused(|t| t["once_per"] = json!("customer"), "once_per");
+    refused(|t| t["effects"][0]["table"] = json!("t; DROP TABLE x"), "SQL name");
+    refused(|t| t["effects"][0]["columns"] = json!({"source": "x"}), "onejob writes");
+    refused(|t| t["effects"][1]["name"] = json!("record"), "two effects");
+    refused(|t| t["effects"][1]["kind"] = json!("email"), "kind is d1 or webhook");
+    refused(|t| t["effects"][1]["attempts"] = json!(0), "attempts is 1 to 20");
+    refused(|t| t["effects"][1]["approval_ttl_ms"] = json!(5), "without approve");
+    refused(|t| t["output"] = json!({"type": "object", "pattern": "x"}), "output");
+    refused(|t| t["input"] = json!({"type": "string"}), "input is an object");
+    refused(|t| t["surprise"] = json!(1), "unknown field");
+    assert!(JobTypes::from_json(r#"{"Bad Name": {}}"#).is_err());
+    assert!(JobTypes::from_json("[]").is_err());
+}
+
+#[test]
+fn a_later_definition_replaces_one_by_name() {
+    let mut types = types_with(|_| {}).unwrap();
+    let other = types_with(|t| t["model"] = json!("other")).unwrap();
+    types.merge(other);
+    assert_eq!(types.get("triage").unwrap().model, "other");
+    assert_eq!(types.iter().count(), 1);
+}
