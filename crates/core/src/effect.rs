@@ -72,11 +72,11 @@ pub struct EffectSpec {
     pub name: String,
     /// Runs only once someone approves it, before `approval_ttl_ms` passes.
     pub approve: bool,
-    /// The effect's name in its job type.
-    pub approval_ttl_ms: u64,
-    /// When an approval is needed.
-    pub retry: EffectRetry,
     /// How long the approval may wait.
+    pub approval_ttl_ms: u64,
+    /// How its attempts are retried.
+    pub retry: EffectRetry,
+    /// Where it goes.
     pub target: EffectTarget,
 }
 

@@ -191,7 +191,7 @@ fn a_stale_report_changes_nothing() {
 fn the_next_wake_is_the_earliest_due_effect() {
     let ready = planned(false);
     let waiting = planned(true);
-    assert_eq!(next_wake_ms(&[waiting.clone()], 100), Some(1_100));
+    assert_eq!(next_wake_ms(std::slice::from_ref(&waiting), 100), Some(1_100));
     assert_eq!(next_wake_ms(&[waiting, ready], 100), Some(100));
     assert_eq!(next_wake_ms(&[], 100), None);
 }
