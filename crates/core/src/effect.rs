@@ -251,7 +251,7 @@ impl std::fmt::Display for EffectError {
 }
 
 /// The stored record of one effect of one job.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Effect {
     /// The effect's name in its job type.
     pub name: String,

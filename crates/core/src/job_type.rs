@@ -130,6 +130,22 @@ impl JobTypes {
         Ok(Self { types })
     }
 
+    /// Reads one definition per name (the bundled `jobs/*.json` files).
+    pub fn from_definitions(definitions: &[(&str, &str)]) -> Result<Self, JobTypeError> {
+        let mut types = BTreeMap::new();
+        for (name, text) in definitions {
+            let definition: Value =
+                serde_json::from_str(text).map_err(|e| JobTypeError(format!("{name}: not JSON: {e}")))?;
+            types.insert((*name).to_owned(), JobType::parse(name, definition)?);
+        }
+        Ok(Self { types })
+    }
+
+    /// Every type, to resolve what the deployment's environment fills in.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut JobType> {
+        self.types.values_mut()
+    }
+
     /// Adds (or replaces, by name) the types of `other`.
     pub fn merge(&mut self, other: JobTypes) {
         self.types.extend(other.types);

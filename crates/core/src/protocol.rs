@@ -121,6 +121,17 @@ problem_types! {
     NoHealthyProvider,
     /// 502: the provider's answer did not meet the route's output contract.
     OutputContract,
+    /// 400: a job type's input does not meet its schema (`violations` lists where).
+    InvalidInput,
+    /// 404: no job type has this name.
+    UnknownJobType,
+    /// 409: the job type runs once per subject, and this one already has a
+    /// job under another key (`job_key`).
+    AlreadyRun,
+    /// 409: the approval came after its expiry; the effect will not run.
+    ApprovalExpired,
+    /// 409: no effect of this job waits for an approval.
+    NotAwaitingApproval,
 }
 
 impl ProblemType {
@@ -154,6 +165,11 @@ impl ProblemType {
             Self::NotResolvable => "not-resolvable",
             Self::NoHealthyProvider => "no-healthy-provider",
             Self::OutputContract => "output-contract",
+            Self::InvalidInput => "invalid-input",
+            Self::UnknownJobType => "unknown-job-type",
+            Self::AlreadyRun => "already-run",
+            Self::ApprovalExpired => "approval-expired",
+            Self::NotAwaitingApproval => "not-awaiting-approval",
         }
     }
 
@@ -170,10 +186,11 @@ impl ProblemType {
             | Self::InvalidIdempotencyKey
             | Self::InvalidJson
             | Self::InvalidQuery
-            | Self::NoRoute => 400,
+            | Self::NoRoute
+            | Self::InvalidInput => 400,
             Self::Unauthorized => 401,
             Self::Forbidden => 403,
-            Self::JobNotFound | Self::NotFound => 404,
+            Self::JobNotFound | Self::NotFound | Self::UnknownJobType => 404,
             Self::MethodNotAllowed => 405,
             Self::RequestInProgress
             | Self::OutcomeUnknown
@@ -181,7 +198,10 @@ impl ProblemType {
             | Self::NotCancellable
             | Self::NotBackground
             | Self::NotReplayable
-            | Self::NotResolvable => 409,
+            | Self::NotResolvable
+            | Self::AlreadyRun
+            | Self::ApprovalExpired
+            | Self::NotAwaitingApproval => 409,
             Self::PayloadTooLarge => 413,
             Self::QuotaExceeded => 429,
             Self::UnsupportedMediaType => 415,
@@ -223,6 +243,11 @@ impl ProblemType {
             Self::NotResolvable => "Only a job whose outcome is unknown can be resolved",
             Self::NoHealthyProvider => "No provider of this route is healthy",
             Self::OutputContract => "The answer did not meet the route's output contract",
+            Self::InvalidInput => "The input does not meet the job type's schema",
+            Self::UnknownJobType => "No job type has this name",
+            Self::AlreadyRun => "This subject already has a job of this type",
+            Self::ApprovalExpired => "The approval came too late",
+            Self::NotAwaitingApproval => "Nothing of this job waits for an approval",
         }
     }
 
@@ -260,6 +285,10 @@ pub struct Problem {
     pub retry_after_ms: Option<u64>,
     /// The request body limit, on a 413.
     pub max_bytes: Option<u64>,
+    /// Where an input breaks its schema, on a 400 `invalid-input`.
+    pub violations: Vec<String>,
+    /// The job that already holds the subject, on a 409 `already-run`.
+    pub job_key: Option<String>,
 }
 
 /// The JSON form of a [`Problem`] (RFC 9457 members first).
@@ -276,12 +305,24 @@ struct ProblemJson<'a> {
     retry_after_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    violations: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    job_key: Option<&'a str>,
 }
 
 impl Problem {
     /// A problem of `kind` with a request-specific `detail`.
     pub fn new(kind: ProblemType, detail: impl Into<String>) -> Self {
-        Self { kind, detail: detail.into(), key: None, retry_after_ms: None, max_bytes: None }
+        Self {
+            kind,
+            detail: detail.into(),
+            key: None,
+            retry_after_ms: None,
+            max_bytes: None,
+            violations: Vec::new(),
+            job_key: None,
+        }
     }
 
     /// The problem is about this idempotency key.
@@ -302,6 +343,18 @@ impl Problem {
         self
     }
 
+    /// Where the input breaks its schema.
+    pub fn with_violations(mut self, violations: Vec<String>) -> Self {
+        self.violations = violations;
+        self
+    }
+
+    /// The job that already holds the subject.
+    pub fn with_job_key(mut self, key: &str) -> Self {
+        self.job_key = Some(key.to_owned());
+        self
+    }
+
     /// The HTTP status code.
     pub fn status(&self) -> u16 {
         self.kind.status()
@@ -317,6 +370,8 @@ impl Problem {
             key: self.key.as_deref(),
             retry_after_ms: self.retry_after_ms,
             max_bytes: self.max_bytes,
+            violations: &self.violations,
+            job_key: self.job_key.as_deref(),
         };
         // Strings and integers always serialise.
         serde_json::to_string(&json).unwrap_or_else(|_| String::from("{}"))
@@ -388,6 +443,13 @@ pub struct JobView {
     /// poller should stop waiting.
     #[serde(default)]
     pub waiting_for_operator: bool,
+    /// A job type's effects (the Ledger fills them in: they are kept
+    /// beside the job record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub effects: Vec<crate::effect::Effect>,
+    /// Where the effects stand together, for a job type's job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects_state: Option<crate::effect::EffectsState>,
 }
 
 impl JobView {
@@ -410,6 +472,8 @@ impl JobView {
             events: job.operator_events().to_vec(),
             waiting_for_operator: job.state() == JobState::Unknown
                 && job.policy().unknown_policy() == crate::job::UnknownPolicy::Block,
+            effects: Vec::new(),
+            effects_state: None,
         }
     }
 }
