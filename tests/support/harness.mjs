@@ -26,13 +26,26 @@
 //   await stack.waitForJob(key, (job) => job.state === "completed")
 //   await stack.admin("/onejob/v1/admin/dead-letters")               // as dev-admin
 //   await stack.admin("/onejob/v1/admin/dead-letters/replay", { body, key })
+//
+// Job types with effects (POST /onejob/v1/run/{type}): `mail` starts a fake
+// mail API (fake-mail.mjs) and points MAIL_URL, MAIL_RECEIPT_URL and
+// MAIL_SECRET at it (unless `vars` sets them); the TICKETS rows are read
+// through the demo read-out:
+//
+//   const stack = await startStack({ mail: true, vars: { JOB_TYPES: JSON.stringify({ triage_fast: triageType({ effects: { email: { attempts: 3 } } }) }) } });
+//   const { status, body } = await stack.run("triage", key, triageInput("T-1"));
+//   stack.mail.delivered(body.effects[1].delivery_id)   // accepted POSTs of that delivery
+//   await stack.tickets()                                 // GET /demo/tickets → rows
+//   await stack.approve(key)                              // POST /onejob/v1/jobs/{key}/approve
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 
 import { FAKE_ANTHROPIC_USAGE, FAKE_USAGE, contentFault, delayedContent, startFakeLlm } from "./fake-llm.mjs";
+import { FAKE_MAIL_SECRET, mailSignature, startFakeMail } from "./fake-mail.mjs";
 import { upstreamKey } from "./keys.mjs";
 import { DEV_ADMIN_KEY, DEV_KEY, TENANT_B_KEY, adminKeysVar, freePort, sha256, startWorker } from "./worker.mjs";
 
@@ -40,14 +53,17 @@ export {
   DEV_ADMIN_KEY,
   DEV_KEY,
   FAKE_ANTHROPIC_USAGE,
+  FAKE_MAIL_SECRET,
   FAKE_USAGE,
   TENANT_B_KEY,
   adminKeysVar,
   contentFault,
   delayedContent,
   freePort,
+  mailSignature,
   sha256,
   startFakeLlm,
+  startFakeMail,
   startWorker,
   upstreamKey,
 };
@@ -108,6 +124,68 @@ export function assertProblem({ res, text }, status, slug) {
   return problem;
 }
 
+/** The bundled triage job type's definition file. */
+const TRIAGE_JSON = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../jobs/triage.json");
+
+/**
+ * An input of the triage job type (jobs/triage.json) for `ticketId`, with
+ * `overrides` on top (a property set to `undefined` is left out).
+ */
+export function triageInput(ticketId, overrides = {}) {
+  const input = {
+    ticket_id: ticketId,
+    text: `Ticket ${ticketId}: I was charged twice for my subscription this month.`,
+    customer_email: `customer+${ticketId.toLowerCase().replace(/[^a-z0-9-]/g, "")}@example.com`,
+    ...overrides,
+  };
+  return Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
+}
+
+/**
+ * The triage job type's definition (jobs/triage.json, a deep copy) with
+ * `changes` applied, for the JOB_TYPES var. `changes` is merged in deeply:
+ * objects merge, anything else replaces, `null` deletes the property;
+ * `effects` may be an object by effect name (`{ email: { approve: true } }`
+ * changes that effect, `{ email: null }` drops it) or an array (replaces the
+ * list). A function instead gets the copy to change (or to return a new one).
+ *
+ *   triageType({ once_per: null })                                   // no once_per
+ *   triageType({ effects: { email: { approve: true, approval_ttl_ms: 4000 } } })
+ *   triageType({ effects: { email: { receipt_url: null } } })        // no receipt URL
+ */
+export function triageType(changes = {}) {
+  const definition = JSON.parse(readFileSync(TRIAGE_JSON, "utf8"));
+  if (typeof changes === "function") return changes(definition) ?? definition;
+  const { effects, ...rest } = changes;
+  mergeInto(definition, rest);
+  if (Array.isArray(effects)) {
+    definition.effects = structuredClone(effects);
+  } else if (effects) {
+    for (const [name, change] of Object.entries(effects)) {
+      const index = definition.effects.findIndex((e) => e.name === name);
+      if (change === null) {
+        if (index >= 0) definition.effects.splice(index, 1);
+      } else if (index >= 0) {
+        mergeInto(definition.effects[index], change);
+      } else {
+        definition.effects.push(structuredClone({ name, ...change }));
+      }
+    }
+  }
+  return definition;
+}
+
+const isPlainObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+
+function mergeInto(target, changes) {
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null || value === undefined) delete target[name];
+    else if (isPlainObject(value) && isPlainObject(target[name])) mergeInto(target[name], value);
+    else target[name] = structuredClone(value);
+  }
+  return target;
+}
+
 /** The var that holds provider `name`'s API key (PROVIDERS names it in `api_key`). */
 export const providerKeyVar = (name) => `PROVIDER_KEY_${name.toUpperCase().replace(/[^A-Z0-9]/g, "_")}`;
 
@@ -143,10 +221,18 @@ async function startProviders(providers) {
  * worker gets PROVIDERS and ROUTES; `llm` is then still started and named in
  * UPSTREAM, which PROVIDERS overrides: it should never be called.
  */
-export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel } = {}) {
+export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel, mail: mailOption } = {}) {
   const llm = upstream ? null : (sharedLlm ?? (await startFakeLlm()));
   const { fakes, vars: providerVars } = providers ? await startProviders(providers) : { fakes: {}, vars: {} };
   if (routes) providerVars.ROUTES = JSON.stringify(routes);
+  // `mail: true | { secret, dedup }`: a fake mail API for webhook effects
+  // (the MAIL_* vars point at it; `vars` may still override each of them).
+  const mail = mailOption ? await startFakeMail(mailOption === true ? {} : mailOption) : null;
+  if (mail) {
+    providerVars.MAIL_URL = `${mail.url}/send`;
+    providerVars.MAIL_RECEIPT_URL = `${mail.url}/receipts`;
+    providerVars.MAIL_SECRET = mail.secret;
+  }
   const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
   // ONEJOB_TEST_VARS (JSON) sets variables under every stack of a run, e.g.
   // '{"RESULT_CACHE":"off"}' to run any suite on the slow path.
@@ -159,6 +245,7 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     // Nothing is left running when the worker does not come up.
     if (!sharedLlm) await llm?.close();
     for (const fake of Object.values(fakes)) await fake.close();
+    await mail?.close();
     rmSync(persistTo, { recursive: true, force: true });
     throw error;
   }
@@ -166,6 +253,8 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     llm,
     /** The fake LLM of each provider, by name. */
     fakes,
+    /** The fake mail API (`startStack({ mail: true })`), else null. */
+    mail,
     persistTo,
     vars: allVars,
     get url() {
@@ -227,6 +316,47 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       } catch {}
       return { res, status: res.status, text, body: parsed };
     },
+    /**
+     * `POST /onejob/v1/run/{type}` with `input` as its body and `key` as its
+     * Idempotency-Key (none if undefined), as `token`: `{ res, status, text,
+     * body }` (`body` parsed when it is JSON). `raw` sends that text instead.
+     */
+    async run(type, key, input, { token = DEV_KEY, headers = {}, raw } = {}) {
+      const h = { "Content-Type": "application/json", ...headers };
+      if (token) h.Authorization = `Bearer ${token}`;
+      if (key !== undefined) h["Idempotency-Key"] = key;
+      const res = await fetch(`${worker.url}/onejob/v1/run/${encodeURIComponent(type)}`, {
+        method: "POST",
+        headers: h,
+        body: raw ?? JSON.stringify(input),
+      });
+      const text = await res.text();
+      return { res, status: res.status, text, body: parseJson(text) };
+    },
+    /** `POST /onejob/v1/jobs/{key}/approve` as `token` (body `{}`): `{ res, status, text, body }`. */
+    async approve(key, { token = DEV_KEY, body = {}, headers = {} } = {}) {
+      const h = { "Content-Type": "application/json", ...headers };
+      if (token) h.Authorization = `Bearer ${token}`;
+      const res = await fetch(`${worker.url}/onejob/v1/jobs/${encodeURIComponent(key)}/approve`, {
+        method: "POST",
+        headers: h,
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      return { res, status: res.status, text, body: parseJson(text) };
+    },
+    /**
+     * The rows of the TICKETS D1 table (`GET /demo/tickets`, on with
+     * DEMO_TOKEN_ISSUER=on), those of ticket `ticketId` only if given.
+     */
+    async tickets(ticketId) {
+      const res = await fetch(`${worker.url}/demo/tickets`);
+      const text = await res.text();
+      assert.equal(res.status, 200, `GET /demo/tickets: ${text}`);
+      const { rows } = JSON.parse(text);
+      assert.ok(Array.isArray(rows), `GET /demo/tickets has no rows: ${text}`);
+      return ticketId === undefined ? rows : rows.filter((row) => row.ticket_id === ticketId);
+    },
     /** `GET /onejob/v1/providers` as the tenant of `token`. */
     async getProviders(token = DEV_KEY) {
       const res = await fetch(`${worker.url}/onejob/v1/providers`, { headers: { Authorization: `Bearer ${token}` } });
@@ -251,8 +381,17 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       await worker?.stop();
       if (!sharedLlm) await llm?.close();
       for (const fake of Object.values(fakes)) await fake.close();
+      await mail?.close();
       rmSync(persistTo, { recursive: true, force: true });
     },
   };
   return stack;
+}
+
+function parseJson(text) {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
