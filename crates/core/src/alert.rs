@@ -16,7 +16,9 @@ pub struct AlertPolicy {
 /// Causes that alert at their first dead letter (by their audit name):
 /// `auth` ([`crate::classify::ErrorClass::Auth`]).
 pub fn alerts_at_once(error_class: &str) -> bool {
-    error_class == "auth"
+    // A revoked key stops every job; an effect that did not happen (a mail
+    // not sent, a row not written) is a promise broken to one customer.
+    error_class == "auth" || error_class == "effect"
 }
 
 /// Whether `count` dead letters of `error_class` in the current window call

@@ -342,6 +342,7 @@ impl Effect {
         if due {
             self.state = EffectState::Expired;
             self.note("expired", None, now_ms);
+            self.bump();
         }
         due
     }
@@ -357,6 +358,7 @@ impl Effect {
                 self.state = EffectState::Ready;
                 self.not_before_ms = now_ms;
                 self.note("approved", Some(by), now_ms);
+                self.bump();
                 Ok(true)
             }
             (EffectState::Expired, _) => Err(EffectError::ApprovalExpired),

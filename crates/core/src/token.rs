@@ -41,6 +41,9 @@ pub struct UserToken {
     /// Paths it may call (exact, or a prefix ending in `*`); absent: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<Vec<String>>,
+    /// May approve its jobs' effects (`POST /onejob/v1/jobs/{key}/approve`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve: bool,
 }
 
 /// Why a token is refused. 401: [`TokenError::is_unauthenticated`]; 403 otherwise.
@@ -223,6 +226,7 @@ mod tests {
             iat: Some(NOW),
             models: None,
             paths: None,
+            approve: false,
         }
     }
 

@@ -116,6 +116,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 action: Some(body.action),
                 status: body.response.as_ref().and_then(|r| r.status),
                 body: body.response.and_then(|r| r.body),
+                effect: None,
             };
             let job = JobMessage { tenant: body.tenant, user: body.user, key: body.key };
             let resolve = async {
@@ -127,6 +128,33 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 Ok((status, answer))
             };
             once(env, &admin, &request_key, resolve).await
+        }
+        // A job type's effects: `…/jobs/{tenant}/{key}/approve`, and
+        // `…/jobs/{tenant}/{key}/effects/{name}/resend` (or `/mark_done`).
+        (Method::Post, path)
+            if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/approve")) =>
+        {
+            match job_of_path(&req, &admin, inner) {
+                Ok(job) => to_job(env, &admin, &job, route::APPROVE).await,
+                Err(refused) => refused,
+            }
+        }
+        (Method::Post, path) if let Some((inner, effect, action)) = effect_route(path) => {
+            let Some(request_key) = operator_key(&req)? else { return missing_key() };
+            let job = match job_of_path(&req, &admin, inner) {
+                Ok(job) => job,
+                Err(refused) => return refused,
+            };
+            let request = OperatorRequest {
+                key: job.key.clone(),
+                by: admin.name.clone(),
+                request: request_key.clone(),
+                action: Some(action.to_owned()),
+                status: None,
+                body: None,
+                effect: Some(percent_decode(effect)),
+            };
+            once(env, &admin, &request_key, forward(env, &job, route::EFFECT, &request)).await
         }
         (Method::Post, path)
             if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/enqueue")) =>
@@ -178,6 +206,15 @@ fn job_of_path(req: &Request, admin: &Admin, inner: &str) -> std::result::Result
     Ok(JobMessage { tenant, user, key })
 }
 
+/// `jobs/{tenant}/{key}/effects/{name}/{resend | mark_done}`: the job's
+/// part, the effect's name and the action.
+fn effect_route(path: &str) -> Option<(&str, &str, &str)> {
+    let inner = path.strip_prefix("jobs/")?;
+    let (rest, action) = inner.rsplit_once('/')?;
+    let (job, effect) = rest.rsplit_once("/effects/")?;
+    matches!(action, "resend" | "mark_done").then_some((job, effect, action))
+}
+
 /// An admin's request to one job's Ledger that carries no operator key
 /// (a look, a kick), answered as the Ledger answers it.
 async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Result<Response> {
@@ -188,6 +225,7 @@ async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Resu
         action: None,
         status: None,
         body: None,
+        effect: None,
     };
     let (status, body) = forward(env, job, route, &request).await?;
     json_response(status, &body)
@@ -310,6 +348,7 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
             action: None,
             status: None,
             body: None,
+            effect: None,
         };
         let job = JobMessage { tenant: tenant.clone(), user: user.clone(), key: key.clone() };
         let (status, answer) = forward(env, &job, route::REPLAY, &request).await?;

@@ -19,9 +19,13 @@ pub fn retention(job: &Job) -> ScheduledTime {
 /// The job's next due time: a background job's next look (see
 /// [`onejob_core::background::wake_at`]) or its retention, whichever comes
 /// first.
-pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> ScheduledTime {
+/// A job type's effects that are due or waiting (`effects_due`, see
+/// [`onejob_core::effect::next_wake_ms`]) bring it forward.
+pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64, effects_due: Option<u64>) -> ScheduledTime {
     let due = onejob_core::background::wake_at(job, last_sent_ms, outbox_delay_ms, crate::clock::now_ms())
-        .map_or(job.expires_ms(), |at| at.min(job.expires_ms()));
+        .into_iter()
+        .chain(effects_due)
+        .fold(job.expires_ms(), u64::min);
     ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }
 

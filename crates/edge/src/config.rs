@@ -7,6 +7,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use onejob_core::admin::AdminDirectory;
+use onejob_core::effect::EffectTarget;
+use onejob_core::job_type::JobTypes;
 use onejob_core::pricing::Prices;
 use onejob_core::providers::{ProviderKind, is_base_url};
 use onejob_core::quota::Quotas;
@@ -35,6 +37,8 @@ pub mod binding {
     pub const DEAD_LETTERS_QUEUE: &str = "onejob-dead-letters";
     /// The operators' D1 database.
     pub const OPS: &str = "OPS";
+    /// The demo app's D1 database (the triage job type writes its rows there).
+    pub const TICKETS: &str = "TICKETS";
     /// The `UsageMeter` Durable Object namespace (quotas).
     pub const USAGE_METER: &str = "USAGE_METER";
 }
@@ -62,6 +66,14 @@ pub struct Config {
     pub queue_send_faults: u32,
     /// `ALERT_WEBHOOK_URL` and the `ALERT_SECRET` its alerts are signed with.
     pub alert_webhook: Option<AlertWebhook>,
+    /// Job types (`POST /onejob/v1/run/{type}`): the bundled `jobs/*.json`,
+    /// then `JOB_TYPES` (which adds or replaces by name), with every `env:`
+    /// URL and secret name resolved.
+    pub job_types: JobTypes,
+    /// `EFFECT_HANG_AFTER` (a testing knob): once the effect of this name
+    /// has been performed, the Ledger waits ten minutes before recording it,
+    /// so a test can kill the runtime between the two.
+    pub effect_hang_after: Option<String>,
 }
 
 /// Where dead-letter alerts go.
@@ -159,7 +171,11 @@ fn parse(env: &Env) -> Result<Config, String> {
             return Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into());
         }
     };
+    let job_types = job_types(&var, &secret)?;
+    let effect_hang_after = var("EFFECT_HANG_AFTER").filter(|v| !v.trim().is_empty());
     Ok(Config {
+        job_types,
+        effect_hang_after,
         settings,
         tenants,
         admins,
@@ -171,6 +187,52 @@ fn parse(env: &Env) -> Result<Config, String> {
         queue_send_faults,
         alert_webhook,
     })
+}
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/job_types.rs"));
+}
+
+/// The bundled job types and `JOB_TYPES`, with their webhooks' `env:NAME`
+/// URLs and secret names resolved (a missing one refuses the deployment,
+/// by name).
+fn job_types(
+    var: &dyn Fn(&str) -> Option<String>,
+    secret: &dyn Fn(&str) -> Option<String>,
+) -> Result<JobTypes, String> {
+    let mut types = JobTypes::from_definitions(bundled::BUNDLED_JOB_TYPES).map_err(|e| e.to_string())?;
+    if let Some(text) = var("JOB_TYPES").filter(|t| !t.trim().is_empty()) {
+        types.merge(JobTypes::from_json(&text).map_err(|e| e.to_string())?);
+    }
+    for job_type in types.iter_mut() {
+        for effect in &mut job_type.effects {
+            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, .. } = &mut effect.target else {
+                continue;
+            };
+            let at = format!("effect {} of job type {}", effect.name, job_type.name);
+            let resolve = |value: &str| match value.strip_prefix("env:") {
+                Some(name) => var(name).or_else(|| secret(name)).map(|v| v.trim().to_owned()).unwrap_or_default(),
+                None => value.to_owned(),
+            };
+            *url = resolve(url);
+            if !is_effect_url(url) {
+                return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+            }
+            *receipt_url = receipt_url.as_deref().map(resolve).filter(|u| !u.is_empty());
+            if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
+                return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+            }
+            if let Some(name) = secret_name.as_mut() {
+                *name = secret(name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
+            }
+        }
+    }
+    Ok(types)
+}
+
+/// An effect's URL: http(s) without credentials, or the demo's inbox.
+fn is_effect_url(url: &str) -> bool {
+    url == crate::demo::INBOX_URL || ((url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@'))
 }
 
 /// A secret, or a plain variable of that name (development).

@@ -351,3 +351,70 @@ fn tokens(text: &str) -> u64 {
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5, |hash, b| (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
+
+/// The demo's mail inbox, as a webhook effect's `url` and `receipt_url`
+/// (`MAIL_URL = "demo:inbox"`): mails go to a table of the TICKETS database,
+/// keyed by delivery id as a real mail API keys by `Idempotency-Key`, and
+/// `/demo/inbox` lists them.
+pub const INBOX_URL: &str = "demo:inbox";
+
+async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
+    let db = env.d1(crate::config::binding::TICKETS)?;
+    db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
+        .await?;
+    Ok(db)
+}
+
+/// Delivers a mail to the demo inbox; its receipt.
+pub async fn deliver_mail(env: &worker::Env, delivery_id: &str, payload: &Value) -> worker::Result<Value> {
+    let db = inbox(env).await?;
+    db.prepare("INSERT INTO demo_inbox (delivery_id, payload, received_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
+        .bind(&[delivery_id.into(), payload.to_string().into(), (crate::clock::now_ms() as f64).into()])?
+        .run()
+        .await?;
+    Ok(json!({ "status": 202, "body": { "id": delivery_id } }))
+}
+
+/// The demo inbox's receipt for a delivery id, if it has the mail.
+pub async fn mail_receipt(env: &worker::Env, delivery_id: &str) -> worker::Result<Option<Value>> {
+    let db = inbox(env).await?;
+    db.prepare("SELECT delivery_id, received_ms FROM demo_inbox WHERE delivery_id = ?1")
+        .bind(&[delivery_id.into()])?
+        .first::<Value>(None)
+        .await
+}
+
+/// `GET /demo/tickets` and `GET /demo/inbox`: the triage job type's rows
+/// and the mails it sent, for the demo page (only with `DEMO_TOKEN_ISSUER=on`).
+pub async fn read_out(env: &worker::Env, what: &str) -> worker::Result<worker::Response> {
+    let db = env.d1(crate::config::binding::TICKETS)?;
+    let rows: Vec<Value> = match what {
+        "tickets" => {
+            let query = "SELECT * FROM ticket_triage ORDER BY written_ms DESC LIMIT 200";
+            match db.prepare(query).all().await {
+                Ok(result) => result.results::<Value>()?,
+                // No ticket was triaged yet: the table does not exist.
+                Err(_) => Vec::new(),
+            }
+        }
+        _ => {
+            let db = inbox(env).await?;
+            let query = "SELECT delivery_id, payload, received_ms FROM demo_inbox ORDER BY received_ms DESC LIMIT 200";
+            db.prepare(query)
+                .all()
+                .await?
+                .results::<Value>()?
+                .into_iter()
+                .map(|mut row| {
+                    if let Some(text) = row.get("payload").and_then(Value::as_str) {
+                        let payload: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                        row["payload"] = payload;
+                    }
+                    row
+                })
+                .collect()
+        }
+    };
+    let _ = db;
+    crate::http::with_cors(worker::Response::from_json(&json!({ "rows": rows }))?)
+}

@@ -441,7 +441,10 @@ impl<'a> Driver<'a> {
         // (embeddings, …) on the same route are not checked.
         let target = self.submission.target.split('?').next().unwrap_or("");
         let has_message = matches!(target, "/v1/chat/completions" | "/v1/messages");
-        let contract = route.contract.clone().filter(|_| has_message);
+        // A job type's own output contract comes first (its answer feeds
+        // the effects); else the route's.
+        let type_contract = self.submission.run.as_ref().and_then(|run| self.config.job_types.get(&run.job_type));
+        let contract = type_contract.map(|t| t.output.clone()).or_else(|| route.contract.clone()).filter(|_| has_message);
         let env = self.env.clone();
         let probe = choice.probe;
         Box::pin(async move {
@@ -629,7 +632,7 @@ fn problem_response(problem: &Problem) -> StoredResponse {
 }
 
 /// Jitter needs no cryptographic randomness; `Math.random` spreads retries.
-struct MathRandom;
+pub struct MathRandom;
 
 impl RandomSource for MathRandom {
     fn next_u64(&mut self) -> u64 {

@@ -12,7 +12,7 @@ use crate::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
 use crate::cache;
 use crate::check;
 use crate::config::{self, Config, binding};
-use crate::handoff::{self, JobQuery, Submission, route};
+use crate::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission, route};
 use crate::health;
 use crate::http::{self, problem_of};
 use crate::objects;
@@ -23,41 +23,10 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Ok(found) => found,
         Err(response) => return response,
     };
-    if req.method() != Method::Post {
-        let mut response =
-            problem_of(ProblemType::MethodNotAllowed, format!("{} is not allowed here; use POST", req.method()))?;
-        response.headers_mut().set("Allow", "POST, OPTIONS")?;
-        return Ok(response);
-    }
-    let Some(raw_key) = req.headers().get(header::IDEMPOTENCY_KEY)? else {
-        return problem_of(
-            ProblemType::MissingIdempotencyKey,
-            "send an Idempotency-Key header (16–255 visible ASCII characters, e.g. a UUIDv4) so retries are recognised",
-        );
+    let (key, content_type, body) = match read_keyed(&mut req, &config).await? {
+        Ok(read) => read,
+        Err(refused) => return Ok(refused),
     };
-    let key = match IdempotencyKey::parse(&raw_key) {
-        Ok(key) => key,
-        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()),
-    };
-    let content_type = req.headers().get("Content-Type")?.unwrap_or_else(|| "application/json".into());
-    if !is_json(&content_type) {
-        return problem_of(ProblemType::UnsupportedMediaType, "the body must be application/json");
-    }
-    let limit = config.settings.max_body_bytes;
-    let too_large = || {
-        http::problem(
-            &Problem::new(ProblemType::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
-                .with_max_bytes(limit),
-        )
-    };
-    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit) {
-        return too_large();
-    }
-    let body = req.bytes().await?;
-    if body.len() as u64 > limit {
-        return too_large();
-    }
     let url = req.url()?;
     let target = match url.query() {
         Some(query) => format!("{}?{query}", url.path()),
@@ -80,13 +49,114 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     {
         return result.into_response(key.as_str(), true);
     }
+    let submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
+    submit(env, &storage_id, &submission, &body).await
+}
 
-    let wait_ms = req
-        .headers()
-        .get(header::PREFER)?
-        .and_then(|prefer| prefer_wait_seconds(&prefer))
+/// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
+/// identity is the type and the input (as JSON, canonical); the chat
+/// request is rendered from the type's prompt on the server.
+pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Response> {
+    let (config, caller) = match admit_caller(&req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let type_name = percent_decode(type_name);
+    let Some(job_type) = config.job_types.get(&type_name) else {
+        return problem_of(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES");
+    };
+    let (key, _, input_bytes) = match read_keyed(&mut req, &config).await? {
+        Ok(read) => read,
+        Err(refused) => return Ok(refused),
+    };
+    let target = format!("/onejob/v1/run/{type_name}");
+    if let Some(token) = &caller.token
+        && let Err(error) = token.allows(&target, Some(&job_type.model))
+    {
+        return problem_of(ProblemType::Forbidden, error.to_string());
+    }
+    let fingerprint = match Fingerprint::of_url("POST", &target, Body::Json(&input_bytes)) {
+        Ok(fp) => fp,
+        Err(error) => return problem_of(ProblemType::InvalidJson, format!("the input is not valid JSON: {error}")),
+    };
+    let input: serde_json::Value = serde_json::from_slice(&input_bytes)?;
+    let violations = job_type.check_input(&input);
+    if !violations.is_empty() {
+        let problem = Problem::new(ProblemType::InvalidInput, format!("the input does not meet the {type_name} job type's schema"))
+            .with_key(key.as_str())
+            .with_violations(violations.into_iter().map(|v| v.0).collect());
+        return http::problem(&problem);
+    }
+    let body = job_type.render_request(&input);
+    let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
+    let mut submission =
+        submission_of(&req, &config, caller, &key, &fingerprint, "/v1/chat/completions".into(), "application/json".into())?;
+    submission.run = Some(RunOf { job_type: type_name, input });
+    submit(env, &storage_id, &submission, &body).await
+}
+
+/// The checks every keyed POST passes: an `Idempotency-Key`, a JSON body
+/// within the size limit. The key, the content type and the body, or the
+/// refusal.
+async fn read_keyed(
+    req: &mut Request,
+    config: &Config,
+) -> Result<std::result::Result<(IdempotencyKey, String, Vec<u8>), Response>> {
+    if req.method() != Method::Post {
+        let mut response =
+            problem_of(ProblemType::MethodNotAllowed, format!("{} is not allowed here; use POST", req.method()))?;
+        response.headers_mut().set("Allow", "POST, OPTIONS")?;
+        return Ok(Err(response));
+    }
+    let Some(raw_key) = req.headers().get(header::IDEMPOTENCY_KEY)? else {
+        return problem_of(
+            ProblemType::MissingIdempotencyKey,
+            "send an Idempotency-Key header (16–255 visible ASCII characters, e.g. a UUIDv4) so retries are recognised",
+        )
+        .map(Err);
+    };
+    let key = match IdempotencyKey::parse(&raw_key) {
+        Ok(key) => key,
+        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()).map(Err),
+    };
+    let content_type = req.headers().get("Content-Type")?.unwrap_or_else(|| "application/json".into());
+    if !is_json(&content_type) {
+        return problem_of(ProblemType::UnsupportedMediaType, "the body must be application/json").map(Err);
+    }
+    let limit = config.settings.max_body_bytes;
+    let too_large = || {
+        http::problem(
+            &Problem::new(ProblemType::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
+                .with_max_bytes(limit),
+        )
+    };
+    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit) {
+        return too_large().map(Err);
+    }
+    let body = req.bytes().await?;
+    if body.len() as u64 > limit {
+        return too_large().map(Err);
+    }
+    Ok(Ok((key, content_type, body)))
+}
+
+/// The submission of a keyed request the gateway accepted.
+fn submission_of(
+    req: &Request,
+    config: &Config,
+    caller: Caller,
+    key: &IdempotencyKey,
+    fingerprint: &Fingerprint,
+    target: String,
+    content_type: String,
+) -> Result<Submission> {
+    let prefer = req.headers().get(header::PREFER)?;
+    let wait_ms = prefer
+        .as_deref()
+        .and_then(prefer_wait_seconds)
         .map_or(config.settings.coalesce_wait_ms, |s| s.saturating_mul(1000).min(MAX_WAIT_MS));
-    let submission = Submission {
+    Ok(Submission {
         tenant: caller.tenant,
         user: caller.user,
         key: key.to_string(),
@@ -94,16 +164,31 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         target,
         content_type,
         wait_ms,
-        background: req.headers().get(header::PREFER)?.is_some_and(|prefer| prefers_async(&prefer)),
+        background: prefer.is_some_and(|prefer| prefers_async(&prefer)),
         provider_headers: handoff::PROVIDER_HEADERS
             .iter()
             .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))
             .collect(),
-    };
+        run: None,
+    })
+}
+
+/// Hands a submission to the Ledger of its job.
+async fn submit(env: &Env, storage_id: &StorageId, submission: &Submission, body: &[u8]) -> Result<Response> {
     let mut init = RequestInit::new();
     init.with_method(Method::Post);
-    init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(&submission, &body).as_slice()).into()));
-    call_ledger(env, &storage_id, route::SUBMIT, &init).await
+    init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(submission, body).as_slice()).into()));
+    call_ledger(env, storage_id, route::SUBMIT, &init).await
+}
+
+/// `GET /demo/tickets` and `/demo/inbox` (see [`crate::demo::read_out`]),
+/// only where the demo is on (`DEMO_TOKEN_ISSUER=on`).
+pub async fn demo_read_out(env: &Env, what: &str) -> Result<Response> {
+    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    if !config.demo_token_issuer {
+        return problem_of(ProblemType::NotFound, "no such route");
+    }
+    crate::demo::read_out(env, what).await
 }
 
 /// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
@@ -164,7 +249,15 @@ pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
     };
     let now_s = crate::clock::now_ms() / 1000;
     let claims =
-        UserToken { tenant: "dev".into(), user, exp: now_s + 3_600, iat: Some(now_s), models: None, paths: None };
+        UserToken {
+        tenant: "dev".into(),
+        user,
+        exp: now_s + 3_600,
+        iat: Some(now_s),
+        models: None,
+        paths: None,
+        approve: false,
+    };
     let body = serde_json::json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp });
     http::with_cors(Response::from_json(&body)?)
 }
@@ -179,6 +272,9 @@ pub enum JobRoute {
     Stream,
     /// `POST …/{key}/cancel`: stops a streaming answer.
     Cancel,
+    /// `POST …/{key}/approve`: lets a job type's effects that wait for an
+    /// approval run (the tenant's key, or a user token with `approve`).
+    Approve,
 }
 
 /// A tenant's request about its job `raw_key`, handed to the job's Ledger.
@@ -191,6 +287,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
         JobRoute::View => (Method::Get, route::VIEW),
         JobRoute::Stream => (Method::Get, route::STREAM),
         JobRoute::Cancel => (Method::Post, route::CANCEL),
+        JobRoute::Approve => (Method::Post, route::APPROVE),
     };
     if req.method() != method {
         return problem_of(ProblemType::MethodNotAllowed, format!("use {method}"));
@@ -221,8 +318,32 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
             }
         };
     }
+    let body = match route {
+        JobRoute::Approve => {
+            // Approving spends what the effect does: the tenant's own key, or
+            // a user token that carries the right.
+            if caller.token.as_ref().is_some_and(|token| !token.approve) {
+                return problem_of(ProblemType::Forbidden, "approving needs the tenant's key or a token with approve");
+            }
+            let by = match &caller.user {
+                Some(user) => format!("user:{user}"),
+                None => format!("tenant:{}", caller.tenant),
+            };
+            let request = OperatorRequest {
+                key: key.to_string(),
+                by,
+                request: String::new(),
+                action: None,
+                status: None,
+                body: None,
+                effect: None,
+            };
+            serde_json::to_string(&request)?
+        }
+        _ => serde_json::to_string(&query)?,
+    };
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(serde_json::to_string(&query)?.into()));
+    init.with_method(Method::Post).with_body(Some(body.into()));
     call_ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), ledger_route, &init).await
 }
 

@@ -29,6 +29,11 @@ pub mod route {
     pub const FACTS: &str = "https://ledger/facts";
     /// The job for an operator: view, owner and stored result.
     pub const ADMIN_VIEW: &str = "https://ledger/admin-view";
+    /// An [`super::OperatorRequest`] (or the tenant's): approve the effects
+    /// that wait for an approval.
+    pub const APPROVE: &str = "https://ledger/approve";
+    /// An [`super::OperatorRequest`]: resend an effect, or mark it done.
+    pub const EFFECT: &str = "https://ledger/effect";
 }
 
 /// A background job's queue message: which Ledger runs it. The request
@@ -69,6 +74,9 @@ pub struct OperatorRequest {
     pub status: Option<u16>,
     #[serde(default)]
     pub body: Option<serde_json::Value>,
+    /// Effect actions: the effect's name.
+    #[serde(default)]
+    pub effect: Option<String>,
 }
 
 /// What a dead letter records about a dead job.
@@ -103,6 +111,17 @@ pub struct Submission {
     /// `Prefer: respond-async`: run by the queue consumer, answered `202`.
     #[serde(default)]
     pub background: bool,
+    /// `POST /onejob/v1/run/{type}`: the job type and its (valid) input;
+    /// the body is the chat request rendered from them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunOf>,
+}
+
+/// The job type a submission runs, and its input.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunOf {
+    pub job_type: String,
+    pub input: serde_json::Value,
 }
 
 /// A request body's `model`, read alone (only an object has one: serde

@@ -20,6 +20,7 @@ use futures_util::future::{Either, select};
 use onejob_core::admission::{self, Admission, Arrival};
 use onejob_core::background::{self, Delivery};
 use onejob_core::classify::ErrorClass;
+use onejob_core::effect;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
@@ -41,6 +42,8 @@ use crate::queue;
 use crate::store::{JobMeta, Store, StoredResponse};
 use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
+
+mod run;
 
 #[durable_object]
 pub struct Ledger {
@@ -64,6 +67,8 @@ pub struct Ledger {
     /// A background submission that arrived while a caller ran the job:
     /// if that run does not finish it, it becomes a background job.
     adopt_later: RefCell<Option<(Submission, Vec<u8>)>>,
+    /// True while a job type's effects are being run here (one runner).
+    effects_running: Cell<bool>,
 }
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
@@ -84,6 +89,7 @@ impl DurableObject for Ledger {
             cancel: Rc::new(Cell::new(false)),
             indexed_version: Cell::new(u64::MAX),
             adopt_later: RefCell::new(None),
+            effects_running: Cell::new(false),
         }
     }
 
@@ -99,10 +105,12 @@ impl DurableObject for Ledger {
             "/deliver" => self.deliver(&config).await,
             "/facts" => self.facts(),
             "/admin-view" => self.admin_view(),
-            route @ ("/enqueue" | "/replay" | "/resolve") => match serde_json::from_slice::<OperatorRequest>(&body) {
+            route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => match serde_json::from_slice::<OperatorRequest>(&body) {
                 Ok(request) => match route {
                     "/enqueue" => self.kick(&config, &request).await,
                     "/replay" => self.replay(&config, &request).await,
+                    "/approve" => self.approve(&config, &request).await,
+                    "/effect" => self.effect_action(&config, &request).await,
                     _ => self.resolve(&config, &request).await,
                 },
                 Err(_) => http::problem_of(ProblemType::Internal, "malformed operator request"),
@@ -117,7 +125,7 @@ impl DurableObject for Ledger {
         };
         // Whatever changed the job, the operators' index hears of it after
         // the answer (the read-only routes change nothing).
-        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve") {
+        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect") {
             self.index_in_background();
         }
         answer.or_else(|error| {
@@ -155,9 +163,15 @@ impl DurableObject for Ledger {
                     self.enqueue(&config, &job).await?;
                 }
                 self.dead_letter_once(&job).await?;
+                // A job type's effects that are due (a retry, an approval's
+                // expiry, or a claim left by a runtime that is gone).
+                if !self.driving.get() && !self.plan_effects(&config)?.is_empty() {
+                    self.run_effects(&config).await?;
+                }
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
-                alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms)).await?
+                let effects_due = effect::next_wake_ms(&self.store().load_effects()?, now_ms());
+                alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms, effects_due)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
@@ -182,6 +196,7 @@ impl Ledger {
         job.expire(now_ms()); // as of now, in memory only
         let mut view = JobView::new(key, &job);
         view.enqueued = self.store().queue_sends()?.0;
+        self.with_effects(&mut view)?;
         let mut response = Response::from_json(&view)?;
         if !job.state().is_terminal() {
             // When to look again: after a background job's backoff, else
@@ -224,13 +239,13 @@ impl Ledger {
         }
         match admitted {
             Admission::Replay => match job.as_ref() {
-                Some(job) => stored::finished_result(&store, job)?.into_response(key, true),
+                Some(job) => self.run_answer(config, &submission, stored::finished_result(&store, job)?, true),
                 None => Err(worker::Error::RustError("replay without a job".into())),
             },
             Admission::Wait => match stream::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
                 Some(subscription) => http::stream_response(subscription, key, true),
-                None => self.wait_for_driver(key, submission.wait_ms).await,
+                None => self.wait_for_driver(config, &submission).await,
             },
             Admission::Refuse(problem) => {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
@@ -274,6 +289,18 @@ impl Ledger {
             self.creating.borrow_mut().take();
             self.finish_driving(&result);
             return http::problem_about(&problem, &submission.key, job.state());
+        }
+        if !stored && submission.run.is_some() {
+            // A job type's subject is run once (`once_per`).
+            if let Some(problem) = self.subject_taken(config, submission).await {
+                let result = JobResult::problem(&problem, job.state(), None);
+                self.creating.borrow_mut().take();
+                self.finish_driving(&result);
+                return http::problem_about(&problem, &submission.key, job.state());
+            }
+            // Its input and request are kept: the effects are planned from
+            // them, also after a restart.
+            store.save_request(&serde_json::to_string(submission)?, body)?;
         }
         let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
@@ -323,6 +350,8 @@ impl Ledger {
                 return Err(error);
             }
         };
+        // A job type's answer is in: its effects run before anyone is answered.
+        self.after_answer(config, submission, &result).await;
         self.finish_driving(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
@@ -333,10 +362,11 @@ impl Ledger {
         {
             self.adopt(config, &later, &later_body, fingerprint).await?;
         }
-        if result.state.is_terminal() && config.settings.result_cache {
+        // (A job type's answer is more than the stored response: not cached.)
+        if result.state.is_terminal() && config.settings.result_cache && submission.run.is_none() {
             self.cache_in_background(submission, &job, &result);
         }
-        result.into_response(&submission.key, false)
+        self.run_answer(config, submission, result, false)
     }
 
     /// No one drives the job any more: every duplicate that waited gets `result`.
@@ -348,14 +378,15 @@ impl Ledger {
         }
     }
 
-    async fn wait_for_driver(&self, key: &str, wait_ms: u64) -> Result<Response> {
+    async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
+        let key = submission.key.as_str();
         let (sender, receiver) = oneshot::channel();
         self.waiters.borrow_mut().push(sender);
-        match select(receiver, Delay::from(Duration::from_millis(wait_ms))).await {
+        match select(receiver, Delay::from(Duration::from_millis(submission.wait_ms))).await {
             // Replayed: only a finished job's stored result is a replay.
             Either::Left((Ok(Handed::Result(result)), _)) => {
                 let replayed = result.state.is_terminal();
-                result.into_response(key, replayed)
+                self.run_answer(config, submission, result, replayed)
             }
             Either::Left((Ok(Handed::Stream(subscription)), _)) => http::stream_response(subscription, key, true),
             // The wait ran out, or the driver failed without a result.
@@ -438,7 +469,7 @@ impl Ledger {
         let now = now_ms();
         match admitted {
             Admission::Replay => match job.as_ref() {
-                Some(job) => stored::finished_result(&store, job)?.into_response(key, true),
+                Some(job) => self.run_answer(config, submission, stored::finished_result(&store, job)?, true),
                 None => Err(worker::Error::RustError("replay without a job".into())),
             },
             Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
@@ -456,6 +487,12 @@ impl Ledger {
                 self.accepted(&store, key, &job)
             }
             _ => {
+                // A new job of a type run once per subject: the subject first.
+                if job.is_none()
+                    && let Some(problem) = self.subject_taken(config, submission).await
+                {
+                    return http::problem_about(&problem, key, JobState::Pending);
+                }
                 let job = self.adopt(config, submission, body, fingerprint).await?;
                 self.accepted(&store, key, &job)
             }
@@ -507,6 +544,7 @@ impl Ledger {
     fn accepted(&self, store: &Store, key: &str, job: &Job) -> Result<Response> {
         let mut view = JobView::new(self.parse_key(key)?, job);
         view.enqueued = store.queue_sends()?.0;
+        self.with_effects(&mut view)?;
         http::accepted(&view)
     }
 
@@ -534,8 +572,11 @@ impl Ledger {
 
     /// Sets the alarm for the job's next due time (outbox or retention).
     fn arm(&self, config: &Config, job: &Job) {
-        let last_sent_ms = self.store().queue_sends().map_or(0, |(_, at)| at);
-        alarms::set_in_background(&self.state, alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms));
+        let store = self.store();
+        let last_sent_ms = store.queue_sends().map_or(0, |(_, at)| at);
+        let effects_due = store.load_effects().ok().and_then(|effects| effect::next_wake_ms(&effects, now_ms()));
+        let at = alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms, effects_due);
+        alarms::set_in_background(&self.state, at);
     }
 
     /// A queue delivery: the core judges it; at most one attempt runs.
@@ -547,7 +588,17 @@ impl Ledger {
             stream::settle_by_time(&store, job, now, self.driving.get())?;
         }
         let verdict = match background::on_delivery(job.as_ref(), now, self.driving.get()) {
-            Delivery::Ack => verdict_after(job.as_ref()),
+            Delivery::Ack => {
+                // A redelivery of a finished job type's job: effects that are
+                // due, or claimed by a runtime that is gone, are settled now.
+                if job.as_ref().is_some_and(|j| j.state() == JobState::Completed)
+                    && !self.driving.get()
+                    && !self.plan_effects(config)?.is_empty()
+                {
+                    self.run_effects(config).await?;
+                }
+                verdict_after(job.as_ref())
+            }
             Delivery::RetryIn(ms) => Verdict::Retry { delay_ms: ms },
             Delivery::Run => match (job, store.load_request()?) {
                 (Some(mut job), Some((submission, body))) => {
@@ -630,6 +681,11 @@ impl Ledger {
 
     /// An operator gives a dead background job a fresh allowance of attempts.
     async fn replay(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        // A job type's answer is in but some effect did not happen: only
+        // those effects go again.
+        if let Some(answer) = self.replay_effects(config, request).await? {
+            return Ok(answer);
+        }
         let store = self.store();
         let Some(mut job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
@@ -780,7 +836,9 @@ impl Ledger {
             }),
             None => None,
         };
-        let mut view = serde_json::to_value(JobView::new(self.parse_key(&meta.key)?, &job))?;
+        let mut view = JobView::new(self.parse_key(&meta.key)?, &job);
+        self.with_effects(&mut view)?;
+        let mut view = serde_json::to_value(view)?;
         if let Some(object) = view.as_object_mut() {
             object.insert("tenant".into(), meta.tenant.into());
             object.insert("user".into(), meta.user.into());

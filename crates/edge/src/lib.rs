@@ -26,6 +26,7 @@ mod clock;
 mod config;
 mod demo;
 mod driver;
+mod effects;
 mod gateway;
 mod handoff;
 mod health;
@@ -73,10 +74,15 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     if path.starts_with("/v1/") {
         return gateway::proxy(req, env).await;
     }
+    if let Some(job_type) = path.strip_prefix("/onejob/v1/run/") {
+        let job_type = job_type.to_owned();
+        return gateway::run(req, env, &job_type).await;
+    }
     if let Some(rest) = path.strip_prefix("/onejob/v1/jobs/") {
-        let (key, route) = match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel")) {
-            (Some(key), _) => (key, JobRoute::Stream),
-            (_, Some(key)) => (key, JobRoute::Cancel),
+        let (key, route) = match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel"), rest.strip_suffix("/approve")) {
+            (Some(key), _, _) => (key, JobRoute::Stream),
+            (_, Some(key), _) => (key, JobRoute::Cancel),
+            (_, _, Some(key)) => (key, JobRoute::Approve),
             _ => (rest, JobRoute::View),
         };
         let key = key.to_owned();
@@ -94,6 +100,10 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     }
     if path == "/demo/token" {
         return gateway::demo_token(req, env);
+    }
+    if let Some(what @ ("tickets" | "inbox")) = path.strip_prefix("/demo/") {
+        let what = what.to_owned();
+        return gateway::demo_read_out(env, &what).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(slug);

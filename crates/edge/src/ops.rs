@@ -75,6 +75,17 @@ async fn database(env: &Env) -> Result<D1Database> {
                 )",
             ),
             db.prepare(
+                "CREATE TABLE IF NOT EXISTS subjects (
+                    tenant TEXT NOT NULL,
+                    job_type TEXT NOT NULL,
+                    subject TEXT NOT NULL,
+                    job_key TEXT NOT NULL,
+                    user TEXT NOT NULL,
+                    claimed_ms INTEGER NOT NULL,
+                    PRIMARY KEY (tenant, job_type, subject)
+                )",
+            ),
+            db.prepare(
                 "CREATE TABLE IF NOT EXISTS operator_requests (
                     id TEXT PRIMARY KEY,
                     response TEXT NOT NULL,
@@ -504,6 +515,51 @@ pub async fn remember_request(env: &Env, id: &str, response: &str) -> Result<()>
     let db = database(env).await?;
     db.prepare("INSERT INTO operator_requests (id, response, at_ms) VALUES (?1, ?2, ?3) ON CONFLICT (id) DO NOTHING")
         .bind(&[id.into(), response.into(), JsValue::from(now_ms() as f64)])?
+        .run()
+        .await?;
+    Ok(())
+}
+
+/// A job type's subject (its `once_per` value) for a new job: `None` if
+/// the job `key` may have it (it is free, or already this job's), else the
+/// key of the job that holds it. One row per (tenant, type, subject): D1
+/// serialises the two statements of every claimant.
+pub async fn claim_subject(
+    env: &Env,
+    tenant: &str,
+    user: Option<&str>,
+    job_type: &str,
+    subject: &str,
+    key: &str,
+) -> Result<Option<String>> {
+    let db = database(env).await?;
+    db.prepare(
+        "INSERT INTO subjects (tenant, job_type, subject, job_key, user, claimed_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (tenant, job_type, subject) DO NOTHING",
+    )
+    .bind(&[
+        tenant.into(),
+        job_type.into(),
+        subject.into(),
+        key.into(),
+        user.unwrap_or("").into(),
+        JsValue::from(now_ms() as f64),
+    ])?
+    .run()
+    .await?;
+    let holder = db
+        .prepare("SELECT job_key FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3")
+        .bind(&[tenant.into(), job_type.into(), subject.into()])?
+        .first::<String>(Some("job_key"))
+        .await?;
+    Ok(holder.filter(|holder| holder != key))
+}
+
+/// Frees a subject whose job ended without an answer (a new intent may try).
+pub async fn release_subject(env: &Env, tenant: &str, job_type: &str, subject: &str, key: &str) -> Result<()> {
+    let db = database(env).await?;
+    db.prepare("DELETE FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4")
+        .bind(&[tenant.into(), job_type.into(), subject.into(), key.into()])?
         .run()
         .await?;
     Ok(())

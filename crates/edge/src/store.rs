@@ -10,6 +10,7 @@
 //! Reads never write: before the first job write there are no tables, and a
 //! read of a fresh object finds nothing and creates nothing.
 
+use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 
@@ -380,6 +381,56 @@ impl Store {
         }
     }
 
+    /// A job type's effects, in the type's order (none before they are planned).
+    pub fn load_effects(&self) -> worker::Result<Vec<Effect>> {
+        let cursor = match self.sql.exec("SELECT record FROM effects ORDER BY seq", None) {
+            Ok(cursor) => cursor,
+            Err(error) if error.to_string().contains("no such table") => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        let mut effects = Vec::new();
+        for row in cursor.raw() {
+            let Some(Value::String(record)) = row?.into_iter().next() else {
+                return Err(unreadable("effect"));
+            };
+            effects.push(serde_json::from_str(&record).map_err(|_| unreadable("effect"))?);
+        }
+        Ok(effects)
+    }
+
+    /// Plans the effects, once: planning again (after a restart, by a
+    /// duplicate) keeps the first plan.
+    pub fn plan_effects(&self, effects: &[Effect]) -> worker::Result<()> {
+        self.create_tables()?;
+        for (seq, effect) in effects.iter().enumerate() {
+            self.write(
+                "INSERT INTO effects (seq, name, version, record) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                vec![
+                    Value::Integer(seq as i64),
+                    Value::String(effect.name.clone()),
+                    version(effect.version)?,
+                    effect_record(effect)?,
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Writes `effect` if its stored version is still `expected_version`
+    /// (the compare-and-swap every claim and record goes through).
+    pub fn update_effect(&self, expected_version: u64, effect: &Effect) -> Result<(), StoreError> {
+        let written = self.write(
+            "UPDATE effects SET version = ?, record = ? WHERE name = ? AND version = ?",
+            vec![
+                version(effect.version)?,
+                effect_record(effect)?,
+                Value::String(effect.name.clone()),
+                version(expected_version)?,
+            ],
+        )?;
+        if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+    }
+
     fn create_tables(&self) -> worker::Result<()> {
         self.sql.exec(
             "CREATE TABLE IF NOT EXISTS jobs (
@@ -417,6 +468,12 @@ impl Store {
             CREATE TABLE IF NOT EXISTS request_chunks (
                 seq INTEGER PRIMARY KEY,
                 bytes BLOB NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS effects (
+                seq INTEGER PRIMARY KEY,
+                name TEXT NOT NULL UNIQUE,
+                version INTEGER NOT NULL,
+                record TEXT NOT NULL
             );
             CREATE TABLE IF NOT EXISTS stream_events (
                 attempt INTEGER NOT NULL,
@@ -462,6 +519,10 @@ fn version(version: u64) -> worker::Result<Value> {
 
 fn record(job: &Job) -> worker::Result<Value> {
     serde_json::to_string(job).map(Value::String).map_err(|e| worker::Error::RustError(e.to_string()))
+}
+
+fn effect_record(effect: &Effect) -> worker::Result<Value> {
+    serde_json::to_string(effect).map(Value::String).map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
 fn unreadable(what: &str) -> worker::Error {

@@ -1,0 +1,433 @@
+//! Job types in the Ledger (`POST /onejob/v1/run/{type}`): the subject
+//! gate, then, once the answer is in, the type's effects, each performed
+//! once (see [`onejob_core::effect`]), and the run's answer.
+//!
+//! Effects are kept beside the job (store table `effects`), planned once
+//! from the stored input and answer, and driven by whoever finds one due:
+//! the request that got the answer, a queue delivery, the alarm, an
+//! approval or an operator. One runner at a time per object
+//! (`effects_running`); every claim and record is a compare-and-swap on the
+//! effect's version. A claimed effect that was never recorded (the runtime
+//! died in between) is reconciled with its destination, never performed
+//! blindly.
+
+use std::time::Duration;
+
+use onejob_core::effect::{self, Effect, EffectError, EffectState, Step};
+use onejob_core::job::{Job, JobState};
+use onejob_core::protocol::{JobView, Problem, ProblemType};
+use serde_json::{Value, json};
+use worker::{Delay, Response, Result};
+
+use super::Ledger;
+use crate::clock::now_ms;
+use crate::config::Config;
+use crate::driver::MathRandom;
+use crate::effects::{self, Performed};
+use crate::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
+use crate::http::{self, JobResult};
+use crate::ops;
+use crate::stored;
+
+/// A retry due sooner than this is waited for in the request that runs the
+/// effects; a later one is left to the alarm.
+const INLINE_WAIT_MS: u64 = 1_500;
+
+/// `EFFECT_HANG_AFTER`: how long the Ledger waits between performing the
+/// named effect and recording it (a test kills the runtime meanwhile).
+const HANG_MS: u64 = 600_000;
+
+impl Ledger {
+    /// A new job of a type with `once_per`: its subject must be free (or
+    /// this job's). `Some` is the refusal.
+    pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
+        let run = submission.run.as_ref()?;
+        let job_type = config.job_types.get(&run.job_type)?;
+        let subject = job_type.subject_of(&run.input)?;
+        let user = submission.user.as_deref();
+        match ops::claim_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await {
+            Ok(None) => None,
+            Ok(Some(holder)) => Some(
+                Problem::new(
+                    ProblemType::AlreadyRun,
+                    format!(
+                        "{} {subject:?} already has a {} job (key {holder}); its result is replayed under that key",
+                        job_type.once_per.as_deref().unwrap_or("subject"),
+                        run.job_type
+                    ),
+                )
+                .with_key(&submission.key)
+                .with_job_key(&holder),
+            ),
+            // Not knowing whether the subject is taken, run nothing: the
+            // caller retries with the same key.
+            Err(error) => {
+                worker::console_error!("ledger: checking a job type's subject failed: {error}");
+                Some(
+                    Problem::new(ProblemType::Internal, "the job type's subject could not be checked; retry")
+                        .with_key(&submission.key)
+                        .with_retry_after_ms(1_000),
+                )
+            }
+        }
+    }
+
+    /// After a run job's model part finished (or stopped): an answer plans
+    /// the effects and runs those due; an end without one frees the subject.
+    pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: &JobResult) {
+        let Some(run) = &submission.run else { return };
+        let outcome = async {
+            if result.state == JobState::Completed && (200..300).contains(&result.status) {
+                self.plan_effects(config)?;
+                self.run_effects(config).await
+            } else {
+                if result.state.is_terminal()
+                    && let Some(job_type) = config.job_types.get(&run.job_type)
+                    && let Some(subject) = job_type.subject_of(&run.input)
+                {
+                    ops::release_subject(&self.env, &submission.tenant, &run.job_type, &subject, &submission.key)
+                        .await?;
+                }
+                Ok(())
+            }
+        };
+        if let Err(error) = outcome.await {
+            // The alarm picks the effects up again (they are planned from storage).
+            worker::console_error!("ledger: a job type's effects failed: {error}");
+        }
+    }
+
+    /// Plans the effects of a finished run job, once, from its stored input
+    /// and answer. Returns them.
+    pub(super) fn plan_effects(&self, config: &Config) -> Result<Vec<Effect>> {
+        let store = self.store();
+        let planned = store.load_effects()?;
+        if !planned.is_empty() {
+            return Ok(planned);
+        }
+        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else {
+            return Ok(Vec::new());
+        };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some(run) = submission.run.as_ref() else { return Ok(Vec::new()) };
+        let Some(job_type) = config.job_types.get(&run.job_type) else {
+            worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
+            return Ok(Vec::new());
+        };
+        if job_type.effects.is_empty() || !answered(&job) {
+            return Ok(Vec::new());
+        }
+        let Some(response) = job.replayed_attempt().and_then(|a| store.load_response(a.number).transpose()) else {
+            return Ok(Vec::new());
+        };
+        let output = match job_type.output_of(&response?.body) {
+            Ok(output) => output,
+            Err(violation) => {
+                worker::console_warn!("ledger: the stored answer breaks the contract now: {}", violation.0);
+                return Ok(Vec::new());
+            }
+        };
+        let storage_id = onejob_core::key::StorageId::of(
+            &submission.tenant,
+            submission.user.as_deref(),
+            &onejob_core::key::IdempotencyKey::parse(&submission.key).map_err(|e| worker::Error::RustError(e.to_string()))?,
+        );
+        let now = now_ms();
+        let effects: Vec<Effect> = job_type
+            .effects
+            .iter()
+            .map(|spec| Effect::plan(spec, storage_id.as_str(), &run.input, &output, now))
+            .collect();
+        store.plan_effects(&effects)?;
+        store.load_effects()
+    }
+
+    /// Runs every effect that is due, waiting in between for retries due
+    /// within [`INLINE_WAIT_MS`]; later ones are left to the alarm.
+    pub(super) async fn run_effects(&self, config: &Config) -> Result<()> {
+        if self.effects_running.get() {
+            return Ok(()); // the runner here looks again before it stops
+        }
+        self.effects_running.set(true);
+        let ran = self.run_effects_now(config).await;
+        self.effects_running.set(false);
+        let store = self.store();
+        if let Some(job) = store.load_job()? {
+            self.arm(config, &job);
+        }
+        ran
+    }
+
+    async fn run_effects_now(&self, config: &Config) -> Result<()> {
+        let store = self.store();
+        let Some((submission, _)) = store.load_request()? else { return Ok(()) };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some(job_type) = submission.run.as_ref().and_then(|run| config.job_types.get(&run.job_type)) else {
+            return Ok(());
+        };
+        let source = format!("onejob:{}", job_type.name);
+        loop {
+            let now = now_ms();
+            let mut acted = false;
+            let mut wake: Option<u64> = None;
+            for mut effect in store.load_effects()? {
+                let Some(spec) = job_type.effects.iter().find(|s| s.name == effect.name) else { continue };
+                let read = effect.version;
+                if effect.expire(now) {
+                    store.update_effect(read, &effect)?;
+                    continue;
+                }
+                match effect.step(now) {
+                    Step::Perform => {
+                        let Some(attempt) = effect.claim(now) else { continue };
+                        // The claim is written before the effect is attempted.
+                        store.update_effect(read, &effect)?;
+                        let claimed = effect.version;
+                        let performed = effects::perform(&self.env, spec, &effect, &source).await;
+                        if config.effect_hang_after.as_deref() == Some(effect.name.as_str()) {
+                            worker::console_log!("ledger: EFFECT_HANG_AFTER: effect {} performed, not recorded", effect.name);
+                            Delay::from(Duration::from_millis(HANG_MS)).await;
+                        }
+                        let before = effect.state;
+                        match performed {
+                            Performed::Outcome(outcome) => {
+                                effect.finish(attempt, outcome, spec.retry, now_ms(), &mut MathRandom)
+                            }
+                            Performed::AlreadyThere(found) => {
+                                effect.reconcile(found, spec.retry, now_ms(), &mut MathRandom)
+                            }
+                        }
+                        store.update_effect(claimed, &effect)?;
+                        self.dead_letter_effect(config, &submission, &effect, before).await;
+                        acted = true;
+                    }
+                    // Claimed but never recorded: the runtime that claimed it
+                    // is gone (this object's one runner records before it
+                    // moves on). Ask the destination first.
+                    Step::Reconcile => {
+                        let found = effects::ask(&self.env, spec, &effect, &source).await;
+                        let before = effect.state;
+                        effect.reconcile(found, spec.retry, now_ms(), &mut MathRandom);
+                        store.update_effect(read, &effect)?;
+                        self.dead_letter_effect(config, &submission, &effect, before).await;
+                        acted = effect.version != read && effect.step(now_ms()) == Step::Perform;
+                    }
+                    Step::WaitUntil(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
+                    Step::Nothing => {}
+                }
+            }
+            if acted {
+                continue;
+            }
+            match wake {
+                Some(at) if at.saturating_sub(now_ms()) <= INLINE_WAIT_MS => {
+                    Delay::from(Duration::from_millis(at.saturating_sub(now_ms()))).await;
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// An effect that just came to need an operator becomes a dead letter
+    /// (and an alert, at once): the answer was delivered, this part was not.
+    async fn dead_letter_effect(&self, config: &Config, submission: &Submission, effect: &Effect, before: EffectState) {
+        if before.needs_operator() || !effect.state.needs_operator() {
+            return;
+        }
+        let last = effect.attempts.last();
+        let why = match effect.state {
+            EffectState::Conflict => "the destination holds a different payload under its delivery id".to_owned(),
+            EffectState::Unknown => "it may or may not have arrived, and the receiver has no receipt URL".to_owned(),
+            _ => last.and_then(|a| a.detail.clone()).unwrap_or_else(|| "it failed".into()),
+        };
+        let facts = DeadFacts {
+            dead: true,
+            error_class: "effect".into(),
+            last_status: last.and_then(|a| a.status),
+            detail: format!("effect {} ({}): {why}", effect.name, state_name(effect.state)),
+            attempts: effect.attempts.len() as u32,
+        };
+        let message =
+            JobMessage { tenant: submission.tenant.clone(), user: submission.user.clone(), key: submission.key.clone() };
+        let recorded = async {
+            ops::record_dead_letter(&self.env, &message, &facts).await?;
+            ops::alert_if_due(&self.env, config, "effect").await
+        };
+        if let Err(error) = recorded.await {
+            worker::console_error!("ledger: recording an effect's dead letter failed: {error}");
+        }
+    }
+
+    /// The answer of a run job: `{type, key, state, output, effects}` for
+    /// an answer, the problem for anything else.
+    pub(super) fn run_answer(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        result: JobResult,
+        replayed: bool,
+    ) -> Result<Response> {
+        let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status)) else {
+            return result.into_response(&submission.key, replayed);
+        };
+        let output = config
+            .job_types
+            .get(&run.job_type)
+            .and_then(|t| t.output_of(&result.body).ok())
+            .unwrap_or(Value::Null);
+        let effects = self.store().load_effects()?;
+        let has_effects = config.job_types.get(&run.job_type).is_some_and(|t| !t.effects.is_empty());
+        let state = match effect::effects_state(&effects) {
+            // Answered, effects not planned yet (a duplicate got here first).
+            _ if has_effects && effects.is_empty() => effect::EffectsState::Running,
+            state => state,
+        };
+        let body = json!({
+            "type": run.job_type,
+            "key": submission.key,
+            "state": state,
+            "output": output,
+            "effects": effects,
+        });
+        let answer = JobResult {
+            status: 200,
+            content_type: "application/json".into(),
+            body: serde_json::to_vec(&body)?,
+            state: result.state,
+            attempt: result.attempt,
+            retry_after_ms: None,
+        };
+        answer.into_response(&submission.key, replayed)
+    }
+
+    /// Fills a view's effects in (a run job's).
+    pub(super) fn with_effects(&self, view: &mut JobView) -> Result<()> {
+        let effects = self.store().load_effects()?;
+        if !effects.is_empty() {
+            view.effects_state = Some(effect::effects_state(&effects));
+            view.effects = effects;
+        }
+        Ok(())
+    }
+
+    /// `POST /onejob/v1/jobs/{key}/approve`: every effect waiting for an
+    /// approval may run, once; then they run.
+    pub(super) async fn approve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let store = self.store();
+        let Some(job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        let now = now_ms();
+        let (mut approved, mut expired, mut waiting) = (false, false, false);
+        for mut effect in store.load_effects()? {
+            let read = effect.version;
+            match effect.approve(&request.by, now) {
+                Ok(true) => approved = true,
+                Ok(false) => waiting = true,
+                Err(EffectError::ApprovalExpired) => expired = true,
+                Err(_) => continue,
+            }
+            if effect.version != read {
+                store.update_effect(read, &effect)?;
+            }
+        }
+        if expired && !approved && !waiting {
+            return http::problem_of(ProblemType::ApprovalExpired, "the approval came after its expiry; nothing runs");
+        }
+        if !approved && !waiting {
+            return http::problem_of(ProblemType::NotAwaitingApproval, "no effect of this job waits for an approval");
+        }
+        if approved {
+            worker::console_log!("ledger: {} approved the effects of job {}", request.by, request.key);
+        }
+        self.run_effects(config).await?;
+        self.answer_as_run(config, &job)
+    }
+
+    /// An operator resends an effect (dead or unknown), or marks one done.
+    pub(super) async fn effect_action(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let store = self.store();
+        let Some(job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "no job with that key");
+        };
+        let name = request.effect.as_deref().unwrap_or_default();
+        let Some(mut effect) = store.load_effects()?.into_iter().find(|e| e.name == name) else {
+            return http::problem_of(ProblemType::NotFound, "this job has no effect of that name");
+        };
+        let retry = self.retry_of(config, &effect);
+        let read = effect.version;
+        let done = match request.action.as_deref() {
+            Some("resend") => effect.resend(&request.by, retry, now_ms()),
+            Some("mark_done") => effect.mark_done(&request.by, now_ms()),
+            _ => return http::problem_of(ProblemType::InvalidQuery, "action must be resend or mark_done"),
+        };
+        match done {
+            Ok(changed) => {
+                if changed {
+                    store.update_effect(read, &effect)?;
+                    self.run_effects(config).await?;
+                }
+                self.answer_as_run(config, &job)
+            }
+            Err(error) => http::problem_of(ProblemType::NotResolvable, error.to_string()),
+        }
+    }
+
+    /// Replaying a run job whose answer is in resends only its effects that
+    /// did not happen (dead or unknown). `None`: there is none.
+    pub(super) async fn replay_effects(&self, config: &Config, request: &OperatorRequest) -> Result<Option<Response>> {
+        let store = self.store();
+        let effects = store.load_effects()?;
+        if !effects.iter().any(|e| matches!(e.state, EffectState::Dead | EffectState::Unknown)) {
+            return Ok(None);
+        }
+        let now = now_ms();
+        let mut resent = Vec::new();
+        for mut effect in effects {
+            let retry = self.retry_of(config, &effect);
+            let read = effect.version;
+            if matches!(effect.state, EffectState::Dead | EffectState::Unknown)
+                && effect.resend(&request.by, retry, now) == Ok(true)
+            {
+                store.update_effect(read, &effect)?;
+                resent.push(effect.name.clone());
+            }
+        }
+        self.run_effects(config).await?;
+        Ok(Some(Response::from_json(&json!({ "replayed": true, "effects": resent }))?))
+    }
+
+    fn retry_of(&self, config: &Config, effect: &Effect) -> effect::EffectRetry {
+        let store = self.store();
+        let spec = store
+            .load_request()
+            .ok()
+            .flatten()
+            .and_then(|(submission, _)| serde_json::from_str::<Submission>(&submission).ok())
+            .and_then(|s| s.run)
+            .and_then(|run| config.job_types.get(&run.job_type).cloned())
+            .and_then(|t| t.effects.into_iter().find(|s| s.name == effect.name));
+        spec.map_or(effect::EffectRetry::WEBHOOK, |s| s.retry)
+    }
+
+    /// The run's answer from storage (for approvals and operator actions).
+    fn answer_as_run(&self, config: &Config, job: &Job) -> Result<Response> {
+        let store = self.store();
+        let job = store.load_job()?.unwrap_or_else(|| job.clone());
+        let Some((submission, _)) = store.load_request()? else {
+            return http::problem_of(ProblemType::JobNotFound, "no job type's job here");
+        };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let result = stored::finished_result(&store, &job)?;
+        self.run_answer(config, &submission, result, false)
+    }
+}
+
+/// The job ended with an answer (a 2xx), the effects' input.
+fn answered(job: &Job) -> bool {
+    job.state() == JobState::Completed && job.replayed_attempt().and_then(|a| a.status).is_some_and(|s| (200..300).contains(&s))
+}
+
+fn state_name(state: EffectState) -> String {
+    serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
