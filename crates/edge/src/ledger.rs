@@ -20,7 +20,6 @@ use futures_util::future::{Either, select};
 use onejob_core::admission::{self, Admission, Arrival};
 use onejob_core::background::{self, Delivery};
 use onejob_core::classify::ErrorClass;
-use onejob_core::effect;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
@@ -170,7 +169,7 @@ impl DurableObject for Ledger {
                 }
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
-                let effects_due = effect::next_wake_ms(&self.store().load_effects()?, now_ms());
+                let effects_due = self.effects_due();
                 alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms, effects_due)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
@@ -574,7 +573,7 @@ impl Ledger {
     fn arm(&self, config: &Config, job: &Job) {
         let store = self.store();
         let last_sent_ms = store.queue_sends().map_or(0, |(_, at)| at);
-        let effects_due = store.load_effects().ok().and_then(|effects| effect::next_wake_ms(&effects, now_ms()));
+        let effects_due = self.effects_due();
         let at = alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms, effects_due);
         alarms::set_in_background(&self.state, at);
     }

@@ -33,6 +33,10 @@ use crate::stored;
 /// effects; a later one is left to the alarm.
 const INLINE_WAIT_MS: u64 = 1_500;
 
+/// While effects run, the alarm is kept this close: if the runtime dies
+/// mid-effect, the alarm after the restart reconciles what was claimed.
+const CLAIM_WATCH_MS: u64 = 5_000;
+
 /// `EFFECT_HANG_AFTER`: how long the Ledger waits between performing the
 /// named effect and recording it (a test kills the runtime meanwhile).
 const HANG_MS: u64 = 600_000;
@@ -149,6 +153,10 @@ impl Ledger {
             return Ok(()); // the runner here looks again before it stops
         }
         self.effects_running.set(true);
+        let watch = worker::ScheduledTime::from(Duration::from_millis(CLAIM_WATCH_MS));
+        if let Err(error) = crate::alarms::set(&self.state, watch).await {
+            worker::console_warn!("ledger: setting the effects' watch failed: {error}");
+        }
         let ran = self.run_effects_now(config).await;
         self.effects_running.set(false);
         let store = self.store();
@@ -298,6 +306,14 @@ impl Ledger {
             retry_after_ms: None,
         };
         answer.into_response(&submission.key, replayed)
+    }
+
+    /// When the effects next need a look: the earliest due one, but no
+    /// sooner than the watch while they run here (their runner is busy).
+    pub(super) fn effects_due(&self) -> Option<u64> {
+        let effects = self.store().load_effects().ok()?;
+        let due = effect::next_wake_ms(&effects, now_ms())?;
+        Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
     }
 
     /// Fills a view's effects in (a run job's).
