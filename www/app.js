@@ -204,6 +204,66 @@ async function classify() {
   }
 }
 
+// The `triage` job type: the page names the type and sends the ticket; the
+// server renders the prompt, checks the answer against the type's contract,
+// writes the row and sends the mail, each once (see jobs/triage.json).
+async function runTriage() {
+  const input = { ticket_id: $("ticket-id").value, text: $("ticket").value, customer_email: $("customer-email").value };
+  const box = $("run-result");
+  box.className = "result";
+  box.textContent = "Running…";
+  try {
+    const res = await oj.fetch("/onejob/v1/run/triage", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(input),
+    });
+    const body = await res.json();
+    if (!res.ok) {
+      box.className = "result error";
+      box.textContent = `HTTP ${res.status}: ${body.detail ?? body.title}${body.job_key ? ` (job ${body.job_key})` : ""}`;
+      return;
+    }
+    showRun(body, res.headers.get("Idempotent-Replayed") === "true");
+    if (body.state === "running") setTimeout(() => followRun(body.key), 1000);
+  } catch (error) {
+    box.className = "result error";
+    box.textContent = `${error.name}: ${error.message}`;
+  }
+}
+
+function showRun(run, replayed) {
+  const box = $("run-result");
+  box.dataset.state = run.state;
+  box.textContent = `${run.output?.category ?? "?"} · ${run.output?.priority ?? "?"} — ${run.state}${replayed ? " (replayed: nothing was done again)" : ""}`;
+  $("run-effects").replaceChildren(
+    ...run.effects.map((effect) => {
+      const tr = document.createElement("tr");
+      tr.dataset.effect = effect.name;
+      const receipt = effect.receipt ? JSON.stringify(effect.receipt).slice(0, 80) : "—";
+      for (const [text, mono] of [[effect.name], [effect.state + (effect.reconciled ? " (reconciled)" : "")], [String(effect.attempts.length)], [receipt, true]]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (mono) td.className = "mono";
+        tr.append(td);
+      }
+      return tr;
+    }),
+  );
+}
+
+async function followRun(key) {
+  const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  if (!res.ok) return;
+  const job = await res.json();
+  showRun({ key, state: job.effects_state ?? "running", output: null, effects: job.effects ?? [] }, false);
+  if ((job.effects_state ?? "running") === "running") setTimeout(() => followRun(key), 1000);
+}
+
+$("run-triage").addEventListener("click", runTriage);
+$("run-new").addEventListener("click", () => {
+  $("ticket-id").value = `T-${Math.floor(1000 + Math.random() * 9000)}`;
+});
 $("classify").addEventListener("click", classify);
 $("burst").addEventListener("click", () => {
   for (let i = 0; i < 20; i++) $("classify").click();
