@@ -423,7 +423,7 @@ async function showJob(params, id) {
   await load(section, id, () => api(path), (view) => {
     const outcome = flashFor("job");
     body.replaceChildren(
-      ...[outcome, jobSummary(view), jobActions(view), jobAttempts(view), jobEvents(view), jobResult(view)].filter(Boolean),
+      ...[outcome, jobSummary(view), jobActions(view), jobEffects(view), jobAttempts(view), jobEvents(view), jobResult(view)].filter(Boolean),
     );
     // While it runs, look again in a moment (nothing to lose on this page then).
     if (MOVING.includes(view.state) || view.attempts.some((a) => a.outcome === "running")) {
@@ -510,6 +510,18 @@ function jobActions(job) {
       response,
       error,
       el("div", { class: "actions" }, resolve, " ", retry),
+    );
+  } else if (job.effects?.some((e) => ["dead", "unknown"].includes(e.state))) {
+    const replay = el("button", { class: "primary", id: "replay-effects", type: "button" }, "Replay the effects that did not happen");
+    replay.addEventListener("click", () =>
+      act(replay, "job", async () => {
+        await api("/dead-letters/replay", { body: who });
+        return "Replayed: only the dead or unknown effects go again, once each; the answer is not asked for again.";
+      }),
+    );
+    card.append(
+      el("p", { class: "lead" }, "The answer was delivered, but some effect did not happen (partial success). A replay sends only those effects."),
+      replay,
     );
   } else {
     card.append(el("p", { class: "muted" }, `None for a ${words(job.state)} job: replay is for dead jobs, resolving for unknown ones.`));
