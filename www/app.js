@@ -219,6 +219,11 @@ async function runTriage() {
       body: JSON.stringify(input),
     });
     const body = await res.json();
+    if (res.status === 409 && body.job_key) {
+      // Triaged already (once per ticket): show that job instead.
+      await followRun(body.job_key, `ticket ${input.ticket_id} was triaged already; nothing was done again`);
+      return;
+    }
     if (!res.ok) {
       box.className = "result error";
       box.textContent = `HTTP ${res.status}: ${body.detail ?? body.title}${body.job_key ? ` (job ${body.job_key})` : ""}`;
@@ -232,10 +237,12 @@ async function runTriage() {
   }
 }
 
-function showRun(run, replayed) {
+function showRun(run, replayed, note) {
   const box = $("run-result");
+  box.className = "result";
   box.dataset.state = run.state;
-  box.textContent = `${run.output?.category ?? "?"} · ${run.output?.priority ?? "?"} — ${run.state}${replayed ? " (replayed: nothing was done again)" : ""}`;
+  const output = run.output ? `${run.output.category} · ${run.output.priority} — ` : "";
+  box.textContent = `${output}${run.state}${replayed ? " (replayed: nothing was done again)" : ""}${note ? ` (${note})` : ""}`;
   $("run-effects").replaceChildren(
     ...run.effects.map((effect) => {
       const tr = document.createElement("tr");
@@ -252,12 +259,12 @@ function showRun(run, replayed) {
   );
 }
 
-async function followRun(key) {
+async function followRun(key, note) {
   const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
   if (!res.ok) return;
   const job = await res.json();
-  showRun({ key, state: job.effects_state ?? "running", output: null, effects: job.effects ?? [] }, false);
-  if ((job.effects_state ?? "running") === "running") setTimeout(() => followRun(key), 1000);
+  showRun({ key, state: job.effects_state ?? "running", output: null, effects: job.effects ?? [] }, false, note);
+  if ((job.effects_state ?? "running") === "running") setTimeout(() => followRun(key, note), 1000);
 }
 
 $("run-triage").addEventListener("click", runTriage);

@@ -41,6 +41,31 @@ async function job(key, page) {
 const waitFor = (page, fn, arg, timeout = 20_000) => page.waitForFunction(fn, arg, { timeout });
 
 describe("demo page", () => {
+  test("triage and notify, clicked 5 times: one job, one row, one mail; the inbox page shows them", async () => {
+    const { context, page, errors } = await openDemo();
+    const ticket = `T-${Date.now()}`;
+    await page.fill("#ticket-id", ticket);
+    for (let i = 0; i < 5; i++) await page.click("#run-triage");
+    await waitFor(page, () => document.getElementById("run-result").dataset.state === "completed");
+    await waitFor(page, () => document.querySelectorAll("#run-effects tr").length === 2);
+    assert.match(await page.textContent("#run-effects tr[data-effect=email]"), /done/);
+    // The real rows and mails, read from the worker's D1.
+    const rows = (await (await fetch(`${worker.url}/demo/tickets`)).json()).rows.filter((r) => r.ticket_id === ticket);
+    const mails = (await (await fetch(`${worker.url}/demo/inbox`)).json()).rows.filter((m) => m.payload.ticket_id === ticket);
+    assert.equal(rows.length, 1);
+    assert.equal(mails.length, 1);
+    assert.equal(rows[0].category, "billing");
+    await screenshot(page, "triage-and-notify");
+    const inbox = await context.newPage();
+    await inbox.goto(`${worker.url}/inbox.html`);
+    await inbox.waitForSelector("body[data-ready=true]");
+    assert.equal(await inbox.locator("#mails tr", { hasText: ticket }).count(), 1);
+    assert.equal(await inbox.locator("#rows tr", { hasText: ticket }).count(), 1);
+    await screenshot(inbox, "demo-inbox");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
   test("20 rapid clicks: one job, one upstream call, 20 identical results", async () => {
     const { context, page, errors } = await openDemo();
     await page.click("#burst");
