@@ -174,6 +174,7 @@ impl DurableObject for Ledger {
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
+                self.release_subject_at_expiry(job.as_ref()).await;
                 self.state.storage().delete_alarm().await?;
                 self.state.storage().delete_all().await?;
             }

@@ -76,6 +76,31 @@ impl Ledger {
         }
     }
 
+    /// A job that expires without its answer holds its subject no longer
+    /// (it would otherwise hold it for good); an answered one keeps it: a
+    /// triaged ticket is not triaged again, also after its job is deleted.
+    pub(super) async fn release_subject_at_expiry(&self, job: Option<&Job>) {
+        if job.is_some_and(answered) {
+            return;
+        }
+        let Ok(Some((submission, _))) = self.store().load_request() else { return };
+        let Ok(submission) = serde_json::from_str::<Submission>(&submission) else { return };
+        let Some(run) = &submission.run else { return };
+        // The subject is only ever claimed when the type names one.
+        let Some(subject) = self.subject_of_stored(&submission) else { return };
+        if let Err(error) =
+            ops::release_subject(&self.env, &submission.tenant, &run.job_type, &subject, &submission.key).await
+        {
+            worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
+        }
+    }
+
+    fn subject_of_stored(&self, submission: &Submission) -> Option<String> {
+        let run = submission.run.as_ref()?;
+        let config = crate::config::load(&self.env).ok()?;
+        config.job_types.get(&run.job_type)?.subject_of(&run.input)
+    }
+
     /// After a run job's model part finished (or stopped): an answer plans
     /// the effects and runs those due; an end without one frees the subject.
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: &JobResult) {
