@@ -23,6 +23,8 @@ import {
   chat,
   newKey,
   startStack,
+  triageInput,
+  triageType,
   waitFor,
 } from "../support/harness.mjs";
 import { DEV_TOKEN_SECRET, mintToken } from "../support/keys.mjs";
@@ -548,6 +550,43 @@ describe("operations console on a failing upstream: dead letters, replay, resolv
     await page.waitForSelector("#job-events li[data-action=allowed_attempt]");
     await page.waitForSelector('#job-summary .badge[data-state="completed"]', { timeout: DELIVERY_MS });
     assert.deepEqual(await page.$$eval("#job-attempts li.attempt", (items) => items.map((li) => li.dataset.outcome)), ["unknown", "succeeded"]);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+});
+
+describe("operations console: a job type's effects", () => {
+  let stack;
+  before(async () => {
+    // The demo provider and inbox (as `make dev`), with a triage whose email waits for an approval.
+    const triage_approve = triageType({ effects: { email: { approve: true, approval_ttl_ms: 600_000 } } });
+    stack = await startStack({ upstream: "demo", vars: { JOB_TYPES: JSON.stringify({ triage_approve }) } });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("a job's effects: the row written, the mail awaiting approval; Approve sends it once, shown done with its receipt", async () => {
+    const key = newKey();
+    const ticket = `T-${Date.now()}`;
+    const run = await stack.run("triage_approve", key, triageInput(ticket));
+    assert.equal(run.status, 200, run.text);
+    assert.equal(run.body.state, "awaiting_approval", run.text);
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, jobHash("dev", key)), "ready", await problemOf(page, "job"));
+    const states = () => page.$$eval("#job-effects tr[data-effect]", (rows) => rows.map((r) => [r.dataset.effect, r.dataset.state]));
+    assert.deepEqual(await states(), [["record", "done"], ["email", "awaiting_approval"]]);
+    assert.match(await page.textContent("#job-effects h2"), /awaiting approval/);
+    await page.click("#job-effects tr[data-effect=email] button[data-effect-action=Approve]");
+    await page.waitForFunction(() => document.querySelector("#job-effects tr[data-effect=email]")?.dataset.state === "done", null, { timeout: 20_000 });
+    assert.match(await page.textContent("#job-effects tr[data-effect=email]"), /approved by dev-admin/);
+    const mails = (await (await fetch(`${stack.url}/demo/inbox`)).json()).rows.filter((m) => m.payload.ticket_id === ticket);
+    assert.equal(mails.length, 1, "one mail, sent after the approval");
+    // Approving again (the API) runs nothing twice.
+    const again = await stack.admin(`${ADMIN}/jobs/dev/${encodeURIComponent(key)}/approve`, { body: {} });
+    assert.equal(again.status, 200, again.text);
+    assert.equal((await (await fetch(`${stack.url}/demo/inbox`)).json()).rows.filter((m) => m.payload.ticket_id === ticket).length, 1);
+    await screenshot(page, "console-effects");
     assert.deepEqual(errors, []);
     await context.close();
   });

@@ -574,6 +574,60 @@ function jobAttempts(job) {
   return append(card, [el("ol", { class: "attempts" }, rows)]);
 }
 
+/**
+ * A job type's effects: state, attempts, receipt, approvals and
+ * reconciliations, with the operator's actions on the ones that need one.
+ */
+function jobEffects(job) {
+  if (!job.effects?.length) return null;
+  const base = `/jobs/${encodeURIComponent(job.tenant)}/${encodeURIComponent(job.key)}`;
+  const query = job.user ? `?user=${encodeURIComponent(job.user)}` : "";
+  const card = el("section", { class: "card wide", id: "job-effects" }, el("h2", {}, `Effects — ${words(job.effects_state ?? "")}`));
+  const rows = job.effects.map((effect) => {
+    const actions = el("td", {});
+    const button = (label, run) => {
+      const b = el("button", { type: "button", dataset: { effectAction: label } }, label);
+      b.addEventListener("click", () => act(b, "job", run));
+      actions.append(b, " ");
+    };
+    if (effect.state === "awaiting_approval") {
+      button("Approve", async () => {
+        await api(`${base}/approve${query}`, { body: {} });
+        return `Approved: ${effect.name} runs once.`;
+      });
+    }
+    if (["dead", "unknown"].includes(effect.state)) {
+      button("Resend", async () => {
+        await api(`${base}/effects/${encodeURIComponent(effect.name)}/resend${query}`, { body: {} });
+        return `Resent: ${effect.name} goes once more (with its own retries).`;
+      });
+    }
+    if (["dead", "unknown", "conflict"].includes(effect.state)) {
+      button("Mark done", async () => {
+        await api(`${base}/effects/${encodeURIComponent(effect.name)}/mark_done${query}`, { body: {} });
+        return `Marked done: ${effect.name} will not be sent again.`;
+      });
+    }
+    const events = effect.events.map((e) => `${words(e.what)}${e.by ? ` by ${e.by}` : ""}`).join(", ");
+    const last = effect.attempts.at(-1);
+    const approval = effect.approval
+      ? el("div", { class: "muted" }, effect.approval.approved_by ? `approved by ${effect.approval.approved_by}` : `approval until ${new Date(effect.approval.expires_ms).toLocaleString()}`)
+      : "";
+    return el(
+      "tr",
+      { dataset: { effect: effect.name, state: effect.state } },
+      el("td", {}, el("strong", {}, effect.name), " ", el("span", { class: "muted" }, effect.kind)),
+      el("td", {}, el("span", { class: `badge ${effect.state === "done" ? "completed" : effect.state}` }, words(effect.state)), effect.reconciled ? " (reconciled)" : ""),
+      el("td", { class: "num" }, `${effect.attempts.length} of ${effect.max_attempts}`, last?.detail ? el("div", { class: "muted" }, last.detail) : ""),
+      el("td", { class: "mono muted", title: effect.delivery_id }, effect.receipt ? JSON.stringify(effect.receipt).slice(0, 120) : "—"),
+      el("td", {}, events || "—", approval),
+      actions,
+    );
+  });
+  const head = el("tr", {}, ...["Effect", "State", "Attempts", "Receipt", "Events", ""].map((h) => el("th", {}, h)));
+  return append(card, [el("table", { class: "effects" }, el("thead", {}, head), el("tbody", {}, rows))]);
+}
+
 function jobEvents(job) {
   const card = el("section", { class: "card", id: "job-events" }, el("h2", {}, "Operator events"));
   if (!job.events?.length) return append(card, [el("p", { class: "muted" }, "No operator has acted on this job.")]);
