@@ -610,9 +610,11 @@ function jobEffects(job) {
     }
     const events = effect.events.map((e) => `${words(e.what)}${e.by ? ` by ${e.by}` : ""}`).join(", ");
     const last = effect.attempts.at(-1);
-    const approval = effect.approval
-      ? el("div", { class: "muted" }, effect.approval.approved_by ? `approved by ${effect.approval.approved_by}` : `approval until ${new Date(effect.approval.expires_ms).toLocaleString()}`)
-      : "";
+    // Once approved, the `approved` event says by whom.
+    const approval =
+      effect.state === "awaiting_approval" && effect.approval
+        ? el("div", { class: "muted" }, `approval until ${new Date(effect.approval.expires_ms).toLocaleString()}`)
+        : "";
     return el(
       "tr",
       { dataset: { effect: effect.name, state: effect.state } },
