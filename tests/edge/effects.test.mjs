@@ -575,3 +575,53 @@ describe("job types with effects: the mail API keeps failing", () => {
     assert.equal((await stack.getJob(key)).body.effects_state, "completed");
   });
 });
+
+describe("job types with effects: a streamed answer", () => {
+  let stack;
+  before(async () => {
+    // The demo provider streams its JSON triage word by word.
+    stack = await startStack({ upstream: "demo", mail: true });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("9. Accept: text/event-stream: the answer streams, then its effects run once; the replay is the same stream; the other mode is another intent (422)", async () => {
+    const key = newKey();
+    const ticket = newTicket();
+    const input = triageInput(ticket);
+    const streamed = { Accept: "text/event-stream" };
+    const first = await stack.run("triage", key, input, { headers: streamed });
+    assert.equal(first.status, 200, first.text);
+    assert.match(first.res.headers.get("content-type") ?? "", /^text\/event-stream/);
+    const deltas = first.text
+      .split("\n\n")
+      .map((event) => event.replace(/^data: /, ""))
+      .filter((data) => data.startsWith("{"))
+      .map((data) => JSON.parse(data).choices?.[0]?.delta?.content ?? "")
+      .join("");
+    const answer = JSON.parse(deltas);
+    assert.equal(answer.category, "billing", deltas);
+    assert.ok(first.text.trimEnd().endsWith("data: [DONE]"), "the whole stream");
+
+    const job = await stack.waitForJob(key, (j) => j.effects_state === "completed", { timeoutMs: 15_000 });
+    assert.equal(job.state, "completed");
+    assert.equal(job.attempts.length, 1);
+    assert.deepEqual(job.effects.map((e) => [e.name, e.state, e.attempts.length]), [["record", "done", 1], ["email", "done", 1]]);
+    const rows = await stack.tickets(ticket);
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0].category, answer.category);
+    assert.equal(rows[0].summary, answer.summary, "the row holds the streamed answer's summary");
+    assert.equal(sentFor(stack, ticket).length, 1);
+
+    const again = await stack.run("triage", key, input, { headers: streamed });
+    assert.equal(again.status, 200, again.text);
+    assert.equal(again.res.headers.get("idempotent-replayed"), "true");
+    assert.equal(again.text, first.text, "the stored stream, byte for byte");
+    const plain = await stack.run("triage", key, input);
+    assertProblem(plain, 422, "idempotency-key-reused");
+    await sleep(SETTLE_MS);
+    assert.equal((await stack.tickets(ticket)).length, 1);
+    assert.equal(sentFor(stack, ticket).length, 1, "still one email");
+  });
+});

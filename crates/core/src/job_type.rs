@@ -227,10 +227,10 @@ impl JobType {
     }
 
     /// The chat completion request `input` becomes (OpenAI's format, JSON
-    /// answer asked for).
-    pub fn render_request(&self, input: &Value) -> Vec<u8> {
+    /// answer asked for), streamed (with usage) when `stream`.
+    pub fn render_request(&self, input: &Value, stream: bool) -> Vec<u8> {
         let scope = Scope { input, output: &Value::Null };
-        let body = json!({
+        let mut body = json!({
             "model": self.model,
             "messages": [
                 { "role": "system", "content": render_text(&self.system, &scope) },
@@ -238,11 +238,21 @@ impl JobType {
             ],
             "response_format": { "type": "json_object" },
         });
+        if stream {
+            body["stream"] = Value::Bool(true);
+            body["stream_options"] = json!({ "include_usage": true });
+        }
         body.to_string().into_bytes()
     }
 
     /// The answer's JSON content, if the answer meets the output contract.
+    /// A streamed answer (its stored events) is read as its whole text.
     pub fn output_of(&self, response_body: &[u8]) -> Result<Value, Violation> {
+        if crate::sse::is_event_stream(response_body) {
+            let text = crate::sse::assistant_text(response_body);
+            let whole = json!({ "choices": [{ "message": { "role": "assistant", "content": text } }] });
+            return self.output_of(whole.to_string().as_bytes());
+        }
         self.output.check(response_body)?;
         contract::assistant_json(response_body).ok_or_else(|| Violation("the answer's content is not JSON".into()))
     }

@@ -152,6 +152,38 @@ pub fn usage_of(event: &[u8]) -> Option<Usage> {
     Some(Usage { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total })
 }
 
+/// The assistant's text of a whole stream (its events concatenated): the
+/// content deltas of OpenAI's chat chunks (`choices[0].delta.content`), the
+/// Responses API's `response.output_text.delta`, or Anthropic's
+/// `content_block_delta` text. What a job type's effects read from a
+/// streamed answer.
+pub fn assistant_text(stream: &[u8]) -> String {
+    let mut splitter = Splitter::new();
+    let mut events = splitter.push(stream);
+    if !splitter.pending().is_empty() {
+        events.push(splitter.pending().to_vec());
+    }
+    let mut text = String::new();
+    for event in events {
+        let (_, data) = fields(&event);
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(&data) else { continue };
+        let piece = value
+            .pointer("/choices/0/delta/content")
+            .or_else(|| (value.get("type") == Some(&"response.output_text.delta".into())).then(|| value.get("delta")).flatten())
+            .or_else(|| value.pointer("/delta/text").filter(|_| value.get("type") == Some(&"content_block_delta".into())));
+        if let Some(piece) = piece.and_then(serde_json::Value::as_str) {
+            text.push_str(piece);
+        }
+    }
+    text
+}
+
+/// Whether a stored body is a stream of events (it starts with a field).
+pub fn is_event_stream(body: &[u8]) -> bool {
+    let start = body.trim_ascii_start();
+    start.starts_with(b"data:") || start.starts_with(b"event:") || start.starts_with(b"id:") || start.starts_with(b":")
+}
+
 /// The usage of a stream so far, given a later event's usage: Anthropic
 /// reports the input tokens in `message_start` and only the output tokens
 /// in the closing `message_delta`, so a later report without input tokens
@@ -335,5 +367,17 @@ mod tests {
         assert!(policy.should_flush(1, 100, false));
         assert!(policy.should_flush(1, 0, true));
         assert!(!policy.should_flush(0, 1_000, true));
+    }
+
+    #[test]
+    fn the_assistant_text_of_a_whole_stream_in_each_dialect() {
+        let openai = b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"{\\\"a\\\":\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"1}\"}}]}\n\ndata: [DONE]\n\n";
+        assert_eq!(assistant_text(openai), "{\"a\":1}");
+        assert!(is_event_stream(openai));
+        let anthropic = b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi \"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"there\"}}\n\n";
+        assert_eq!(assistant_text(anthropic), "hi there");
+        let responses = b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}\n\n";
+        assert_eq!(assistant_text(responses), "ok");
+        assert!(!is_event_stream(b"{\"choices\":[]}"));
     }
 }

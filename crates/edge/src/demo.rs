@@ -12,7 +12,7 @@
 //!
 //! With `"response_format": {"type": "json_object"}` (or `json_schema`) the
 //! answer is the same triage as a JSON object (`category`, `priority`,
-//! `summary`), except from `demo-prose`.
+//! `summary`), streamed too, except from `demo-prose`.
 //!
 //! | `demo-stream-drop` | streamed: half the answer, then the stream ends without `[DONE]` (interrupted) |
 //! | `demo-stream-error` | streamed: half the answer, then an error event |
@@ -132,7 +132,13 @@ pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
     };
     let ticket = last_user_message(&request);
     let (category, priority) = triage(&ticket);
-    let answer = format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket));
+    let wants_json =
+        matches!(request.pointer("/response_format/type").and_then(Value::as_str), Some("json_object" | "json_schema"));
+    let answer = if wants_json {
+        json!({ "category": category, "priority": priority, "summary": summary(&ticket) }).to_string()
+    } else {
+        format!("category: {category}\npriority: {priority}\nsummary: {}", summary(&ticket))
+    };
     if anthropic {
         return Some(pace(anthropic_events(&model, &ticket, &answer, body), pause_ms));
     }

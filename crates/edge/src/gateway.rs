@@ -69,7 +69,10 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
         Ok(read) => read,
         Err(refused) => return Ok(refused),
     };
-    let target = format!("/onejob/v1/run/{type_name}");
+    // `Accept: text/event-stream` streams the answer (the effects run once
+    // it has ended). Streamed or not are two intents, as on /v1.
+    let stream = req.headers().get("Accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
+    let target = if stream { format!("/onejob/v1/run/{type_name}?stream") } else { format!("/onejob/v1/run/{type_name}") };
     if let Some(token) = &caller.token
         && let Err(error) = token.allows(&target, Some(&job_type.model))
     {
@@ -87,7 +90,7 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
             .with_violations(violations.into_iter().map(|v| v.0).collect());
         return http::problem(&problem);
     }
-    let body = job_type.render_request(&input);
+    let body = job_type.render_request(&input, stream);
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     let mut submission =
         submission_of(&req, &config, caller, &key, &fingerprint, "/v1/chat/completions".into(), "application/json".into())?;

@@ -102,6 +102,7 @@ impl DurableObject for Ledger {
                 None => http::problem_of(ProblemType::Internal, "malformed submission"),
             },
             "/deliver" => self.deliver(&config).await,
+            "/effects" => self.after_stream(&config).await,
             "/facts" => self.facts(),
             "/admin-view" => self.admin_view(),
             route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => match serde_json::from_slice::<OperatorRequest>(&body) {
@@ -124,7 +125,7 @@ impl DurableObject for Ledger {
         };
         // Whatever changed the job, the operators' index hears of it after
         // the answer (the read-only routes change nothing).
-        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect") {
+        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect" | "/effects") {
             self.index_in_background();
         }
         answer.or_else(|error| {
@@ -332,10 +333,16 @@ impl Ledger {
                 }
                 let own = stream::subscribe(&self.live, store, 0)?;
                 let (env, store) = (self.env.clone(), self.store());
+                let job_type_job = submission.run.is_some().then(|| submission.clone());
                 self.state.wait_until(async move {
                     pump.run().await;
                     // The stream's end is the job's last change: index it.
                     index_now(&env, &store).await;
+                    // A job type's effects wait for the whole answer: the
+                    // Ledger is asked to run them now (its alarm would, later).
+                    if let Some(submission) = job_type_job {
+                        run::effects_after_stream(&env, &submission).await;
+                    }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
                 return match own {

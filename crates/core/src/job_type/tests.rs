@@ -87,11 +87,14 @@ fn the_request_is_rendered_from_the_input_only() {
     let types = types_with(|_| {}).unwrap();
     let triage = types.get("triage").unwrap();
     let input = json!({"ticket_id": "T-7", "text": "charged twice", "customer_email": "a@b.c"});
-    let body: Value = serde_json::from_slice(&triage.render_request(&input)).unwrap();
+    let body: Value = serde_json::from_slice(&triage.render_request(&input, false)).unwrap();
     assert_eq!(body["model"], "demo");
     assert_eq!(body["messages"][1]["content"], "Ticket T-7: charged twice");
     assert_eq!(body["response_format"]["type"], "json_object");
     assert_eq!(triage.subject_of(&input).as_deref(), Some("T-7"));
+    let streamed: Value = serde_json::from_slice(&triage.render_request(&input, true)).unwrap();
+    assert_eq!(streamed["stream"], true);
+    assert_eq!(streamed["stream_options"]["include_usage"], true);
 }
 
 #[test]
@@ -116,6 +119,10 @@ fn the_output_must_meet_the_contract() {
     assert_eq!(good["category"], "billing");
     assert!(triage.output_of(&reply(r#"{"category":"refunds","priority":"high","summary":"s"}"#)).is_err());
     assert!(triage.output_of(&reply("category: billing")).is_err());
+    // A streamed answer, as stored: its events.
+    let chunk = |text: &str| format!("data: {}\n\n", json!({"choices": [{"delta": {"content": text}}]}));
+    let stream = format!("{}{}{}data: [DONE]\n\n", chunk("{\"category\":\"bug\","), chunk("\"priority\":\"low\","), chunk("\"summary\":\"x\"}"));
+    assert_eq!(triage.output_of(stream.as_bytes()).unwrap()["category"], "bug");
 }
 
 #[test]

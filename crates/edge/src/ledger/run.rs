@@ -126,6 +126,28 @@ impl Ledger {
         }
     }
 
+    /// `/effects`: a streamed job type's answer has ended (its pump asks):
+    /// plan and run the effects, or free the subject of a stream that ended
+    /// without an answer.
+    pub(super) async fn after_stream(&self, config: &Config) -> Result<Response> {
+        let store = self.store();
+        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else {
+            return Response::empty();
+        };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let attempt = job.replayed_attempt();
+        let result = JobResult {
+            status: attempt.and_then(|a| a.status).unwrap_or(0),
+            content_type: String::new(),
+            body: Vec::new(),
+            state: job.state(),
+            attempt: attempt.map(|a| a.number),
+            retry_after_ms: None,
+        };
+        self.after_answer(config, &submission, &result).await;
+        Response::empty()
+    }
+
     /// Plans the effects of a finished run job, once, from its stored input
     /// and answer. Returns them.
     pub(super) fn plan_effects(&self, config: &Config) -> Result<Vec<Effect>> {
@@ -300,7 +322,10 @@ impl Ledger {
         result: JobResult,
         replayed: bool,
     ) -> Result<Response> {
-        let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status)) else {
+        // A streamed answer is answered as a stream (its effects follow it;
+        // `GET /onejob/v1/jobs/{key}` shows them).
+        let streamed = result.content_type.starts_with("text/event-stream");
+        let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status) && !streamed) else {
             return result.into_response(&submission.key, replayed);
         };
         let output = config
@@ -471,4 +496,17 @@ fn answered(job: &Job) -> bool {
 
 fn state_name(state: EffectState) -> String {
     serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// Asks the Ledger of `submission`'s job to run its effects (after its
+/// stream ended; see `Ledger::after_stream`).
+pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
+    let Ok(key) = onejob_core::key::IdempotencyKey::parse(&submission.key) else { return };
+    let storage_id = onejob_core::key::StorageId::of(&submission.tenant, submission.user.as_deref(), &key);
+    let mut init = worker::RequestInit::new();
+    init.with_method(worker::Method::Post);
+    let asked = crate::objects::call(env, crate::config::binding::LEDGER, storage_id.as_str(), "https://ledger/effects", &init);
+    if let Err(error) = asked.await {
+        worker::console_warn!("ledger: running a streamed job's effects failed (the alarm will): {error}");
+    }
 }
