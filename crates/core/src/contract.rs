@@ -319,7 +319,10 @@ mod tests {
         // Every violation, in document order (what a job type's input error lists).
         let all = violations(&schema, &json!({"category": "other", "tags": [""], "extra": 1}));
         let all: Vec<&str> = all.iter().map(|v| v.0.as_str()).collect();
-        assert_eq!(all, ["$.category: not one of the allowed values", "$: has no \"extra\" allowed", "$.tags[0]: too short"]);
+        assert_eq!(
+            all,
+            ["$.category: not one of the allowed values", "$: has no \"extra\" allowed", "$.tags[0]: too short"]
+        );
     }
 
     #[test]

@@ -295,7 +295,9 @@ impl Effect {
                     .collect();
                 (EffectKind::D1, Value::Object(row))
             }
-            EffectTarget::Webhook { payload, .. } => (EffectKind::Webhook, crate::job_type::render(payload, input, output)),
+            EffectTarget::Webhook { payload, .. } => {
+                (EffectKind::Webhook, crate::job_type::render(payload, input, output))
+            }
         };
         let approval = spec.approve.then(|| Approval {
             expires_ms: now_ms.saturating_add(spec.approval_ttl_ms),
@@ -441,7 +443,9 @@ impl Effect {
             return;
         }
         let mut end_open_attempt = |end: AttemptEnd, detail: &str| {
-            if let Some(attempt) = self.attempts.last_mut().filter(|a| a.end.is_none() || a.end == Some(AttemptEnd::Unknown)) {
+            if let Some(attempt) =
+                self.attempts.last_mut().filter(|a| a.end.is_none() || a.end == Some(AttemptEnd::Unknown))
+            {
                 attempt.ended_ms.get_or_insert(now_ms);
                 attempt.end = Some(end);
                 attempt.detail = Some(detail.to_owned());

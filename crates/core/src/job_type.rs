@@ -374,7 +374,8 @@ fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, Str
     }
     let (default_retry, target) = match e.kind.as_str() {
         "d1" => {
-            let database = e.database.filter(|d| !d.is_empty()).ok_or_else(|| at("a d1 effect names its database binding"))?;
+            let database =
+                e.database.filter(|d| !d.is_empty()).ok_or_else(|| at("a d1 effect names its database binding"))?;
             let table = e.table.filter(|t| is_sql_name(t)).ok_or_else(|| at("table is a SQL name (a-z 0-9 _)"))?;
             let columns = e.columns.filter(|c| !c.is_empty()).ok_or_else(|| at("a d1 effect has columns"))?;
             for (column, template) in &columns {

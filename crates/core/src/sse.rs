@@ -169,8 +169,12 @@ pub fn assistant_text(stream: &[u8]) -> String {
         let Ok(value) = serde_json::from_str::<serde_json::Value>(&data) else { continue };
         let piece = value
             .pointer("/choices/0/delta/content")
-            .or_else(|| (value.get("type") == Some(&"response.output_text.delta".into())).then(|| value.get("delta")).flatten())
-            .or_else(|| value.pointer("/delta/text").filter(|_| value.get("type") == Some(&"content_block_delta".into())));
+            .or_else(|| {
+                (value.get("type") == Some(&"response.output_text.delta".into())).then(|| value.get("delta")).flatten()
+            })
+            .or_else(|| {
+                value.pointer("/delta/text").filter(|_| value.get("type") == Some(&"content_block_delta".into()))
+            });
         if let Some(piece) = piece.and_then(serde_json::Value::as_str) {
             text.push_str(piece);
         }
@@ -376,7 +380,8 @@ mod tests {
         assert!(is_event_stream(openai));
         let anthropic = b"event: message_start\ndata: {\"type\":\"message_start\"}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi \"}}\n\nevent: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"there\"}}\n\n";
         assert_eq!(assistant_text(anthropic), "hi there");
-        let responses = b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}\n\n";
+        let responses =
+            b"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"ok\"}\n\n";
         assert_eq!(assistant_text(responses), "ok");
         assert!(!is_event_stream(b"{\"choices\":[]}"));
     }

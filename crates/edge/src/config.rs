@@ -210,11 +210,8 @@ fn job_types(
                 continue;
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
-            let resolve = |value: &str| match value.strip_prefix("env:") {
-                Some(name) => var(name).or_else(|| secret(name)).map(|v| v.trim().to_owned()).unwrap_or_default(),
-                None => value.to_owned(),
-            };
-            *url = resolve(url);
+            let resolve = |value: &str| resolve_env(value, var, secret);
+            *url = resolve_env(url, var, secret);
             if !is_effect_url(url) {
                 return Err(format!("the url of {at} is not set, or not an http(s) URL"));
             }
@@ -228,6 +225,15 @@ fn job_types(
         }
     }
     Ok(types)
+}
+
+/// `env:NAME` as the value of the variable (or secret) NAME ("" if unset);
+/// any other value as it is.
+fn resolve_env(value: &str, var: &dyn Fn(&str) -> Option<String>, secret: &dyn Fn(&str) -> Option<String>) -> String {
+    match value.strip_prefix("env:") {
+        Some(name) => var(name).or_else(|| secret(name)).map(|v| v.trim().to_owned()).unwrap_or_default(),
+        None => value.to_owned(),
+    }
 }
 
 /// An effect's URL: http(s) without credentials, or the demo's inbox.

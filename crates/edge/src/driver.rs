@@ -444,7 +444,8 @@ impl<'a> Driver<'a> {
         // A job type's own output contract comes first (its answer feeds
         // the effects); else the route's.
         let type_contract = self.submission.run.as_ref().and_then(|run| self.config.job_types.get(&run.job_type));
-        let contract = type_contract.map(|t| t.output.clone()).or_else(|| route.contract.clone()).filter(|_| has_message);
+        let contract =
+            type_contract.map(|t| t.output.clone()).or_else(|| route.contract.clone()).filter(|_| has_message);
         let env = self.env.clone();
         let probe = choice.probe;
         Box::pin(async move {

@@ -43,7 +43,9 @@ pub async fn perform(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str
         EffectTarget::Webhook { url, .. } if url == demo::INBOX_URL => {
             match demo::deliver_mail(env, &effect.delivery_id, &effect.payload).await {
                 Ok(receipt) => Performed::Outcome(Outcome::Done(receipt)),
-                Err(error) => Performed::Outcome(Outcome::Unknown { detail: format!("the demo inbox failed: {error}") }),
+                Err(error) => {
+                    Performed::Outcome(Outcome::Unknown { detail: format!("the demo inbox failed: {error}") })
+                }
             }
         }
         EffectTarget::Webhook { url, secret, .. } => {
@@ -169,8 +171,12 @@ async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Valu
             outcome_of_status(status, body)
         }
         // The request may have arrived: the receipt (or an operator) tells.
-        Either::Left((Err(error), _)) => Outcome::Unknown { detail: format!("the receiver could not be reached: {error}") },
-        Either::Right(_) => Outcome::Unknown { detail: format!("the receiver did not answer in {WEBHOOK_TIMEOUT_MS} ms") },
+        Either::Left((Err(error), _)) => {
+            Outcome::Unknown { detail: format!("the receiver could not be reached: {error}") }
+        }
+        Either::Right(_) => {
+            Outcome::Unknown { detail: format!("the receiver did not answer in {WEBHOOK_TIMEOUT_MS} ms") }
+        }
     }
 }
 
@@ -178,9 +184,8 @@ async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Valu
 async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
     let url = format!("{}/{}", receipt_url.trim_end_matches('/'), percent_encode(delivery_id));
     let asked = async {
-        let mut response = Fetch::Url(url.parse().map_err(|_| worker::Error::RustError("bad receipt URL".into()))?)
-            .send()
-            .await?;
+        let mut response =
+            Fetch::Url(url.parse().map_err(|_| worker::Error::RustError("bad receipt URL".into()))?).send().await?;
         let status = response.status_code();
         let text = response.text().await.unwrap_or_default();
         Ok::<_, worker::Error>((status, text))
@@ -190,7 +195,9 @@ async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
             Found::Same(serde_json::from_str(&text).unwrap_or(Value::String(text)))
         }
         Either::Left((Ok((404 | 410, _)), _)) => Found::Absent,
-        Either::Left((Ok((status, _)), _)) => Found::CouldNotAsk { detail: format!("the receipt URL answered {status}") },
+        Either::Left((Ok((status, _)), _)) => {
+            Found::CouldNotAsk { detail: format!("the receipt URL answered {status}") }
+        }
         Either::Left((Err(error), _)) => Found::CouldNotAsk { detail: error.to_string() },
         Either::Right(_) => Found::CouldNotAsk { detail: "the receipt URL did not answer".into() },
     }

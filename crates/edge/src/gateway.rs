@@ -72,7 +72,8 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
     // `Accept: text/event-stream` streams the answer (the effects run once
     // it has ended). Streamed or not are two intents, as on /v1.
     let stream = req.headers().get("Accept")?.is_some_and(|accept| accept.contains("text/event-stream"));
-    let target = if stream { format!("/onejob/v1/run/{type_name}?stream") } else { format!("/onejob/v1/run/{type_name}") };
+    let target =
+        if stream { format!("/onejob/v1/run/{type_name}?stream") } else { format!("/onejob/v1/run/{type_name}") };
     if let Some(token) = &caller.token
         && let Err(error) = token.allows(&target, Some(&job_type.model))
     {
@@ -85,15 +86,25 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
     let input: serde_json::Value = serde_json::from_slice(&input_bytes)?;
     let violations = job_type.check_input(&input);
     if !violations.is_empty() {
-        let problem = Problem::new(ProblemType::InvalidInput, format!("the input does not meet the {type_name} job type's schema"))
-            .with_key(key.as_str())
-            .with_violations(violations.into_iter().map(|v| v.0).collect());
+        let problem = Problem::new(
+            ProblemType::InvalidInput,
+            format!("the input does not meet the {type_name} job type's schema"),
+        )
+        .with_key(key.as_str())
+        .with_violations(violations.into_iter().map(|v| v.0).collect());
         return http::problem(&problem);
     }
     let body = job_type.render_request(&input, stream);
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
-    let mut submission =
-        submission_of(&req, &config, caller, &key, &fingerprint, "/v1/chat/completions".into(), "application/json".into())?;
+    let mut submission = submission_of(
+        &req,
+        &config,
+        caller,
+        &key,
+        &fingerprint,
+        "/v1/chat/completions".into(),
+        "application/json".into(),
+    )?;
     submission.run = Some(RunOf { job_type: type_name, input });
     submit(env, &storage_id, &submission, &body).await
 }
@@ -251,8 +262,7 @@ pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
         return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
     };
     let now_s = crate::clock::now_ms() / 1000;
-    let claims =
-        UserToken {
+    let claims = UserToken {
         tenant: "dev".into(),
         user,
         exp: now_s + 3_600,

@@ -105,16 +105,18 @@ impl DurableObject for Ledger {
             "/effects" => self.after_stream(&config).await,
             "/facts" => self.facts(),
             "/admin-view" => self.admin_view(),
-            route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => match serde_json::from_slice::<OperatorRequest>(&body) {
-                Ok(request) => match route {
-                    "/enqueue" => self.kick(&config, &request).await,
-                    "/replay" => self.replay(&config, &request).await,
-                    "/approve" => self.approve(&config, &request).await,
-                    "/effect" => self.effect_action(&config, &request).await,
-                    _ => self.resolve(&config, &request).await,
-                },
-                Err(_) => http::problem_of(ProblemType::Internal, "malformed operator request"),
-            },
+            route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => {
+                match serde_json::from_slice::<OperatorRequest>(&body) {
+                    Ok(request) => match route {
+                        "/enqueue" => self.kick(&config, &request).await,
+                        "/replay" => self.replay(&config, &request).await,
+                        "/approve" => self.approve(&config, &request).await,
+                        "/effect" => self.effect_action(&config, &request).await,
+                        _ => self.resolve(&config, &request).await,
+                    },
+                    Err(_) => http::problem_of(ProblemType::Internal, "malformed operator request"),
+                }
+            }
             route => match (route, serde_json::from_slice::<JobQuery>(&body)) {
                 ("/view", Ok(query)) => self.view(&query.key),
                 ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0), query.ids),
@@ -125,7 +127,10 @@ impl DurableObject for Ledger {
         };
         // Whatever changed the job, the operators' index hears of it after
         // the answer (the read-only routes change nothing).
-        if matches!(path.as_str(), "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect" | "/effects") {
+        if matches!(
+            path.as_str(),
+            "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect" | "/effects"
+        ) {
             self.index_in_background();
         }
         answer.or_else(|error| {

@@ -79,12 +79,13 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         return gateway::run(req, env, &job_type).await;
     }
     if let Some(rest) = path.strip_prefix("/onejob/v1/jobs/") {
-        let (key, route) = match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel"), rest.strip_suffix("/approve")) {
-            (Some(key), _, _) => (key, JobRoute::Stream),
-            (_, Some(key), _) => (key, JobRoute::Cancel),
-            (_, _, Some(key)) => (key, JobRoute::Approve),
-            _ => (rest, JobRoute::View),
-        };
+        let (key, route) =
+            match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel"), rest.strip_suffix("/approve")) {
+                (Some(key), _, _) => (key, JobRoute::Stream),
+                (_, Some(key), _) => (key, JobRoute::Cancel),
+                (_, _, Some(key)) => (key, JobRoute::Approve),
+                _ => (rest, JobRoute::View),
+            };
         let key = key.to_owned();
         return gateway::job(req, env, &key, route).await;
     }

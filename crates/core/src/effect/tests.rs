@@ -32,7 +32,11 @@ fn a_plan_has_its_delivery_id_payload_and_fingerprint() {
     let effect = planned(false);
     assert_eq!(effect.delivery_id, "t:abc:email");
     assert_eq!(effect.payload, json!({"to": "a@b.c", "category": "billing"}));
-    assert_eq!(effect.fingerprint, fingerprint_of(&json!({"category": "billing", "to": "a@b.c"})), "key order is not identity");
+    assert_eq!(
+        effect.fingerprint,
+        fingerprint_of(&json!({"category": "billing", "to": "a@b.c"})),
+        "key order is not identity"
+    );
     assert_eq!(effect.state, EffectState::Ready);
     assert_eq!(effect.step(100), Step::Perform);
 }

@@ -72,12 +72,7 @@ fn input_violations_are_all_listed() {
     let found: Vec<&str> = found.iter().map(|v| v.0.as_str()).collect();
     assert_eq!(
         found,
-        [
-            "$: lacks \"text\"",
-            "$: lacks \"customer_email\"",
-            "$: has no \"extra\" allowed",
-            "$.ticket_id: too short"
-        ]
+        ["$: lacks \"text\"", "$: lacks \"customer_email\"", "$: has no \"extra\" allowed", "$.ticket_id: too short"]
     );
     assert_eq!(triage.check_input(&json!([1])).len(), 1, "not an object: one violation");
 }
@@ -121,7 +116,12 @@ fn the_output_must_meet_the_contract() {
     assert!(triage.output_of(&reply("category: billing")).is_err());
     // A streamed answer, as stored: its events.
     let chunk = |text: &str| format!("data: {}\n\n", json!({"choices": [{"delta": {"content": text}}]}));
-    let stream = format!("{}{}{}data: [DONE]\n\n", chunk("{\"category\":\"bug\","), chunk("\"priority\":\"low\","), chunk("\"summary\":\"x\"}"));
+    let stream = format!(
+        "{}{}{}data: [DONE]\n\n",
+        chunk("{\"category\":\"bug\","),
+        chunk("\"priority\":\"low\","),
+        chunk("\"summary\":\"x\"}")
+    );
     assert_eq!(triage.output_of(stream.as_bytes()).unwrap()["category"], "bug");
 }
 

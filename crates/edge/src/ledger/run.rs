@@ -181,7 +181,8 @@ impl Ledger {
         let storage_id = onejob_core::key::StorageId::of(
             &submission.tenant,
             submission.user.as_deref(),
-            &onejob_core::key::IdempotencyKey::parse(&submission.key).map_err(|e| worker::Error::RustError(e.to_string()))?,
+            &onejob_core::key::IdempotencyKey::parse(&submission.key)
+                .map_err(|e| worker::Error::RustError(e.to_string()))?,
         );
         let now = now_ms();
         let effects: Vec<Effect> = job_type
@@ -240,7 +241,10 @@ impl Ledger {
                         let claimed = effect.version;
                         let performed = effects::perform(&self.env, spec, &effect, &source).await;
                         if config.effect_hang_after.as_deref() == Some(effect.name.as_str()) {
-                            worker::console_log!("ledger: EFFECT_HANG_AFTER: effect {} performed, not recorded", effect.name);
+                            worker::console_log!(
+                                "ledger: EFFECT_HANG_AFTER: effect {} performed, not recorded",
+                                effect.name
+                            );
                             Delay::from(Duration::from_millis(HANG_MS)).await;
                         }
                         let before = effect.state;
@@ -302,8 +306,11 @@ impl Ledger {
             detail: format!("effect {} ({}): {why}", effect.name, state_name(effect.state)),
             attempts: effect.attempts.len() as u32,
         };
-        let message =
-            JobMessage { tenant: submission.tenant.clone(), user: submission.user.clone(), key: submission.key.clone() };
+        let message = JobMessage {
+            tenant: submission.tenant.clone(),
+            user: submission.user.clone(),
+            key: submission.key.clone(),
+        };
         let recorded = async {
             ops::record_dead_letter(&self.env, &message, &facts).await?;
             ops::alert_if_due(&self.env, config, "effect").await
@@ -328,11 +335,8 @@ impl Ledger {
         let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status) && !streamed) else {
             return result.into_response(&submission.key, replayed);
         };
-        let output = config
-            .job_types
-            .get(&run.job_type)
-            .and_then(|t| t.output_of(&result.body).ok())
-            .unwrap_or(Value::Null);
+        let output =
+            config.job_types.get(&run.job_type).and_then(|t| t.output_of(&result.body).ok()).unwrap_or(Value::Null);
         let effects = self.store().load_effects()?;
         let has_effects = config.job_types.get(&run.job_type).is_some_and(|t| !t.effects.is_empty());
         let state = match effect::effects_state(&effects) {
@@ -491,7 +495,8 @@ impl Ledger {
 
 /// The job ended with an answer (a 2xx), the effects' input.
 fn answered(job: &Job) -> bool {
-    job.state() == JobState::Completed && job.replayed_attempt().and_then(|a| a.status).is_some_and(|s| (200..300).contains(&s))
+    job.state() == JobState::Completed
+        && job.replayed_attempt().and_then(|a| a.status).is_some_and(|s| (200..300).contains(&s))
 }
 
 fn state_name(state: EffectState) -> String {
@@ -505,7 +510,8 @@ pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
     let storage_id = onejob_core::key::StorageId::of(&submission.tenant, submission.user.as_deref(), &key);
     let mut init = worker::RequestInit::new();
     init.with_method(worker::Method::Post);
-    let asked = crate::objects::call(env, crate::config::binding::LEDGER, storage_id.as_str(), "https://ledger/effects", &init);
+    let asked =
+        crate::objects::call(env, crate::config::binding::LEDGER, storage_id.as_str(), "https://ledger/effects", &init);
     if let Err(error) = asked.await {
         worker::console_warn!("ledger: running a streamed job's effects failed (the alarm will): {error}");
     }
