@@ -94,7 +94,7 @@ pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0F) | 0x40;
     bytes[8] = (bytes[8] & 0x3F) | 0x80;
     let hex = digest::encode(&bytes);
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    [&hex[0..8], "-", &hex[8..12], "-", &hex[12..16], "-", &hex[16..20], "-", &hex[20..32]].concat()
 }
 
 impl TryFrom<String> for IdempotencyKey {
