@@ -3,11 +3,57 @@
 //! so the same build runs in browsers, Node ≥ 20 and workerd.
 
 use js_sys::{Function, Promise, Reflect, Uint8Array};
+use onejob_core::canonical::Numbers;
 use onejob_core::random::RandomSource;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::AbortSignal;
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Number(text)`: ECMAScript's StringToNumber, exact for JSON's grammar.
+    #[wasm_bindgen(js_name = Number)]
+    fn js_number(text: &str) -> f64;
+    /// `String(n)`: `Number.prototype.toString`, the very algorithm RFC 8785 names.
+    #[wasm_bindgen(js_name = String)]
+    fn js_string(n: f64) -> String;
+}
+
+/// JSON numbers read and written by the JavaScript engine itself, so the
+/// SDK ships neither a float parser nor a float printer (core's native
+/// builds use `ryu`; both give ECMAScript's text, see `canonical::Numbers`).
+pub struct JsNumbers;
+
+impl Numbers for JsNumbers {
+    fn value(&self, literal: &str) -> Option<f64> {
+        Some(js_number(literal)).filter(|n| n.is_finite())
+    }
+
+    fn write(&self, literal: &str, out: &mut String) -> bool {
+        match self.value(literal) {
+            Some(n) => {
+                out.push_str(&js_string(n));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The decimal digits of `n`, without `core::fmt` (whose number formatting
+/// the SDK does not otherwise need).
+pub fn digits(n: u64) -> String {
+    let mut out = String::new();
+    let mut rest = n;
+    loop {
+        out.insert(0, char::from(b'0' + (rest % 10) as u8));
+        rest /= 10;
+        if rest == 0 {
+            return out;
+        }
+    }
+}
 
 /// `globalThis[name]`, if it is defined.
 pub fn global(name: &str) -> Option<JsValue> {

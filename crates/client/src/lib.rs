@@ -189,6 +189,16 @@ impl OneJob {
     }
 }
 
+/// The identity of a request, exactly as the gateway computes it (the same
+/// core function): SHA-256 over the method, the URL's path and query, and the
+/// body's RFC 8785 canonical form, as 64 hex digits. A body that is not JSON
+/// is identified by its bytes, as the SDK does for its intents.
+#[wasm_bindgen]
+pub fn fingerprint(method: &str, url: &str, body: Option<String>) -> String {
+    let request = request::Outgoing { url: url.into(), method: method.into(), headers: Vec::new(), body, signal: None };
+    request.fingerprint().as_str().to_owned()
+}
+
 fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>, background: bool) -> Promise {
     // The background preference travels in the request itself, so a stored
     // intent resumed after a reload asks for the same.
