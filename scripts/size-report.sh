@@ -8,6 +8,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/.env"
 out="$root/target/size/report"
 rm -rf "$out" && mkdir -p "$out"
-wasm-bindgen --target web --out-dir "$out" --out-name onejob "$root/target/wasm32-unknown-unknown/release/onejob_client.wasm"
+wasm-bindgen --target web --out-dir "$out" --out-name onejob "$root/target/wasm32-unknown-unknown/sdk/onejob_client.wasm"
 "$WASM_OPT_BIN" -Oz -g $WASM_FEATURES "$out/onejob_bg.wasm" -o "$out/named.wasm"
 node "$root/scripts/wasm-top.mjs" "$out/named.wasm" "${1:-12}"
