@@ -29,7 +29,10 @@ WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable
   --enable-mutable-globals --enable-reference-types --enable-multivalue
 build-client:
 	@rm -rf crates/client/pkg
-	@$(ENV) wasm-pack --quiet build crates/client --profile sdk --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
+	@# Shorter panic locations in the data section: file paths without the
+	@# toolchain's and the registry's prefixes.
+	@$(ENV) RUSTFLAGS="--remap-path-prefix=$$HOME/.cargo/registry/src/= --remap-path-prefix=/rustc/$$(rustc -vV | sed -n 's/^commit-hash: //p')/library/=" \
+	  wasm-pack --quiet build crates/client --profile sdk --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
 	  | { grep -v 'failed to get wasm-pack version' || true; }
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \

@@ -485,8 +485,9 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
     match endpoint {
         Some(base) if url.strip_prefix(base).is_some_and(|rest| rest.starts_with('/')) => base,
         _ => {
-            let host = url.find("://").map_or(0, |i| i + 3);
-            &url[..url[host..].find('/').map_or(url.len(), |i| host + i)]
+            let host = js::find(url, "://").map_or(0, |i| i + 3);
+            let end = url.bytes().skip(host).position(|b| b == b'/').map_or(url.len(), |i| host + i);
+            url.get(..end).unwrap_or(url)
         }
     }
 }
@@ -494,7 +495,7 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
 /// A `202` for a background job (`Prefer: respond-async`).
 fn is_accepted_job(response: &Response) -> bool {
     response.status() == 202
-        && response.headers().get("Preference-Applied").ok().flatten().is_some_and(|p| p.contains("respond-async"))
+        && response.headers().get("Preference-Applied").ok().flatten().is_some_and(|p| js::find(&p, "respond-async").is_some())
 }
 
 /// A job state with a result to replay.

@@ -55,6 +55,12 @@ pub fn digits(n: u64) -> String {
     }
 }
 
+/// Where `needle` first occurs in `haystack` (bytes: no `str` pattern
+/// searcher is linked for it).
+pub fn find(haystack: &str, needle: &str) -> Option<usize> {
+    haystack.as_bytes().windows(needle.len()).position(|w| w == needle.as_bytes())
+}
+
 /// `globalThis[name]`, if it is defined.
 pub fn global(name: &str) -> Option<JsValue> {
     Reflect::get(&js_sys::global(), &JsValue::from_str(name)).ok().filter(|v| !v.is_undefined() && !v.is_null())

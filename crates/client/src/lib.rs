@@ -10,6 +10,8 @@
 
 mod client;
 mod events;
+#[cfg(target_arch = "wasm32")]
+mod heap;
 mod js;
 mod options;
 mod request;
@@ -24,6 +26,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::{JsFuture, future_to_promise};
 
 use crate::client::Client;
+
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static HEAP: heap::Heap = heap::Heap::new();
 
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &'static str = r#"

@@ -89,7 +89,7 @@ fn resolve(raw: &str, endpoint: Option<&str>) -> Result<String, JsValue> {
         js::global("location").and_then(|l| Reflect::get(&l, &"href".into()).ok()).and_then(|h| h.as_string())
     });
     let url = match &base {
-        Some(base) if !raw.contains("://") => {
+        Some(base) if js::find(raw, "://").is_none() => {
             let joined = if raw.starts_with('/') || base.ends_with('/') {
                 [base.as_str(), raw].concat()
             } else {

@@ -124,7 +124,7 @@ impl IntentStore {
         let mut records = Vec::new();
         let mut dropped = Vec::new();
         for name in self.names() {
-            let intent = name[PREFIX.len()..].to_owned();
+            let intent = name.get(PREFIX.len()..).unwrap_or_default().to_owned();
             match self.load(&intent) {
                 Ok(Some(record)) => records.push(record),
                 Ok(None) => {}

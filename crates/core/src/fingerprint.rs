@@ -108,8 +108,11 @@ impl fmt::Display for Fingerprint {
 /// without scheme, host or fragment (`/v1/x?y=1` of
 /// `https://h.example/v1/x?y=1#z`); `/` when there is no path.
 pub fn request_target(url: &str) -> String {
-    let target = match url.split_once("://") {
-        Some((_, rest)) => rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]),
+    // (Byte searches and `get`, not `str` patterns and indexing: the browser
+    // SDK then links neither a substring searcher nor a panic path.)
+    let scheme_end = url.as_bytes().windows(3).position(|w| w == b"://");
+    let target = match scheme_end.and_then(|i| url.get(i + 3..)) {
+        Some(rest) => rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#')).and_then(|i| rest.get(i..)).unwrap_or(""),
         None => url,
     };
     let target = target.split('#').next().unwrap_or(target);
