@@ -226,7 +226,11 @@ impl Client {
         let mut last_network_error = JsValue::UNDEFINED;
         // Every resend carries the same key, so even an unknown outcome may be resent.
         let mut retries = Retries::new(self.retry.backoff, UnknownOutcomes::Resend);
+        // While the browser says it is offline, the send waits for `online`
+        // instead of spending attempts; all such waits share one deadline.
+        let offline_deadline = js::now_ms().saturating_add(self.retry.offline_wait_ms);
         loop {
+            self.wait_while_offline(&intent, &key, offline_deadline, signal.as_ref()).await?;
             record.record_attempt(js::now_ms());
             self.save(&record, request_json);
             sent += 1;
@@ -249,6 +253,12 @@ impl Client {
                 }
                 // Lost before or after reaching the gateway: with the same
                 // key a resend is safe either way.
+                // The network went away under the request: the attempt is
+                // not counted, the same key goes again once back online.
+                Ok(Err(_)) if js::offline() && js::now_ms() < offline_deadline => {
+                    sent -= 1;
+                    continue;
+                }
                 Ok(Err(failure)) => {
                     last_network_error = failure;
                     (Observation::transport(TransportFailure::DroppedAfterSend), None)
@@ -309,6 +319,30 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Waits while the browser reports offline (`navigator.onLine` false) for
+    /// its `online` event, until `deadline_ms` at most; the caller's signal
+    /// ends the wait at once. Emits `offline` when it starts waiting and
+    /// `online` (with how long it waited) when the send goes on.
+    async fn wait_while_offline(
+        &self,
+        intent: &str,
+        key: &str,
+        deadline_ms: u64,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<(), JsValue> {
+        let started = js::now_ms();
+        if !js::offline() || started >= deadline_ms {
+            return Ok(());
+        }
+        self.events.emit("offline", intent, key, &[]);
+        while js::offline() && js::now_ms() < deadline_ms {
+            js::online(deadline_ms - js::now_ms(), signal).await?;
+        }
+        let waited = [("waitedMs", Field::Num((js::now_ms() - started) as f64))];
+        self.events.emit("online", intent, key, &waited);
+        Ok(())
     }
 
     /// Polls a background job (`GET /onejob/v1/jobs/{key}`) until it has

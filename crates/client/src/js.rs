@@ -88,6 +88,41 @@ pub fn on_abort(signal: &AbortSignal, callback: impl FnOnce() + 'static) {
     }
 }
 
+/// Whether the host says it is offline (`navigator.onLine === false`); hosts
+/// without the flag (Node, workerd) are never offline.
+pub fn offline() -> bool {
+    global("navigator").and_then(|n| Reflect::get(&n, &"onLine".into()).ok()).and_then(|v| v.as_bool()) == Some(false)
+}
+
+/// Resolves at the host's next `online` event or after `ms`, whichever is
+/// first; rejects with the signal's reason as soon as it aborts. (A listener
+/// or timer left behind only resolves a settled promise again.)
+pub async fn online(ms: u64, signal: Option<&AbortSignal>) -> Result<(), JsValue> {
+    if let Some(signal) = signal.filter(|s| s.aborted()) {
+        return Err(signal.reason());
+    }
+    let signal = signal.cloned();
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        let host = js_sys::global();
+        let options = js_sys::Object::new();
+        let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
+        let add: Option<Function> = Reflect::get(&host, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
+        if let Some(add) = add {
+            let _ = add.call3(&host, &"online".into(), &resolve, &options);
+        }
+        if let Some(set_timeout) = global("setTimeout").and_then(|f| f.dyn_into::<Function>().ok()) {
+            let _ = set_timeout.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from_f64(ms as f64));
+        }
+        if let Some(signal) = &signal {
+            let aborted = signal.clone();
+            on_abort(signal, move || {
+                let _ = reject.call1(&JsValue::UNDEFINED, &aborted.reason());
+            });
+        }
+    });
+    JsFuture::from(promise).await.map(|_| ())
+}
+
 /// Cancels a response's body nobody will read, so its connection is freed.
 /// A failed cancel is of no interest, but must not go unhandled: Node ends
 /// the process on an unhandled rejection.

@@ -17,6 +17,8 @@ pub struct RetryPolicy {
     /// The longest `Retry-After` honoured.
     pub retry_after_cap_ms: u64,
     pub budget: BudgetConfig,
+    /// The longest a send waits, in all, for the browser to be back online.
+    pub offline_wait_ms: u64,
 }
 
 pub struct Options {
@@ -98,6 +100,7 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
             backoff,
             retry_after_cap_ms: number(&retry, "retryAfterCapMs", 60_000, 0)?,
             budget,
+            offline_wait_ms: number(&retry, "offlineWaitMs", 300_000, 0)?,
         },
         on_event,
         // The gateway's default retention: a key is remembered as long as the gateway keeps its job.
