@@ -37,6 +37,10 @@ build-client:
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
+	@# The JS glue minified (names kept: OneJob.name stays "OneJob"): what a
+	@# page without a bundler downloads is what it runs.
+	@$(ENV) esbuild crates/client/pkg/onejob.js --minify --keep-names --format=esm --log-level=warning \
+	  --outfile=crates/client/pkg/onejob.min.js && mv crates/client/pkg/onejob.min.js crates/client/pkg/onejob.js
 	@cp crates/client/js/* crates/client/pkg/
 	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).
