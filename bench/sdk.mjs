@@ -70,20 +70,30 @@ async function measure({ fingerprint, OneJob }, iterations, subtle) {
   const js = await jsFingerprint("POST", url, body);
   if (sdk !== js) throw new Error(`fingerprints differ: sdk ${sdk}, js ${js}`);
 
-  // Per-call time: the median of 5 batches, after a warm-up batch.
-  const perCall = async (fn) => {
-    const batches = [];
-    for (let b = 0; b < 6; b++) {
-      const start = performance.now();
-      for (let i = 0; i < iterations; i++) await fn();
-      if (b > 0) batches.push((performance.now() - start) / iterations);
-    }
-    return batches.sort((a, b) => a - b)[2];
+  // Per-call time of each contender: batches alternate between them (so
+  // both see the same machine), the first two of each warm the engines up
+  // (wasm and JS tier up alike), the median of the next seven counts.
+  const batch = async (fn) => {
+    const start = performance.now();
+    for (let i = 0; i < iterations; i++) await fn();
+    return (performance.now() - start) / iterations;
   };
+  const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
+  const perCall = async (fn) => {
+    const times = [];
+    for (let b = 0; b < 9; b++) times.push(await batch(fn));
+    return median(times.slice(2));
+  };
+  const sdkTimes = [];
+  const jsTimes = [];
+  for (let b = 0; b < 9; b++) {
+    sdkTimes.push(await batch(() => fingerprint("POST", url, body)));
+    jsTimes.push(await batch(() => jsFingerprint("POST", url, body)));
+  }
   const result = {
     bodyBytes: encoder.encode(body).length,
-    sdkMs: await perCall(() => fingerprint("POST", url, body)),
-    jsMs: await perCall(() => jsFingerprint("POST", url, body)),
+    sdkMs: median(sdkTimes.slice(2)),
+    jsMs: median(jsTimes.slice(2)),
   };
 
   // oj.fetch's own cost: fetch answers at once; each call is a new intent.
