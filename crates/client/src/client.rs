@@ -283,7 +283,8 @@ impl Client {
                     // A stream is delivered once it has been read to its end
                     // (see `stream_read`): until then a reload's resume()
                     // sends it again with the same key and gets it whole.
-                    let url = [gateway(&request.url, self.endpoint()), "/onejob/v1/jobs/", &key, "/stream?from="].concat();
+                    let url =
+                        [gateway(&request.url, self.endpoint()), "/onejob/v1/jobs/", &key, "/stream?from="].concat();
                     let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request }, &key)?;
                     let resume = Resume { client: Rc::clone(self), intent, key, url, init, signal };
                     return stream::resumable(response, resume);
@@ -529,7 +530,12 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
 /// A `202` for a background job (`Prefer: respond-async`).
 fn is_accepted_job(response: &Response) -> bool {
     response.status() == 202
-        && response.headers().get("Preference-Applied").ok().flatten().is_some_and(|p| js::find(&p, "respond-async").is_some())
+        && response
+            .headers()
+            .get("Preference-Applied")
+            .ok()
+            .flatten()
+            .is_some_and(|p| js::find(&p, "respond-async").is_some())
 }
 
 /// A job state with a result to replay.

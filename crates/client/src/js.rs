@@ -106,7 +106,8 @@ pub async fn online(ms: u64, signal: Option<&AbortSignal>) -> Result<(), JsValue
         let host = js_sys::global();
         let options = js_sys::Object::new();
         let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
-        let add: Option<Function> = Reflect::get(&host, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
+        let add: Option<Function> =
+            Reflect::get(&host, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
         if let Some(add) = add {
             let _ = add.call3(&host, &"online".into(), &resolve, &options);
         }

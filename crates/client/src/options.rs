@@ -63,7 +63,9 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
             .ok_or_else(|| config_error("storage \"local\": this runtime has no usable localStorage"))?,
         Some("memory") => IntentStore::memory(),
         Some(other) => {
-            return Err(config_error(&["storage must be \"auto\", \"local\" or \"memory\", not \"", other, "\""].concat()));
+            return Err(config_error(
+                &["storage must be \"auto\", \"local\" or \"memory\", not \"", other, "\""].concat(),
+            ));
         }
     };
     let on_event = match get(options, "onEvent") {

@@ -444,7 +444,8 @@ fn plain_run(bytes: &[u8]) -> usize {
         word.copy_from_slice(chunk);
         let x = u64::from_le_bytes(word);
         // A byte below 0x20, or equal to `"` or `\`, ends the run.
-        let special = (x.wrapping_sub(ONES * 0x20) & !x & HIGHS) | has_zero(x ^ (ONES * 0x22)) | has_zero(x ^ (ONES * 0x5C));
+        let special =
+            (x.wrapping_sub(ONES * 0x20) & !x & HIGHS) | has_zero(x ^ (ONES * 0x22)) | has_zero(x ^ (ONES * 0x5C));
         if special != 0 {
             break;
         }

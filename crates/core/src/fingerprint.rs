@@ -112,7 +112,9 @@ pub fn request_target(url: &str) -> String {
     // SDK then links neither a substring searcher nor a panic path.)
     let scheme_end = url.as_bytes().windows(3).position(|w| w == b"://");
     let target = match scheme_end.and_then(|i| url.get(i + 3..)) {
-        Some(rest) => rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#')).and_then(|i| rest.get(i..)).unwrap_or(""),
+        Some(rest) => {
+            rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#')).and_then(|i| rest.get(i..)).unwrap_or("")
+        }
         None => url,
     };
     let target = target.split('#').next().unwrap_or(target);
