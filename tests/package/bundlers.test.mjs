@@ -3,12 +3,16 @@
 // no-bundler page importing the package's files from a CDN-style path; each
 // page runs in headless Chromium against the gateway (another origin) and
 // must get a completion, with one upstream call, and compute the same
-// fingerprint as Node. Vite, webpack 5 and the no-bundler page use the
-// default entry (the wasm as a separate file, streamed); esbuild and Rollup,
+// fingerprint as Node. Vite, webpack 5, Next.js (app router, a client
+// component, built and served by `next build` / `next start`) and the
+// no-bundler page use the default entry (the wasm as a separate file,
+// streamed); esbuild and Rollup,
 // which do not copy `new URL("x.wasm", import.meta.url)` assets, use
 // `onejob/inline` (the wasm embedded).
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
@@ -16,6 +20,27 @@ import { fileURLToPath } from "node:url";
 import { launchChromium } from "../support/browser.mjs";
 import { DEV_KEY, startStack } from "../support/harness.mjs";
 import { bin, makeApp, run, serveStatic } from "../support/pages.mjs";
+
+/** A port nothing listens on. */
+async function freePort() {
+  const probe = net.createServer();
+  await new Promise((resolve) => probe.listen(0, "127.0.0.1", resolve));
+  const { port } = probe.address();
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+/** Waits until `url` answers 200. */
+async function waitForHttp(url, timeoutMs = 30_000) {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if ((await fetch(url)).status === 200) return;
+    } catch {}
+    if (Date.now() > until) throw new Error(`${url} did not answer`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -69,10 +94,13 @@ function source(name, entry, { script = "./main.js", module = true } = {}) {
   return dir;
 }
 
-/** Opens `dist` (served on another origin than the gateway's) and checks the page's result. */
-async function check(dist, { wasmFile }) {
+/**
+ * Opens `dist` (served on another origin than the gateway's), or the page at
+ * `origin`, and checks the page's result.
+ */
+async function check(dist, { wasmFile, origin }) {
   const calls = stack.llm.allCalls().length;
-  const server = await serveStatic(dist);
+  const server = origin ? null : await serveStatic(dist);
   const context = await browser.newContext();
   try {
     const page = await context.newPage();
@@ -80,7 +108,7 @@ async function check(dist, { wasmFile }) {
     const wasm = [];
     page.on("pageerror", (e) => errors.push(e.message));
     page.on("response", (r) => r.url().endsWith(".wasm") && wasm.push(r.headers()["content-type"]));
-    await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);
+    await page.goto(`${origin ?? `http://localhost:${server.address().port}`}/?endpoint=${encodeURIComponent(stack.url)}`);
     await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
     const text = await page.textContent("body");
     assert.equal(await page.getAttribute("body", "data-result"), "ok", `${text}\n${errors.join("\n")}`);
@@ -93,7 +121,7 @@ async function check(dist, { wasmFile }) {
     assert.deepEqual(errors, []);
   } finally {
     await context.close();
-    server.close();
+    server?.close();
   }
 }
 
@@ -137,6 +165,43 @@ export default { input: "main.js", output: { dir: "dist", format: "es" }, plugin
     run(bin("rollup"), ["-c", "rollup.config.mjs", "--silent"], dir);
     cpSync(path.join(dir, "index.html"), path.join(dir, "dist/index.html"));
     await check(path.join(dir, "dist"), { wasmFile: false });
+  });
+
+  test("Next.js (app router, a client component): the default entry; server-side rendering loads it too", async () => {
+    const dir = path.join(app, "next");
+    mkdirSync(path.join(dir, "app"), { recursive: true });
+    writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "next-app", private: true }));
+    writeFileSync(path.join(dir, "app/layout.js"), `export default function RootLayout({ children }) { return <html><body>{children}</body></html>; }\n`);
+    writeFileSync(path.join(dir, "app/page.js"), `import Ask from "./ask";\nexport default function Page() { return <Ask />; }\n`);
+    // The page's program, run once the client component is mounted.
+    const body = program("onejob", "next").replace(/^import .*\n/, "");
+    writeFileSync(
+      path.join(dir, "app/ask.js"),
+      `"use client";
+import { useEffect } from "react";
+import { OneJob, fingerprint } from "onejob";
+async function ask() {
+${body}
+}
+export default function Ask() {
+  useEffect(() => { ask(); }, []);
+  return <p>asking</p>;
+}
+`,
+    );
+    run(bin("next"), ["build"], dir);
+    const port = await freePort();
+    const server = spawn(bin("next"), ["start", "-p", String(port), "-H", "127.0.0.1"], { cwd: dir, stdio: "ignore" });
+    try {
+      await waitForHttp(`http://127.0.0.1:${port}/`);
+      await check(null, { wasmFile: true, origin: `http://127.0.0.1:${port}` });
+    } finally {
+      if (server.exitCode === null) {
+        const exited = new Promise((resolve) => server.once("exit", resolve));
+        server.kill();
+        await exited;
+      }
+    }
   });
 
   test("no bundler: <script type=module> importing the package from a CDN-style path", async () => {
