@@ -63,8 +63,8 @@ unsafe impl GlobalAlloc for Heap {
         }
         let size = 1usize << class;
         let align = size.min(PAGE);
-        let start = (state.next + align - 1) & !(align - 1);
-        if start.checked_add(size).is_none_or(|end| end > state.end) {
+        let start = state.next.checked_add(align - 1).map(|n| n & !(align - 1));
+        if start.and_then(|start| start.checked_add(size)).is_none_or(|end| end > state.end) {
             // Grow by whole pages; what was left of the old region is dropped
             // (at most one block's worth).
             let pages = size.div_ceil(PAGE);
@@ -72,12 +72,16 @@ unsafe impl GlobalAlloc for Heap {
             if previous == usize::MAX {
                 return null_mut();
             }
-            state.next = previous * PAGE;
-            state.end = state.next + pages * PAGE;
+            let (Some(next), Some(end)) = (previous.checked_mul(PAGE), (previous + pages).checked_mul(PAGE)) else {
+                return null_mut();
+            };
+            state.next = next;
+            state.end = end;
             let block = state.next;
             state.next += size;
             return block as *mut u8;
         }
+        let start = start.unwrap_or_default(); // checked just above
         state.next = start + size;
         start as *mut u8
     }

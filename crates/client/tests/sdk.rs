@@ -426,3 +426,31 @@ fn fingerprint_export_matches_the_gateways_identity() {
     }
     assert_eq!(onejob_client::fingerprint("GET", "/v1/models", None).len(), 64);
 }
+
+/// The SDK's allocator (size classes with free lists): blocks of every size
+/// keep their contents while others are freed, reused and grown.
+#[wasm_bindgen_test]
+fn the_allocator_keeps_every_block_intact() {
+    let sizes = [1usize, 7, 16, 17, 100, 4096, 4097, 70_000, 300_000];
+    let fill = |i: usize, n: usize| (0..n).map(|j| (i * 31 + j) as u8).collect::<Vec<u8>>();
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
+    for round in 0..20 {
+        for (i, &n) in sizes.iter().enumerate() {
+            kept.push((round * 100 + i, fill(round * 100 + i, n)));
+        }
+        // Free every other block, then grow a few of the rest in place or not.
+        let mut k = 0;
+        kept.retain(|_| {
+            k += 1;
+            k % 2 == 0
+        });
+        for (id, block) in kept.iter_mut().take(3) {
+            let extra = fill(*id, 5000);
+            block.extend_from_slice(&extra);
+            block.truncate(block.len() - 5000);
+        }
+    }
+    for (id, block) in &kept {
+        assert_eq!(block, &fill(*id, block.len()), "block {id}");
+    }
+}
