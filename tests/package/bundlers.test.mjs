@@ -43,6 +43,8 @@ async function waitForHttp(url, timeoutMs = 30_000) {
 }
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+// Next.js reports usage over the network unless told not to.
+process.env.NEXT_TELEMETRY_DISABLED = "1";
 
 let app;
 let stack;
