@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-providers provider-check clean
+.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -29,17 +29,27 @@ WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable
   --enable-mutable-globals --enable-reference-types --enable-multivalue
 build-client:
 	@rm -rf crates/client/pkg
-	@$(ENV) wasm-pack --quiet build crates/client --release --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
+	@# Shorter panic locations in the data section: file paths without the
+	@# toolchain's and the registry's prefixes.
+	@$(ENV) RUSTFLAGS="--remap-path-prefix=$$HOME/.cargo/registry/src/= --remap-path-prefix=/rustc/$$(rustc -vV | sed -n 's/^commit-hash: //p')/library/=" \
+	  wasm-pack --quiet build crates/client --profile sdk --target web --out-dir pkg --out-name onejob --no-pack 2>&1 \
 	  | { grep -v 'failed to get wasm-pack version' || true; }
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
+	@# The JS glue minified (names kept: OneJob.name stays "OneJob"): what a
+	@# page without a bundler downloads is what it runs.
+	@$(ENV) esbuild crates/client/pkg/onejob.js --minify --keep-names --format=esm --log-level=warning \
+	  --outfile=crates/client/pkg/onejob.min.js && mv crates/client/pkg/onejob.min.js crates/client/pkg/onejob.js
 	@cp crates/client/js/* crates/client/pkg/
 	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).
 	@sed -i '/\[Symbol\.dispose\]/d' crates/client/pkg/onejob.d.ts
+	@$(ENV) node scripts/inline-entry.mjs crates/client/pkg
 	@rm -rf www/sdk www/onejob && cp -r crates/client/pkg www/sdk
+	@$(ENV) WASM_FEATURES="$(WASM_FEATURES)" bash scripts/size-report.sh 12
 	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
+	@bash scripts/size-bar.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
 
 dev: build
 	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; console: /admin/ with onejob-dev-admin-key; see README, 'Try it')"
@@ -62,6 +72,11 @@ test-edge:
 ## onejob against a pass-through Worker: latency, replays, a storm, throughput.
 bench: build-edge
 	@$(ENV) node bench/edge.mjs 40
+
+## The browser SDK: fingerprint() against plain JavaScript (Node and
+## Chromium), oj.fetch's own cost, start-up in Chromium (after build-client).
+bench-sdk:
+	@$(ENV) node bench/sdk.mjs 300
 
 ## Several providers: calls per intent in a primary outage, hedging's latency.
 bench-providers: build-edge

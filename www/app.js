@@ -48,6 +48,8 @@ function onEvent(event) {
     replayed: () => `gateway replayed the stored result (status ${event.status}) — no new model call`,
     settled: () => `delivered (status ${event.status})`,
     gave_up: () => `stopped retrying: ${event.reason}; the key is kept for resume()`,
+    offline: () => "the browser is offline: waiting for the network (no attempt spent)",
+    online: () => `back online after ${(event.waitedMs / 1000).toFixed(1)} s: sending with the same key`,
     warning: () => event.message,
   }[event.type];
   addLine(event.type, text ? text() : event.type, event.type === "backoff" ? { delay: event.delayMs, serverAsked: event.serverAsked } : {});

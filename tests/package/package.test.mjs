@@ -33,7 +33,7 @@ after(async () => {
 
 describe("the npm package `onejob`", () => {
   test("packs the wasm, the typed entries, and nothing else", () => {
-    for (const file of ["package.json", "onejob_bg.wasm", "onejob.js", "index.js", "node.js", "workerd.js", "index.d.ts", "onejob.d.ts", "README.md"]) {
+    for (const file of ["package.json", "onejob_bg.wasm", "onejob.js", "index.js", "node.js", "workerd.js", "inline.js", "inline.d.ts", "index.d.ts", "onejob.d.ts", "README.md"]) {
       assert.ok(tarball.files.includes(file), `${file} is packed`);
     }
     assert.ok(tarball.files.every((f) => !f.includes("/")), tarball.files.join(", "));
@@ -84,7 +84,8 @@ export default {
     writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ ...tsconfig, files: ["good.ts"] }));
     writeFileSync(
       path.join(app, "good.ts"),
-      `import { OneJob, type OneJobEvent, type IntentRecord } from "onejob";
+      `import { OneJob, fingerprint, type OneJobEvent, type IntentRecord } from "onejob";
+import { OneJob as Inline, fingerprint as inlineFingerprint } from "onejob/inline";
 const seen: string[] = [];
 const oj = new OneJob({ endpoint: "https://gw.test", token: "t", storage: "memory", retry: { maxAttempts: 3, baseMs: 100 },
   onEvent: (e: OneJobEvent) => { if (e.type === "backoff") seen.push(e.reason + e.delayMs.toFixed()); } });
@@ -93,6 +94,13 @@ const f: (input: RequestInfo | URL, init?: RequestInit) => Promise<Response> = o
 const records: IntentRecord[] = oj.intents();
 const resumed = oj.resume().then((all) => all.map((r) => r.key + r.response.status));
 void [response, f, records, resumed, oj.forget("triage:1") satisfies boolean];
+const id: string = fingerprint("POST", "https://gw.test/v1/chat/completions", "{}");
+const patient = new OneJob({ retry: { offlineWaitMs: 30_000 }, onEvent: (e) => {
+  if (e.type === "online") seen.push(e.waitedMs.toFixed());
+  if (e.type === "gave_up") seen.push(e.reason, String(e.status));
+} });
+const inlined: typeof OneJob = Inline;
+void [id, patient, inlined, inlineFingerprint];
 `,
     );
     run(bin("tsc"), ["-p", "tsconfig.json"], app);

@@ -27,12 +27,13 @@ export function pack(dir, destination) {
 }
 
 /**
- * A fresh app in a temporary folder with the built `onejob` package and the
- * workspace's copies of `packages` (names under node_modules) installed
- * offline. Returns { dir, tarball (onejob's), remove() }.
+ * A fresh app in a temporary folder (under `parent`, default the system's
+ * temporary folder) with the built `onejob` package and the workspace's
+ * copies of `packages` (names under node_modules) installed offline.
+ * Returns { dir, tarball (onejob's), remove() }.
  */
-export function makeApp(packages = []) {
-  const dir = mkdtempSync(path.join(tmpdir(), "onejob-app-"));
+export function makeApp(packages = [], parent = tmpdir()) {
+  const dir = mkdtempSync(path.join(parent, "onejob-app-"));
   writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
   const tarball = pack(path.join(root, "crates/client/pkg"), dir);
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], dir);

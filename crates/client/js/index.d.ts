@@ -1,4 +1,4 @@
-export { OneJob } from "./onejob.js";
+export { OneJob, fingerprint } from "./onejob.js";
 export type {
   FetchOptions,
   IntentRecord,

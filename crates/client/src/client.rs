@@ -10,7 +10,7 @@ use js_sys::{Object, Promise, Reflect};
 use onejob_core::backoff::budget::RetryBudget;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::classify::{ErrorClass, TransportFailure};
-use onejob_core::intent::{IntentRecord, IntentState, intent_id, is_live, submit};
+use onejob_core::intent::{IntentRecord, IntentState, SavedRequest, intent_id, is_live, submit};
 use onejob_core::protocol::header;
 use onejob_core::reply::BodyHint;
 use wasm_bindgen::prelude::*;
@@ -97,7 +97,7 @@ impl Client {
         let results = js_sys::Array::new();
         for record in self.live_records() {
             let intent = record.intent.clone();
-            let key = record.key.to_string();
+            let key = record.key.as_str().to_owned();
             let running = match (self.running(&intent), &record.request) {
                 (Some(running), _) => running.join(None),
                 (None, Some(saved)) => {
@@ -177,21 +177,24 @@ impl Client {
         }
     }
 
-    fn save(&self, record: &IntentRecord) {
-        match self.store.save(record) {
+    /// Persists `record`; `request_json` is its request, serialised once per
+    /// submission (see `IntentStore::save`).
+    fn save(&self, record: &IntentRecord, request_json: Option<&str>) {
+        match self.store.save(record, request_json) {
             Ok(dropped) => {
                 for d in dropped {
                     self.events.warning(&d.intent, &d.reason);
                 }
             }
-            Err(reason) => self.events.warning(&record.intent, &format!("intent not persisted: {reason}")),
+            Err(reason) => self.events.warning(&record.intent, &["intent not persisted: ", &reason].concat()),
         }
     }
 
     /// Starts sending and registers the send so later submissions join it.
     /// The send has its own abort controller (see [`Running`]).
     fn start(self: &Rc<Self>, record: IntentRecord, mut request: Outgoing) -> Result<Rc<Running>, JsValue> {
-        self.save(&record);
+        let request_json = record.request.as_ref().map(SavedRequest::to_json);
+        self.save(&record, request_json.as_deref());
         let (controller, signal) = running::controller()?;
         request.signal = Some(signal);
         let running = Running::new(controller);
@@ -199,7 +202,7 @@ impl Client {
         let (this, shared) = (Rc::clone(self), Rc::clone(&running));
         spawn_local(async move {
             let intent = record.intent.clone();
-            let result = this.send(record, request).await;
+            let result = this.send(record, request, request_json).await;
             // Unregistered and settled in one step: no submission can join a
             // send whose result was already handed out.
             this.inflight.borrow_mut().retain(|(i, _)| *i != intent);
@@ -209,17 +212,27 @@ impl Client {
     }
 
     /// The retry loop of one intent.
-    async fn send(self: &Rc<Self>, mut record: IntentRecord, request: Outgoing) -> Result<Response, JsValue> {
+    async fn send(
+        self: &Rc<Self>,
+        mut record: IntentRecord,
+        request: Outgoing,
+        request_json: Option<String>,
+    ) -> Result<Response, JsValue> {
+        let request_json = request_json.as_deref();
         let intent = record.intent.clone();
-        let key = record.key.to_string();
+        let key = record.key.as_str().to_owned();
         let signal = request.signal.clone();
         let mut sent = 0u32;
         let mut last_network_error = JsValue::UNDEFINED;
         // Every resend carries the same key, so even an unknown outcome may be resent.
         let mut retries = Retries::new(self.retry.backoff, UnknownOutcomes::Resend);
+        // While the browser says it is offline, the send waits for `online`
+        // instead of spending attempts; all such waits share one deadline.
+        let offline_deadline = js::now_ms().saturating_add(self.retry.offline_wait_ms);
         loop {
+            self.wait_while_offline(&intent, &key, offline_deadline, signal.as_ref()).await?;
             record.record_attempt(js::now_ms());
-            self.save(&record);
+            self.save(&record, request_json);
             sent += 1;
             self.events.emit("attempt", &intent, &key, &[("attempt", Field::Num(f64::from(record.attempts)))]);
             let init = self.init_for(&request, &key)?;
@@ -240,12 +253,18 @@ impl Client {
                 }
                 // Lost before or after reaching the gateway: with the same
                 // key a resend is safe either way.
+                // The network went away under the request: the attempt is
+                // not counted, the same key goes again once back online.
+                Ok(Err(_)) if js::offline() && js::now_ms() < offline_deadline => {
+                    sent -= 1;
+                    continue;
+                }
                 Ok(Err(failure)) => {
                     last_network_error = failure;
                     (Observation::transport(TransportFailure::DroppedAfterSend), None)
                 }
                 Err(aborted) => {
-                    self.save(&record);
+                    self.save(&record, request_json);
                     return Err(aborted);
                 }
             };
@@ -264,7 +283,8 @@ impl Client {
                     // A stream is delivered once it has been read to its end
                     // (see `stream_read`): until then a reload's resume()
                     // sends it again with the same key and gets it whole.
-                    let url = format!("{}/onejob/v1/jobs/{key}/stream?from=", gateway(&request.url, self.endpoint()));
+                    let url =
+                        [gateway(&request.url, self.endpoint()), "/onejob/v1/jobs/", &key, "/stream?from="].concat();
                     let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request }, &key)?;
                     let resume = Resume { client: Rc::clone(self), intent, key, url, init, signal };
                     return stream::resumable(response, resume);
@@ -281,13 +301,18 @@ impl Client {
                 (_, response) => {
                     let why = reason(observed.classification.class, status, observed.server_delay_ms);
                     record.mark_gave_up(js::now_ms());
-                    self.save(&record);
+                    self.save(&record, request_json);
                     let fields = [("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))];
                     self.events.emit("gave_up", &intent, &key, &fields);
                     return response.ok_or_else(|| {
-                        let message = format!(
-                            "onejob: gave up after {sent} attempts: {why}; resume() can ask again with the same key"
-                        );
+                        let message = [
+                            "onejob: gave up after ",
+                            &js::digits(u64::from(sent)),
+                            " attempts: ",
+                            &why,
+                            "; resume() can ask again with the same key",
+                        ]
+                        .concat();
                         let gave_up = error("OneJobNetworkError", &message);
                         let _ = Reflect::set(&gave_up, &"cause".into(), &last_network_error);
                         gave_up
@@ -295,6 +320,30 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// Waits while the browser reports offline (`navigator.onLine` false) for
+    /// its `online` event, until `deadline_ms` at most; the caller's signal
+    /// ends the wait at once. Emits `offline` when it starts waiting and
+    /// `online` (with how long it waited) when the send goes on.
+    async fn wait_while_offline(
+        &self,
+        intent: &str,
+        key: &str,
+        deadline_ms: u64,
+        signal: Option<&web_sys::AbortSignal>,
+    ) -> Result<(), JsValue> {
+        let started = js::now_ms();
+        if !js::offline() || started >= deadline_ms {
+            return Ok(());
+        }
+        self.events.emit("offline", intent, key, &[]);
+        while js::offline() && js::now_ms() < deadline_ms {
+            js::online(deadline_ms - js::now_ms(), signal).await?;
+        }
+        let waited = [("waitedMs", Field::Num((js::now_ms() - started) as f64))];
+        self.events.emit("online", intent, key, &waited);
+        Ok(())
     }
 
     /// Polls a background job (`GET /onejob/v1/jobs/{key}`) until it has
@@ -310,7 +359,7 @@ impl Client {
     ) -> Result<(), JsValue> {
         const WHY: &str = "background job queued or running";
         let signal = request.signal.clone();
-        let url = format!("{}/onejob/v1/jobs/{key}", gateway(&request.url, self.endpoint()));
+        let url = [gateway(&request.url, self.endpoint()), "/onejob/v1/jobs/", key].concat();
         let init = self.init_for(&Outgoing { method: "GET".into(), body: None, ..request.clone() }, key)?;
         let mut observed = accepted;
         let mut polls = 0u32;
@@ -361,10 +410,9 @@ impl Client {
         let mut sent = 1;
         loop {
             let status = observed.status.unwrap_or(0);
-            let why = format!(
-                "stream interrupted: {}",
-                reason(observed.classification.class, status, observed.server_delay_ms)
-            );
+            let why =
+                ["stream interrupted: ", &reason(observed.classification.class, status, observed.server_delay_ms)]
+                    .concat();
             let step = retries.next(
                 &observed,
                 sent < self.retry.max_attempts,
@@ -378,8 +426,9 @@ impl Client {
                     key,
                     &[("reason", Field::Str(&why)), ("status", Field::Num(f64::from(status)))],
                 );
-                let gave_up =
-                    error("OneJobNetworkError", &format!("onejob: {why}; could not resume it after {sent} tries"));
+                let message =
+                    ["onejob: ", &why, "; could not resume it after ", &js::digits(u64::from(sent)), " tries"].concat();
+                let gave_up = error("OneJobNetworkError", &message);
                 let _ = Reflect::set(&gave_up, &"cause".into(), &last_error);
                 return Err(gave_up);
             };
@@ -450,7 +499,7 @@ impl Client {
         }
         headers.set(header::IDEMPOTENCY_KEY, key)?;
         if let (Some(token), None) = (&self.token, request.header("authorization")) {
-            headers.set("Authorization", &format!("Bearer {token}"))?;
+            headers.set("Authorization", &["Bearer ", token].concat())?;
         }
         let init = Object::new();
         Reflect::set(&init, &"method".into(), &request.method.as_str().into())?;
@@ -471,8 +520,9 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
     match endpoint {
         Some(base) if url.strip_prefix(base).is_some_and(|rest| rest.starts_with('/')) => base,
         _ => {
-            let host = url.find("://").map_or(0, |i| i + 3);
-            &url[..url[host..].find('/').map_or(url.len(), |i| host + i)]
+            let host = js::find(url, "://").map_or(0, |i| i + 3);
+            let end = url.bytes().skip(host).position(|b| b == b'/').map_or(url.len(), |i| host + i);
+            url.get(..end).unwrap_or(url)
         }
     }
 }
@@ -480,7 +530,12 @@ fn gateway<'a>(url: &'a str, endpoint: Option<&'a str>) -> &'a str {
 /// A `202` for a background job (`Prefer: respond-async`).
 fn is_accepted_job(response: &Response) -> bool {
     response.status() == 202
-        && response.headers().get("Preference-Applied").ok().flatten().is_some_and(|p| p.contains("respond-async"))
+        && response
+            .headers()
+            .get("Preference-Applied")
+            .ok()
+            .flatten()
+            .is_some_and(|p| js::find(&p, "respond-async").is_some())
 }
 
 /// A job state with a result to replay.
@@ -490,19 +545,20 @@ fn is_finished(state: &str) -> bool {
 
 /// What a backoff or give-up was about, for UIs.
 fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
+    let status = js::digits(u64::from(status));
     let what = match class {
         ErrorClass::RateLimited => "rate limited (429)".to_owned(),
-        ErrorClass::Conflict => format!("still in progress ({status})"),
-        ErrorClass::Unavailable => format!("unavailable ({status})"),
+        ErrorClass::Conflict => ["still in progress (", &status, ")"].concat(),
+        ErrorClass::Unavailable => ["unavailable (", &status, ")"].concat(),
         ErrorClass::ServerError => "server error (500)".to_owned(),
-        ErrorClass::Timeout if status == 408 => "request timeout (408)".to_owned(),
+        ErrorClass::Timeout if status == "408" => "request timeout (408)".to_owned(),
         ErrorClass::DroppedAfterSend | ErrorClass::Connect | ErrorClass::Timeout | ErrorClass::TimeoutAfterSend => {
             "network error".to_owned()
         }
-        _ => format!("status {status}"),
+        _ => ["status ", &status].concat(),
     };
     match hint_ms {
-        Some(ms) => format!("{what}; server asked to wait {ms} ms"),
+        Some(ms) => [&what, "; server asked to wait ", &js::digits(ms), " ms"].concat(),
         None => what,
     }
 }

@@ -3,11 +3,63 @@
 //! so the same build runs in browsers, Node ≥ 20 and workerd.
 
 use js_sys::{Function, Promise, Reflect, Uint8Array};
+use onejob_core::canonical::Numbers;
 use onejob_core::random::RandomSource;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::AbortSignal;
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Number(text)`: ECMAScript's StringToNumber, exact for JSON's grammar.
+    #[wasm_bindgen(js_name = Number)]
+    fn js_number(text: &str) -> f64;
+    /// `String(n)`: `Number.prototype.toString`, the very algorithm RFC 8785 names.
+    #[wasm_bindgen(js_name = String)]
+    fn js_string(n: f64) -> String;
+}
+
+/// JSON numbers read and written by the JavaScript engine itself, so the
+/// SDK ships neither a float parser nor a float printer (core's native
+/// builds use `ryu`; both give ECMAScript's text, see `canonical::Numbers`).
+pub struct JsNumbers;
+
+impl Numbers for JsNumbers {
+    fn value(&self, literal: &str) -> Option<f64> {
+        Some(js_number(literal)).filter(|n| n.is_finite())
+    }
+
+    fn write(&self, literal: &str, out: &mut String) -> bool {
+        match self.value(literal) {
+            Some(n) => {
+                out.push_str(&js_string(n));
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The decimal digits of `n`, without `core::fmt` (whose number formatting
+/// the SDK does not otherwise need).
+pub fn digits(n: u64) -> String {
+    let mut out = String::new();
+    let mut rest = n;
+    loop {
+        out.insert(0, char::from(b'0' + (rest % 10) as u8));
+        rest /= 10;
+        if rest == 0 {
+            return out;
+        }
+    }
+}
+
+/// Where `needle` first occurs in `haystack` (bytes: no `str` pattern
+/// searcher is linked for it).
+pub fn find(haystack: &str, needle: &str) -> Option<usize> {
+    haystack.as_bytes().windows(needle.len()).position(|w| w == needle.as_bytes())
+}
 
 /// `globalThis[name]`, if it is defined.
 pub fn global(name: &str) -> Option<JsValue> {
@@ -34,6 +86,42 @@ pub fn on_abort(signal: &AbortSignal, callback: impl FnOnce() + 'static) {
     if let Some(add) = add {
         let _ = add.call3(signal, &"abort".into(), &Closure::once_into_js(callback), &options);
     }
+}
+
+/// Whether the host says it is offline (`navigator.onLine === false`); hosts
+/// without the flag (Node, workerd) are never offline.
+pub fn offline() -> bool {
+    global("navigator").and_then(|n| Reflect::get(&n, &"onLine".into()).ok()).and_then(|v| v.as_bool()) == Some(false)
+}
+
+/// Resolves at the host's next `online` event or after `ms`, whichever is
+/// first; rejects with the signal's reason as soon as it aborts. (A listener
+/// or timer left behind only resolves a settled promise again.)
+pub async fn online(ms: u64, signal: Option<&AbortSignal>) -> Result<(), JsValue> {
+    if let Some(signal) = signal.filter(|s| s.aborted()) {
+        return Err(signal.reason());
+    }
+    let signal = signal.cloned();
+    let promise = Promise::new(&mut |resolve: Function, reject: Function| {
+        let host = js_sys::global();
+        let options = js_sys::Object::new();
+        let _ = Reflect::set(&options, &"once".into(), &JsValue::TRUE);
+        let add: Option<Function> =
+            Reflect::get(&host, &"addEventListener".into()).ok().and_then(|a| a.dyn_into().ok());
+        if let Some(add) = add {
+            let _ = add.call3(&host, &"online".into(), &resolve, &options);
+        }
+        if let Some(set_timeout) = global("setTimeout").and_then(|f| f.dyn_into::<Function>().ok()) {
+            let _ = set_timeout.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from_f64(ms as f64));
+        }
+        if let Some(signal) = &signal {
+            let aborted = signal.clone();
+            on_abort(signal, move || {
+                let _ = reject.call1(&JsValue::UNDEFINED, &aborted.reason());
+            });
+        }
+    });
+    JsFuture::from(promise).await.map(|_| ())
 }
 
 /// Cancels a response's body nobody will read, so its connection is freed.

@@ -10,6 +10,8 @@
 
 mod client;
 mod events;
+#[cfg(target_arch = "wasm32")]
+mod heap;
 mod js;
 mod options;
 mod request;
@@ -25,73 +27,149 @@ use wasm_bindgen_futures::{JsFuture, future_to_promise};
 
 use crate::client::Client;
 
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static HEAP: heap::Heap = heap::Heap::new();
+
 #[wasm_bindgen(typescript_custom_section)]
 const TYPES: &'static str = r#"
 /** Options of `new OneJob(options)`. Every field is optional. */
 export interface OneJobOptions {
-  /** Base URL that relative inputs resolve against, e.g. "https://gw.example.com". */
+  /**
+   * Base URL that relative inputs resolve against, e.g. "https://gw.example.com"
+   * (a trailing slash is ignored).
+   * @defaultValue the page's own URL (`location.href`); required where there is none (Node, workers)
+   */
   endpoint?: string;
-  /** Tenant key sent as `Authorization: Bearer <token>` unless the request has its own. */
+  /**
+   * Tenant key or user token, sent as `Authorization: Bearer <token>` unless
+   * the request has its own `Authorization` header. Never persisted.
+   * @defaultValue none (no `Authorization` header is added)
+   */
   token?: string;
-  /** Where intents persist: "local" (localStorage), "memory", or "auto" (default: local when available). */
+  /**
+   * Where unresolved intents persist: "local" (`localStorage`: survives a
+   * reload, throws `OneJobConfigError` where unusable), "memory" (this page
+   * only) or "auto".
+   * @defaultValue "auto": "local" when `localStorage` works, else "memory"
+   */
   storage?: "auto" | "local" | "memory";
   /** Retry policy: full jitter `random(0, min(capMs, baseMs·2^n))` within a retry budget. */
   retry?: RetryOptions;
-  /** How long an intent's key is remembered; match the gateway's retention (default 24 h). */
+  /**
+   * How long an intent's key is remembered, in milliseconds; match the
+   * gateway's `RETENTION_SECONDS` (after it, the gateway has forgotten the key).
+   * @defaultValue 86 400 000 (24 h)
+   */
   retentionMs?: number;
-  /** Called for every event, for timelines and progress UIs. */
+  /**
+   * Called synchronously for every event, for timelines and progress UIs.
+   * An exception it throws is swallowed (it never breaks a request).
+   * @defaultValue none
+   */
   onEvent?: (event: OneJobEvent) => void;
 }
 
+/** `retry` of {@link OneJobOptions}. Every field is optional; times are in milliseconds. */
 export interface RetryOptions {
-  /** Requests per call, the first included (default 4). */
+  /**
+   * Requests per `fetch()` call, the first included (an outage the browser
+   * reports as offline costs none; see `offlineWaitMs`).
+   * @defaultValue 4
+   */
   maxAttempts?: number;
-  /** Base delay (default 500 ms). */
+  /** Base of the backoff, in milliseconds (≥ 1). @defaultValue 500 */
   baseMs?: number;
-  /** Largest delay (default 20 000 ms). */
+  /** Largest backoff delay, in milliseconds (≥ baseMs). @defaultValue 20 000 */
   capMs?: number;
-  /** Longest `Retry-After` honoured (default 60 000 ms). */
+  /**
+   * Longest `Retry-After` / `retry-after-ms` honoured, in milliseconds; a
+   * longer one is cut to this.
+   * @defaultValue 60 000
+   */
   retryAfterCapMs?: number;
-  /** Token bucket shared by every intent of this client (AWS defaults). */
+  /**
+   * While the browser reports offline (`navigator.onLine === false`), a send
+   * waits for the `online` event instead of spending attempts, then goes on
+   * with the same key; this is the longest it waits in all, in milliseconds
+   * (0: never wait). The caller's `signal` ends the wait at once.
+   * @defaultValue 300 000 (5 minutes)
+   */
+  offlineWaitMs?: number;
+  /**
+   * Token bucket shared by every intent of this client (AWS's defaults): a
+   * retry costs `retryCost` tokens (`timeoutRetryCost` after a timeout), a
+   * success refunds `successRefund`; with too few tokens, no retry.
+   * @defaultValue `{ capacity: 500, retryCost: 5, timeoutRetryCost: 10, successRefund: 1 }` (tokens)
+   */
   budget?: { capacity?: number; retryCost?: number; timeoutRetryCost?: number; successRefund?: number };
 }
 
 /** Third argument of `oj.fetch`. */
 export interface FetchOptions {
-  /** Names the intent (e.g. "triage:ticket-8812"); unnamed intents are identified by the request's fingerprint. */
+  /**
+   * Names the intent (e.g. "triage:ticket-8812"): every submission under this
+   * name reuses its key until a result was delivered.
+   * @defaultValue unnamed: the intent is identified by the request's fingerprint
+   */
   intent?: string;
   /**
    * Run it as a background job (`Prefer: respond-async`): the gateway queues
    * it and answers 202 at once; the returned promise resolves when the job
    * has finished (the SDK polls the job with full-jitter backoff, honouring
    * `Retry-After`), with the job's result. The intent survives a reload:
-   * `resume()` follows it again. Default false.
+   * `resume()` follows it again.
+   * @defaultValue false
    */
   background?: boolean;
 }
 
-interface EventBase { intent: string; key: string; at: number }
+/** Fields of every event. */
+interface EventBase {
+  /** The intent's id: its name, or `fp:<fingerprint>` when unnamed. */
+  intent: string;
+  /** The idempotency key every submission of the intent sends ("" on some warnings). */
+  key: string;
+  /** When it happened, in milliseconds since the Unix epoch (`Date.now()`). */
+  at: number;
+}
+/** What `onEvent` receives, told apart by `type`. */
 export type OneJobEvent =
+  /** A request is being sent; `attempt` counts them for this intent (1 = the first), across reloads. */
   | (EventBase & { type: "attempt"; attempt: number })
+  /** The SDK waits `delayMs` milliseconds before the next attempt; `serverAsked`: the delay is the server's `Retry-After`. */
   | (EventBase & { type: "backoff"; delayMs: number; reason: string; serverAsked: boolean })
+  /** The gateway replayed a finished job's result (`Idempotent-Replayed: true`) with HTTP `status`. */
   | (EventBase & { type: "replayed"; status: number })
+  /** A final answer with HTTP `status` is handed to the caller. */
   | (EventBase & { type: "settled"; status: number })
+  /** Retries stopped (attempts or budget spent); `status` 0: no response at all. The key is kept for `resume()`. */
   | (EventBase & { type: "gave_up"; reason: string; status: number })
+  /** The browser reports offline: the send waits for the network (no attempt is spent). */
+  | (EventBase & { type: "offline" })
+  /** The send goes on after waiting `waitedMs` milliseconds for the network (or for `offlineWaitMs` to pass). */
+  | (EventBase & { type: "online"; waitedMs: number })
+  /** Something the app should know, e.g. a stored record was unreadable or dropped for room. */
   | (EventBase & { type: "warning"; message: string });
 
-/** What the client remembers of an intent (see `oj.intents()`). */
+/** What the client remembers of an intent (see `oj.intents()`); times in milliseconds since the Unix epoch. */
 export interface IntentRecord {
   intent: string;
   key: string;
+  /** The fingerprint (64 hex digits) of the request first submitted. */
   fingerprint: string;
   state: "pending" | "delivered" | "gave_up";
+  /** Requests sent so far, across reloads. */
   attempts: number;
   created_ms: number;
   updated_ms: number;
+  /** After this the record is dropped (the gateway's retention). */
   expires_ms: number;
+  /** What `resume()` re-sends (never the credential). */
   request: { url: string; method: string; headers: [string, string][]; body: string | null } | null;
 }
 
+/** One entry of what `resume()` resolves to. */
 export interface ResumedIntent { intent: string; key: string; response: Response }
 
 /**
@@ -187,6 +265,17 @@ impl OneJob {
     pub fn endpoint(&self) -> Option<String> {
         self.client.endpoint().map(str::to_owned)
     }
+}
+
+/// The identity of a request, exactly as the gateway computes it (the same
+/// core function): SHA-256 over the method, the URL's path and query (host
+/// and fragment do not count), and the body's RFC 8785 canonical form, as 64
+/// lower-case hex digits. A body that is not JSON is identified by its bytes,
+/// as the SDK does for its intents. Synchronous; no request is made.
+#[wasm_bindgen]
+pub fn fingerprint(method: &str, url: &str, body: Option<String>) -> String {
+    let request = request::Outgoing { url: url.into(), method: method.into(), headers: Vec::new(), body, signal: None };
+    request.fingerprint().as_str().to_owned()
 }
 
 fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>, background: bool) -> Promise {

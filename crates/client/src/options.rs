@@ -1,12 +1,12 @@
 //! `new OneJob(options)`: reading and validating the options object.
 
 use js_sys::{Function, Reflect};
-use onejob_core::backoff::budget::BudgetConfig;
-use onejob_core::backoff::{Backoff, Jitter};
+use onejob_core::backoff::budget::{BudgetConfig, BudgetError};
+use onejob_core::backoff::{Backoff, BackoffError, Jitter};
 use onejob_core::settings::defaults;
 use wasm_bindgen::{JsCast, JsValue};
 
-use crate::js::error;
+use crate::js::{self, error};
 use crate::store::IntentStore;
 
 /// How the SDK retries one intent.
@@ -17,6 +17,8 @@ pub struct RetryPolicy {
     /// The longest `Retry-After` honoured.
     pub retry_after_cap_ms: u64,
     pub budget: BudgetConfig,
+    /// The longest a send waits, in all, for the browser to be back online.
+    pub offline_wait_ms: u64,
 }
 
 pub struct Options {
@@ -42,7 +44,7 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
         if value.is_undefined() || value.is_null() {
             return Ok(None);
         }
-        value.as_string().map(Some).ok_or_else(|| config_error(&format!("{name} must be a string")))
+        value.as_string().map(Some).ok_or_else(|| config_error(&[name, " must be a string"].concat()))
     };
     let number = |obj: &JsValue, name: &str, default: u64, min: u64| -> Result<u64, JsValue> {
         let value = get(obj, name);
@@ -51,7 +53,7 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
         }
         match value.as_f64() {
             Some(n) if n.is_finite() && n >= min as f64 && n.fract() == 0.0 => Ok(n as u64),
-            _ => Err(config_error(&format!("{name} must be a whole number ≥ {min}"))),
+            _ => Err(config_error(&[name, " must be a whole number ≥ ", &js::digits(min)].concat())),
         }
     };
 
@@ -61,7 +63,9 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
             .ok_or_else(|| config_error("storage \"local\": this runtime has no usable localStorage"))?,
         Some("memory") => IntentStore::memory(),
         Some(other) => {
-            return Err(config_error(&format!("storage must be \"auto\", \"local\" or \"memory\", not {other:?}")));
+            return Err(config_error(
+                &["storage must be \"auto\", \"local\" or \"memory\", not \"", other, "\""].concat(),
+            ));
         }
     };
     let on_event = match get(options, "onEvent") {
@@ -71,14 +75,24 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
     let retry = get(options, "retry");
     let budget = get(&retry, "budget");
     let backoff = Backoff::new(number(&retry, "baseMs", 500, 1)?, number(&retry, "capMs", 20_000, 1)?, Jitter::Full)
-        .map_err(|e| config_error(&format!("retry: {e}")))?;
+        .map_err(|e| {
+            config_error(match e {
+                BackoffError::ZeroBase => "retry: baseMs must be at least 1 ms",
+                BackoffError::CapBelowBase { .. } => "retry: capMs must be at least baseMs",
+            })
+        })?;
     let budget = BudgetConfig::new(
         number(&budget, "capacity", 500, 1)? as u32,
         number(&budget, "retryCost", 5, 1)? as u32,
         number(&budget, "timeoutRetryCost", 10, 1)? as u32,
         number(&budget, "successRefund", 1, 0)? as u32,
     )
-    .map_err(|e| config_error(&format!("retry.budget: {e}")))?;
+    .map_err(|e| {
+        config_error(match e {
+            BudgetError::FreeRetries => "retry.budget: a retry must cost at least one token",
+            BudgetError::CostAboveCapacity { .. } => "retry.budget: a retry costs more tokens than the budget holds",
+        })
+    })?;
     Ok(Options {
         endpoint: string(options, "endpoint")?.map(|e| e.trim_end_matches('/').to_owned()),
         token: string(options, "token")?,
@@ -88,6 +102,7 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
             backoff,
             retry_after_cap_ms: number(&retry, "retryAfterCapMs", 60_000, 0)?,
             budget,
+            offline_wait_ms: number(&retry, "offlineWaitMs", 300_000, 0)?,
         },
         on_event,
         // The gateway's default retention: a key is remembered as long as the gateway keeps its job.
@@ -96,5 +111,5 @@ pub fn parse(options: &JsValue) -> Result<Options, JsValue> {
 }
 
 pub fn config_error(message: &str) -> JsValue {
-    error("OneJobConfigError", &format!("onejob: {message}"))
+    error("OneJobConfigError", &["onejob: ", message].concat())
 }

@@ -89,11 +89,11 @@ fn resolve(raw: &str, endpoint: Option<&str>) -> Result<String, JsValue> {
         js::global("location").and_then(|l| Reflect::get(&l, &"href".into()).ok()).and_then(|h| h.as_string())
     });
     let url = match &base {
-        Some(base) if !raw.contains("://") => {
+        Some(base) if js::find(raw, "://").is_none() => {
             let joined = if raw.starts_with('/') || base.ends_with('/') {
-                format!("{base}{raw}")
+                [base.as_str(), raw].concat()
             } else {
-                format!("{base}/{raw}")
+                [base.as_str(), "/", raw].concat()
             };
             web_url(&joined, None).or_else(|_| web_url(raw, Some(base)))?
         }
@@ -107,7 +107,7 @@ fn web_url(url: &str, base: Option<&str>) -> Result<String, JsValue> {
         Some(base) => js_sys::Reflect::construct(&url_class()?, &js_sys::Array::of2(&url.into(), &base.into())),
         None => js_sys::Reflect::construct(&url_class()?, &js_sys::Array::of1(&url.into())),
     }
-    .map_err(|_| config_error(&format!("not a URL: {url}")))?;
+    .map_err(|_| config_error(&["not a URL: ", url].concat()))?;
     Ok(js_sys::Object::from(parsed).to_string().into())
 }
 
@@ -140,7 +140,7 @@ impl Outgoing {
     pub fn fingerprint(&self) -> Fingerprint {
         let bytes = self.body.as_deref().unwrap_or("").as_bytes();
         // Not JSON: the edge answers 400 anyway; the bytes still identify it.
-        Fingerprint::of_url(&self.method, &self.url, Body::Json(bytes))
+        Fingerprint::of_url_with(&self.method, &self.url, Body::Json(bytes), &js::JsNumbers)
             .unwrap_or_else(|_| Fingerprint::of_bytes(&self.method, &request_target(&self.url), bytes))
     }
 

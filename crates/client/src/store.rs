@@ -46,7 +46,7 @@ impl IntentStore {
     /// `localStorage`, if present and usable (it throws in some private modes).
     pub fn local() -> Option<Self> {
         let storage: Storage = js::global("localStorage")?.dyn_into().ok()?;
-        let probe = format!("{PREFIX}__probe");
+        let probe = [PREFIX, "__probe"].concat();
         storage.set_item(&probe, "1").ok()?;
         storage.remove_item(&probe).ok()?;
         Some(Self::Local(storage))
@@ -61,18 +61,20 @@ impl IntentStore {
 
     /// The record of `intent`; `Err` when one was stored but unreadable (it is removed).
     pub fn load(&self, intent: &str) -> Result<Option<IntentRecord>, Dropped> {
-        let Some(text) = self.get(&format!("{PREFIX}{intent}")) else { return Ok(None) };
+        let Some(text) = self.get(&[PREFIX, intent].concat()) else { return Ok(None) };
         parse(intent, &text).map(Some).inspect_err(|_| {
             self.remove(intent);
         })
     }
 
     /// Saves a record, first making room for a new one (see [`MAX_INTENTS`]).
+    /// `request_json` is its request as `SavedRequest::to_json` wrote it, once
+    /// per submission (the body is not serialised again on every attempt).
     /// Returns the records dropped to make room; `Err` explains why the
     /// record could not be persisted (quota).
-    pub fn save(&self, record: &IntentRecord) -> Result<Vec<Dropped>, String> {
-        let text = record.to_json();
-        let name = format!("{PREFIX}{}", record.intent);
+    pub fn save(&self, record: &IntentRecord, request_json: Option<&str>) -> Result<Vec<Dropped>, String> {
+        let text = record.to_json_with(request_json);
+        let name = [PREFIX, record.intent.as_str()].concat();
         let dropped = if self.get(&name).is_none() { self.make_room() } else { Vec::new() };
         match self {
             Self::Local(storage) => {
@@ -104,7 +106,7 @@ impl IntentStore {
     }
 
     pub fn remove(&self, intent: &str) -> bool {
-        let name = format!("{PREFIX}{intent}");
+        let name = [PREFIX, intent].concat();
         let existed = self.get(&name).is_some();
         match self {
             Self::Local(storage) => {
@@ -122,7 +124,7 @@ impl IntentStore {
         let mut records = Vec::new();
         let mut dropped = Vec::new();
         for name in self.names() {
-            let intent = name[PREFIX.len()..].to_owned();
+            let intent = name.get(PREFIX.len()..).unwrap_or_default().to_owned();
             match self.load(&intent) {
                 Ok(Some(record)) => records.push(record),
                 Ok(None) => {}
@@ -152,8 +154,8 @@ impl IntentStore {
 }
 
 fn parse(intent: &str, text: &str) -> Result<IntentRecord, Dropped> {
-    let record = IntentRecord::from_json(text)
-        .map_err(|e| Dropped { intent: intent.to_owned(), reason: format!("unreadable entry dropped: {e}") })?;
+    let record = IntentRecord::from_json_with(text, &js::JsNumbers)
+        .map_err(|e| Dropped { intent: intent.to_owned(), reason: ["unreadable entry dropped: ", &e].concat() })?;
     if record.intent != intent {
         return Err(Dropped { intent: intent.to_owned(), reason: "entry belongs to another intent; dropped".into() });
     }

@@ -112,7 +112,7 @@ impl Body {
                     if self.cancelled.get() {
                         return Ok(());
                     }
-                    let url = format!("{}{}", resume.url, self.delivered.get());
+                    let url = [resume.url.as_str(), &crate::js::digits(self.delivered.get())].concat();
                     let response = resume.client.reopen_stream(resume, &url, error).await?;
                     if self.cancelled.get() {
                         crate::js::discard_body(&response);

@@ -406,3 +406,51 @@ fn web_sys_log(message: &str) {
     let log: js_sys::Function = js_sys::Reflect::get(&console, &"log".into()).unwrap().into();
     log.call1(&console, &message.into()).unwrap();
 }
+
+/// `fingerprint()` (numbers written by the JavaScript engine) gives the same
+/// identity as the core's native path (ryu), which the gateway uses.
+#[wasm_bindgen_test]
+fn fingerprint_export_matches_the_gateways_identity() {
+    use onejob_core::fingerprint::{Body, Fingerprint};
+    let bodies = [
+        r#"{"b":[1.50,1e2,-0,0.1,1e21,1e-7,123456789012345678,5e-324,1.7976931348623157e308,333333333.33333329],"a":"\u00e9\ud83d\ude00"}"#,
+        r#"{"model":"gpt-4o-mini","temperature":0.7,"messages":[{"role":"user","content":"héllo \"there\"\n"}]}"#,
+        "not json at all",
+        "[]",
+    ];
+    for body in bodies {
+        let url = "https://gw.example/v1/chat/completions?api-version=1#frag";
+        let native = Fingerprint::of_url("POST", url, Body::Json(body.as_bytes()))
+            .unwrap_or_else(|_| Fingerprint::of_bytes("POST", "/v1/chat/completions?api-version=1", body.as_bytes()));
+        assert_eq!(onejob_client::fingerprint("post", url, Some(body.into())), native.as_str(), "{body}");
+    }
+    assert_eq!(onejob_client::fingerprint("GET", "/v1/models", None).len(), 64);
+}
+
+/// The SDK's allocator (size classes with free lists): blocks of every size
+/// keep their contents while others are freed, reused and grown.
+#[wasm_bindgen_test]
+fn the_allocator_keeps_every_block_intact() {
+    let sizes = [1usize, 7, 16, 17, 100, 4096, 4097, 70_000, 300_000];
+    let fill = |i: usize, n: usize| (0..n).map(|j| (i * 31 + j) as u8).collect::<Vec<u8>>();
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
+    for round in 0..20 {
+        for (i, &n) in sizes.iter().enumerate() {
+            kept.push((round * 100 + i, fill(round * 100 + i, n)));
+        }
+        // Free every other block, then grow a few of the rest in place or not.
+        let mut k = 0;
+        kept.retain(|_| {
+            k += 1;
+            k % 2 == 0
+        });
+        for (id, block) in kept.iter_mut().take(3) {
+            let extra = fill(*id, 5000);
+            block.extend_from_slice(&extra);
+            block.truncate(block.len() - 5000);
+        }
+    }
+    for (id, block) in &kept {
+        assert_eq!(block, &fill(*id, block.len()), "block {id}");
+    }
+}

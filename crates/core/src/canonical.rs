@@ -6,14 +6,18 @@
 //! numbers written as ECMAScript's `Number.prototype.toString` writes them,
 //! strings with the minimal escapes, no insignificant white space.
 //!
-//! Parsing goes through `serde_json` (exact float parsing, a recursion limit
-//! so hostile nesting is an error rather than a stack overflow) into our own
-//! tree, because `serde_json::Value` silently keeps the last of two duplicate
-//! names and JCS requires rejecting them.
+//! The reader is our own, strict one (RFC 8259 grammar, I-JSON's rules):
+//! `serde_json::Value` silently keeps the last of two duplicate names, JCS
+//! requires rejecting them and lone surrogates, and the browser SDK cannot
+//! afford serde_json's parser. Nesting is limited ([`MAX_DEPTH`]), so hostile
+//! input is an error rather than a stack overflow. Strings without escapes are
+//! borrowed from the input and written back as they are (their canonical form),
+//! and numbers are kept as their literal until they are written, through a
+//! [`Numbers`] the caller chooses: [`RustNumbers`] (exact parsing and `ryu`)
+//! by default, the JavaScript engine's own `Number` in the browser SDK.
 
+use std::borrow::Cow;
 use std::fmt;
-
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 /// Largest body [`canonicalize`] accepts, in bytes. The edge enforces its own
 /// (smaller, configurable) limit first; this one keeps the core safe on its own.
@@ -45,23 +49,81 @@ pub enum CanonicalError {
     /// Not JSON, or JSON that I-JSON (RFC 7493) rejects: lone surrogates,
     /// numbers beyond the range of a double.
     Invalid {
-        /// The parser's explanation, with line and column.
+        /// What is wrong, with line and column.
         message: String,
     },
 }
 
+impl CanonicalError {
+    /// The error as one sentence, built without `core::fmt` (the browser SDK
+    /// reports it and does not link the formatting machinery for it).
+    pub fn describe(&self) -> String {
+        let mut out = String::new();
+        match self {
+            Self::TooLarge { len, max } => {
+                out.push_str("body of ");
+                push_u64(&mut out, *len as u64);
+                out.push_str(" bytes exceeds ");
+                push_u64(&mut out, *max as u64);
+                out.push_str(" bytes");
+            }
+            Self::TooDeep { max } => {
+                out.push_str("JSON nests deeper than ");
+                push_u64(&mut out, *max as u64);
+                out.push_str(" levels");
+            }
+            Self::DuplicateName { name } => {
+                out.push_str("object has duplicate member name ");
+                write_string(name, &mut out);
+            }
+            Self::Invalid { message } => {
+                out.push_str("invalid JSON: ");
+                out.push_str(message);
+            }
+        }
+        out
+    }
+}
+
 impl fmt::Display for CanonicalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::TooLarge { len, max } => write!(f, "body of {len} bytes exceeds {max} bytes"),
-            Self::TooDeep { max } => write!(f, "JSON nests deeper than {max} levels"),
-            Self::DuplicateName { name } => write!(f, "object has duplicate member name {name:?}"),
-            Self::Invalid { message } => write!(f, "invalid JSON: {message}"),
-        }
+        f.write_str(&self.describe())
     }
 }
 
 impl std::error::Error for CanonicalError {}
+
+/// How JSON numbers become doubles and text. The result must be ECMAScript's
+/// (RFC 8785 §3.2.2.3), so an implementation is either [`RustNumbers`] or a
+/// JavaScript engine's own `Number` (which *is* that algorithm).
+pub trait Numbers {
+    /// The double a JSON number literal denotes (the literal already follows
+    /// JSON's grammar), or `None` when it is beyond a double's range.
+    fn value(&self, literal: &str) -> Option<f64>;
+    /// Appends `Number.prototype.toString(10)` of the literal's double;
+    /// `false` when the literal is beyond a double's range.
+    fn write(&self, literal: &str, out: &mut String) -> bool;
+}
+
+/// Exact decimal parsing (Rust's `str::parse`) and the shortest round-trip
+/// digits (`ryu`), laid out as ECMAScript does: what native builds use.
+pub struct RustNumbers;
+
+impl Numbers for RustNumbers {
+    fn value(&self, literal: &str) -> Option<f64> {
+        literal.parse::<f64>().ok().filter(|n| n.is_finite())
+    }
+
+    fn write(&self, literal: &str, out: &mut String) -> bool {
+        match self.value(literal) {
+            Some(n) => {
+                write_number(n, out);
+                true
+            }
+            None => false,
+        }
+    }
+}
 
 /// Returns the RFC 8785 canonical form of a JSON text.
 ///
@@ -70,159 +132,417 @@ impl std::error::Error for CanonicalError {}
 /// assert_eq!(canonical, r#"{"a":[1.5,"A"],"b":1}"#);
 /// ```
 pub fn canonicalize(json: &[u8]) -> Result<String, CanonicalError> {
+    canonicalize_with(json, &RustNumbers)
+}
+
+/// [`canonicalize`], with numbers read and written by `numbers`.
+pub fn canonicalize_with(json: &[u8], numbers: &dyn Numbers) -> Result<String, CanonicalError> {
     if json.len() > MAX_INPUT_BYTES {
         return Err(CanonicalError::TooLarge { len: json.len(), max: MAX_INPUT_BYTES });
     }
     let value = parse(json)?;
     let mut out = String::with_capacity(json.len());
-    write_value(&value, &mut out);
+    write_value(&value, &mut out, numbers)?;
     Ok(out)
 }
 
-/// A parsed JSON value. Numbers are doubles, as JCS (and JavaScript) see them.
-/// Other modules read small documents through it (see [`crate::intent`]), so
-/// the crate carries one JSON reader, not one per type.
-pub(crate) enum Json {
+/// A parsed JSON value. Numbers are kept as their literal (JCS and JavaScript
+/// see them as doubles: see [`Numbers`]); strings without escapes borrow the
+/// input. Other modules read small documents through it (see
+/// [`crate::intent`]), so the crate carries one JSON reader, not one per type.
+pub(crate) enum Json<'a> {
     Null,
     Bool(bool),
-    Number(f64),
-    String(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
+    Number(&'a str),
+    String(Cow<'a, str>),
+    Array(Vec<Json<'a>>),
+    /// Members sorted by their names' UTF-16 code units, without duplicates.
+    Object(Vec<(Cow<'a, str>, Json<'a>)>),
 }
 
 /// Parses a JSON text with the same rules as [`canonicalize`].
-pub(crate) fn parse(json: &[u8]) -> Result<Json, CanonicalError> {
-    let mut de = serde_json::Deserializer::from_slice(json);
-    let value = Json::deserialize(&mut de).map_err(classify_serde_error)?;
-    de.end().map_err(classify_serde_error)?;
-    if depth(&value) > MAX_DEPTH {
-        return Err(CanonicalError::TooDeep { max: MAX_DEPTH });
+pub(crate) fn parse(json: &[u8]) -> Result<Json<'_>, CanonicalError> {
+    let text = std::str::from_utf8(json).map_err(|e| {
+        let mut message = String::from("invalid UTF-8 at byte ");
+        push_u64(&mut message, e.valid_up_to() as u64);
+        CanonicalError::Invalid { message }
+    })?;
+    let mut reader = Reader { text, bytes: json, pos: 0 };
+    reader.skip_space();
+    let value = reader.value(0)?;
+    reader.skip_space();
+    if reader.pos < json.len() {
+        return Err(reader.invalid("trailing characters"));
     }
     Ok(value)
 }
 
-/// Our visitor reports duplicates through serde's custom-error channel with a
-/// recognisable prefix, so they come back as a typed error, not a message.
-const DUPLICATE_PREFIX: &str = "onejob-duplicate-name:";
-
-fn classify_serde_error(err: serde_json::Error) -> CanonicalError {
-    let message = err.to_string();
-    if let Some(rest) = message.strip_prefix(DUPLICATE_PREFIX) {
-        // serde_json appends " at line L column C"; the name is JSON-quoted before it.
-        let quoted = rest.rsplit_once(" at line ").map_or(rest, |(name, _)| name);
-        let name = serde_json::from_str::<String>(quoted).unwrap_or_else(|_| quoted.to_string());
-        return CanonicalError::DuplicateName { name };
-    }
-    if message.starts_with("recursion limit exceeded") {
-        return CanonicalError::TooDeep { max: MAX_DEPTH };
-    }
-    CanonicalError::Invalid { message }
+/// A recursive-descent reader over valid UTF-8 (checked first), so every
+/// slice it takes at an ASCII boundary is a `&str`.
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
 }
 
-/// Depth without recursion, so a deep tree cannot overflow the stack here either.
-fn depth(root: &Json) -> usize {
-    let mut deepest = 0;
-    let mut stack = vec![(root, 0usize)];
-    while let Some((value, level)) = stack.pop() {
-        match value {
-            Json::Array(items) => {
-                deepest = deepest.max(level + 1);
-                stack.extend(items.iter().map(|item| (item, level + 1)));
+impl<'a> Reader<'a> {
+    /// The text from `start` to here. Both are ASCII boundaries (the reader
+    /// stops only at ASCII bytes), so `get` always succeeds; it is used rather
+    /// than indexing so no panic path (and its formatting) is linked.
+    fn slice(&self, start: usize) -> &'a str {
+        self.text.get(start..self.pos).unwrap_or_default()
+    }
+
+    #[inline(always)]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn skip_space(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// `Invalid`, saying what and where (line and column, from 1).
+    fn invalid(&self, what: &str) -> CanonicalError {
+        let before = &self.bytes[..self.pos.min(self.bytes.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = self.pos - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        let mut message = String::from(what);
+        message.push_str(" at line ");
+        push_u64(&mut message, line as u64);
+        message.push_str(" column ");
+        push_u64(&mut message, column as u64);
+        CanonicalError::Invalid { message }
+    }
+
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, CanonicalError> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(self.invalid("expected a value"))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, CanonicalError> {
+        match self.peek() {
+            None => Err(self.invalid("unexpected end of input")),
+            Some(b'n') => self.literal("null", Json::Null),
+            Some(b't') => self.literal("true", Json::Bool(true)),
+            Some(b'f') => self.literal("false", Json::Bool(false)),
+            Some(b'"') => Ok(Json::String(self.string()?)),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b'[') => {
+                if depth >= MAX_DEPTH {
+                    return Err(CanonicalError::TooDeep { max: MAX_DEPTH });
+                }
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.skip_space();
+                if self.peek() == Some(b']') {
+                    self.pos += 1;
+                    return Ok(Json::Array(items));
+                }
+                loop {
+                    self.skip_space();
+                    items.push(self.value(depth + 1)?);
+                    self.skip_space();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b']') => {
+                            self.pos += 1;
+                            return Ok(Json::Array(items));
+                        }
+                        _ => return Err(self.invalid("expected `,` or `]`")),
+                    }
+                }
             }
-            Json::Object(members) => {
-                deepest = deepest.max(level + 1);
-                stack.extend(members.iter().map(|(_, item)| (item, level + 1)));
+            Some(b'{') => {
+                if depth >= MAX_DEPTH {
+                    return Err(CanonicalError::TooDeep { max: MAX_DEPTH });
+                }
+                self.pos += 1;
+                let mut members: Vec<(Cow<'a, str>, Json<'a>)> = Vec::new();
+                self.skip_space();
+                if self.peek() == Some(b'}') {
+                    self.pos += 1;
+                    return Ok(Json::Object(members));
+                }
+                loop {
+                    self.skip_space();
+                    if self.peek() != Some(b'"') {
+                        return Err(self.invalid("expected a member name"));
+                    }
+                    let name = self.string()?;
+                    self.skip_space();
+                    if self.peek() != Some(b':') {
+                        return Err(self.invalid("expected `:`"));
+                    }
+                    self.pos += 1;
+                    self.skip_space();
+                    let value = self.value(depth + 1)?;
+                    members.push((name, value));
+                    self.skip_space();
+                    match self.peek() {
+                        Some(b',') => self.pos += 1,
+                        Some(b'}') => {
+                            self.pos += 1;
+                            break;
+                        }
+                        _ => return Err(self.invalid("expected `,` or `}`")),
+                    }
+                }
+                // Sorted by UTF-16 code units (RFC 8785 §3.2.3); then a duplicate is a neighbour.
+                sort_by_name(&mut members);
+                if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
+                    return Err(CanonicalError::DuplicateName { name: pair[0].0.clone().into_owned() });
+                }
+                Ok(Json::Object(members))
             }
-            _ => {}
+            Some(_) => Err(self.invalid("expected a value")),
         }
     }
-    deepest
+
+    /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, kept as its literal.
+    fn number(&mut self) -> Result<Json<'a>, CanonicalError> {
+        let start = self.pos;
+        let digits = |r: &mut Self| {
+            let from = r.pos;
+            while let Some(b'0'..=b'9') = r.peek() {
+                r.pos += 1;
+            }
+            r.pos - from
+        };
+        if self.peek() == Some(b'-') {
+            self.pos += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                digits(self);
+            }
+            _ => return Err(self.invalid("invalid number")),
+        }
+        if self.peek() == Some(b'.') {
+            self.pos += 1;
+            if digits(self) == 0 {
+                return Err(self.invalid("invalid number"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                return Err(self.invalid("invalid number"));
+            }
+        }
+        Ok(Json::Number(self.slice(start)))
+    }
+
+    /// A string token; borrowed when it has no escapes (then its text is
+    /// already its canonical form), owned otherwise.
+    fn string(&mut self) -> Result<Cow<'a, str>, CanonicalError> {
+        self.pos += 1; // the opening quote
+        let start = self.pos;
+        self.pos += plain_run(&self.bytes[start..]);
+        match self.peek() {
+            None => return Err(self.invalid("unterminated string")),
+            Some(b'"') => {
+                let text = self.slice(start);
+                self.pos += 1;
+                return Ok(Cow::Borrowed(text));
+            }
+            Some(b'\\') => {}
+            Some(_) => return Err(self.invalid("control character in a string")),
+        }
+        let mut owned = String::from(self.slice(start));
+        loop {
+            match self.peek() {
+                None => return Err(self.invalid("unterminated string")),
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(Cow::Owned(owned));
+                }
+                Some(0..=0x1F) => return Err(self.invalid("control character in a string")),
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let escaped = match self.peek() {
+                        Some(b'"') => '"',
+                        Some(b'\\') => '\\',
+                        Some(b'/') => '/',
+                        Some(b'b') => '\u{08}',
+                        Some(b'f') => '\u{0C}',
+                        Some(b'n') => '\n',
+                        Some(b'r') => '\r',
+                        Some(b't') => '\t',
+                        Some(b'u') => {
+                            self.pos += 1;
+                            let unit = self.hex4()?;
+                            let code = match unit {
+                                0xD800..=0xDBFF => {
+                                    if !self.bytes[self.pos..].starts_with(b"\\u") {
+                                        return Err(self.invalid("lone leading surrogate"));
+                                    }
+                                    self.pos += 2;
+                                    let low = self.hex4()?;
+                                    if !(0xDC00..=0xDFFF).contains(&low) {
+                                        return Err(self.invalid("lone leading surrogate"));
+                                    }
+                                    0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                                }
+                                0xDC00..=0xDFFF => return Err(self.invalid("lone trailing surrogate")),
+                                _ => unit,
+                            };
+                            owned.push(char::from_u32(code).ok_or_else(|| self.invalid("invalid escape"))?);
+                            continue;
+                        }
+                        _ => return Err(self.invalid("invalid escape")),
+                    };
+                    self.pos += 1;
+                    owned.push(escaped);
+                }
+                Some(_) => {
+                    // Copy up to the next quote, backslash or control byte at once.
+                    let from = self.pos;
+                    self.pos += plain_run(&self.bytes[from..]);
+                    owned.push_str(self.slice(from));
+                }
+            }
+        }
+    }
+
+    fn hex4(&mut self) -> Result<u32, CanonicalError> {
+        let mut unit = 0;
+        for _ in 0..4 {
+            let digit = match self.peek() {
+                Some(b @ b'0'..=b'9') => b - b'0',
+                Some(b @ b'a'..=b'f') => b - b'a' + 10,
+                Some(b @ b'A'..=b'F') => b - b'A' + 10,
+                _ => return Err(self.invalid("invalid \\u escape")),
+            };
+            unit = unit * 16 + u32::from(digit);
+            self.pos += 1;
+        }
+        Ok(unit)
+    }
 }
 
-impl<'de> Deserialize<'de> for Json {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(JsonVisitor)
+/// How many bytes of `bytes` a string takes as they are: up to the first
+/// quote, backslash or control byte. The hot loop of reading a chat body, so
+/// it looks at eight bytes at a time (SWAR) before it looks at one.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        // A byte below 0x20, or equal to `"` or `\`, ends the run.
+        let special =
+            (x.wrapping_sub(ONES * 0x20) & !x & HIGHS) | has_zero(x ^ (ONES * 0x22)) | has_zero(x ^ (ONES * 0x5C));
+        if special != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b == b'"' || b == b'\\' || b < 0x20 {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// Sorts members by name in RFC 8785's order: a heapsort, in place and
+/// O(n log n) whatever the input, and a fraction of the code of the standard
+/// library's sorts (which the browser SDK would ship for this call alone).
+/// Names are unique once checked, so stability does not matter.
+fn sort_by_name<T>(members: &mut [(Cow<'_, str>, T)]) {
+    fn sift<T>(v: &mut [(Cow<'_, str>, T)], mut root: usize, end: usize) {
+        loop {
+            let mut child = 2 * root + 1;
+            if child >= end {
+                return;
+            }
+            if child + 1 < end && utf16_order(&v[child].0, &v[child + 1].0).is_lt() {
+                child += 1;
+            }
+            if !utf16_order(&v[root].0, &v[child].0).is_lt() {
+                return;
+            }
+            v.swap(root, child);
+            root = child;
+        }
+    }
+    let n = members.len();
+    for start in (0..n / 2).rev() {
+        sift(members, start, n);
+    }
+    for end in (1..n).rev() {
+        members.swap(0, end);
+        sift(members, 0, end);
     }
 }
 
-struct JsonVisitor;
+/// RFC 8785 §3.2.3's order: by UTF-16 code units. UTF-8's byte order is code
+/// point order, which differs from it only when a character above U+FFFF
+/// meets one in U+E000–U+FFFF; ASCII names (nearly all) compare bytewise.
+fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() { a.cmp(b) } else { a.encode_utf16().cmp(b.encode_utf16()) }
+}
 
-impl<'de> Visitor<'de> for JsonVisitor {
-    type Value = Json;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_unit<E>(self) -> Result<Json, E> {
-        Ok(Json::Null)
-    }
-
-    fn visit_bool<E>(self, v: bool) -> Result<Json, E> {
-        Ok(Json::Bool(v))
-    }
-
-    // JCS treats every number as an IEEE 754 double, integers included:
-    // 2^53 + 1 and 2^53 are the same number to it, as to JavaScript.
-    fn visit_i64<E>(self, v: i64) -> Result<Json, E> {
-        Ok(Json::Number(v as f64))
-    }
-
-    fn visit_u64<E>(self, v: u64) -> Result<Json, E> {
-        Ok(Json::Number(v as f64))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Json, E> {
-        if v.is_finite() { Ok(Json::Number(v)) } else { Err(E::custom("number out of range")) }
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Json, E> {
-        Ok(Json::String(v.to_owned()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Json, E> {
-        Ok(Json::String(v))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Json, A::Error> {
-        let mut items = Vec::new();
-        while let Some(item) = seq.next_element()? {
-            items.push(item);
+/// Appends the decimal digits of `n` (no `core::fmt`).
+pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
         }
-        Ok(Json::Array(items))
     }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
-        let mut members: Vec<(String, Json)> = Vec::new();
-        while let Some(name) = map.next_key::<String>()? {
-            let value = map.next_value()?;
-            members.push((name, value));
-        }
-        // Sort by UTF-16 code units (RFC 8785 §3.2.3), then a duplicate is a neighbour.
-        members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-        if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-            let quoted = serde_json::to_string(&pair[0].0).unwrap_or_default();
-            return Err(de::Error::custom(format_args!("{DUPLICATE_PREFIX}{quoted}")));
-        }
-        Ok(Json::Object(members))
+    for &d in &digits[i..] {
+        out.push(d as char);
     }
 }
 
-fn write_value(value: &Json, out: &mut String) {
+/// An integer literal of at most 15 digits is exact as a double and written
+/// back by ECMAScript digit for digit, so it needs no [`Numbers`] at all
+/// (`-0` aside, which is `0`). Most numbers in LLM requests are such.
+fn is_plain_integer(literal: &str) -> bool {
+    let digits = literal.strip_prefix('-').unwrap_or(literal);
+    digits.len() <= 15 && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn write_value(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Result<(), CanonicalError> {
     match value {
         Json::Null => out.push_str("null"),
         Json::Bool(true) => out.push_str("true"),
         Json::Bool(false) => out.push_str("false"),
-        Json::Number(n) => write_number(*n, out),
-        Json::String(s) => write_string(s, out),
+        Json::Number("-0") => out.push('0'),
+        Json::Number(literal) if is_plain_integer(literal) => out.push_str(literal),
+        Json::Number(literal) => {
+            if !numbers.write(literal, out) {
+                return Err(CanonicalError::Invalid { message: String::from("number out of range") });
+            }
+        }
+        Json::String(s) => write_json_string(s, out),
         Json::Array(items) => {
             out.push('[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                write_value(item, out);
+                write_value(item, out, numbers)?;
             }
             out.push(']');
         }
@@ -232,12 +552,26 @@ fn write_value(value: &Json, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                write_string(name, out);
+                write_json_string(name, out);
                 out.push(':');
-                write_value(item, out);
+                write_value(item, out, numbers)?;
             }
             out.push('}');
         }
+    }
+    Ok(())
+}
+
+/// A parsed string: one that had no escapes is its own canonical form (JSON
+/// forbids raw `"`, `\` and controls, the only characters JCS escapes).
+fn write_json_string(s: &Cow<'_, str>, out: &mut String) {
+    match s {
+        Cow::Borrowed(raw) => {
+            out.push('"');
+            out.push_str(raw);
+            out.push('"');
+        }
+        Cow::Owned(s) => write_string(s, out),
     }
 }
 
@@ -459,6 +793,119 @@ mod tests {
         assert_eq!(canonicalize(just_over.as_bytes()), Err(CanonicalError::TooDeep { max: MAX_DEPTH }));
         let at_limit = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert_eq!(canonicalize(at_limit.as_bytes()).unwrap(), at_limit);
+    }
+
+    /// The reader accepts exactly what serde_json accepts (the reader it
+    /// replaced), and both agree on every value.
+    #[test]
+    fn accepts_what_serde_json_accepts() {
+        let cases: &[&str] = &[
+            "0",
+            "-0",
+            "1",
+            "-1.5e-3",
+            "1E+2",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "1e",
+            "+1",
+            "0x10",
+            "1.5e308",
+            "123456789012345678901234",
+            r#""\u00e9\n\/""#,
+            r#""\x""#,
+            "\"\t\"",
+            "\"a\u{1}\"",
+            r#""\u12""#,
+            r#""\uD83D\uDE00""#,
+            "[]",
+            "[1,]",
+            "[,1]",
+            "[1 2]",
+            "{}",
+            r#"{"a":1,}"#,
+            r#"{"a" 1}"#,
+            r#"{a:1}"#,
+            r#"{"a":[{"b":null}]}"#,
+            "true",
+            "tru",
+            "nul",
+            "falsey",
+            " \t\n\r[ true , false ] ",
+            "\u{a0}1",
+            "[1]x",
+            r#"{"a":1}}"#,
+        ];
+        for case in cases {
+            let ours = canonicalize(case.as_bytes());
+            let theirs = serde_json::from_str::<serde_json::Value>(case);
+            assert_eq!(ours.is_ok(), theirs.is_ok(), "{case:?}: ours {ours:?}");
+            if let (Ok(ours), Ok(theirs)) = (ours, theirs) {
+                // serde's own spelling of the value, canonicalized: the same text.
+                let respelled = canonicalize(serde_json::to_string(&theirs).unwrap().as_bytes()).unwrap();
+                assert_eq!(ours, respelled, "{case:?}");
+            }
+        }
+    }
+
+    /// Integers of up to 15 digits skip `Numbers`; the result is the same.
+    #[test]
+    fn plain_integers_are_written_as_ecmascript_writes_them() {
+        for literal in ["0", "-0", "7", "-42", "100000000000000", "999999999999999", "-999999999999999"] {
+            let mut slow = String::new();
+            assert!(RustNumbers.write(literal, &mut slow));
+            assert_eq!(canonicalize(literal.as_bytes()).unwrap(), slow, "{literal}");
+        }
+    }
+
+    /// Other numbers go through the `Numbers` given, e.g. a JavaScript engine's.
+    #[test]
+    fn numbers_are_injected() {
+        struct Marked;
+        impl Numbers for Marked {
+            fn value(&self, _: &str) -> Option<f64> {
+                None
+            }
+            fn write(&self, literal: &str, out: &mut String) -> bool {
+                out.push_str("<");
+                out.push_str(literal);
+                out.push_str(">");
+                literal != "1e999"
+            }
+        }
+        assert_eq!(canonicalize_with(br#"[1,1.5,2e0]"#, &Marked).unwrap(), "[1,<1.5>,<2e0>]");
+        assert!(matches!(canonicalize_with(b"[1e999]", &Marked), Err(CanonicalError::Invalid { .. })));
+    }
+
+    proptest::proptest! {
+        /// The eight-at-a-time scan stops where a byte-by-byte one does.
+        #[test]
+        fn plain_run_stops_at_the_first_special_byte(bytes: Vec<u8>) {
+            let naive = bytes.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20).unwrap_or(bytes.len());
+            proptest::prop_assert_eq!(plain_run(&bytes), naive);
+        }
+    }
+
+    proptest::proptest! {
+        /// The heapsort orders names as a standard sort does.
+        #[test]
+        fn members_are_sorted_like_a_standard_sort(names: Vec<String>) {
+            let mut ours: Vec<(Cow<'_, str>, ())> = names.iter().map(|n| (Cow::Borrowed(n.as_str()), ())).collect();
+            sort_by_name(&mut ours);
+            let mut theirs = names.clone();
+            theirs.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            let ours: Vec<&str> = ours.iter().map(|(n, ())| n.as_ref()).collect();
+            proptest::prop_assert_eq!(ours, theirs.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn errors_say_where() {
+        let error = canonicalize(b"{\n  \"a\": tru }").unwrap_err();
+        assert_eq!(error.describe(), "invalid JSON: expected a value at line 2 column 8");
+        assert_eq!(error.to_string(), error.describe());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{CanonicalError, canonicalize};
+use crate::canonical::{CanonicalError, Numbers, RustNumbers, canonicalize_with};
 use crate::digest;
 
 /// How the body of a request is to be read for fingerprinting.
@@ -37,9 +37,20 @@ impl Fingerprint {
     /// Fingerprints a request. Fails only when a JSON body is not valid JSON
     /// (or is one RFC 8785 refuses: duplicate names, lone surrogates, too deep).
     pub fn of_request(method: &str, path: &str, body: Body<'_>) -> Result<Self, CanonicalError> {
+        Self::of_request_with(method, path, body, &RustNumbers)
+    }
+
+    /// [`Fingerprint::of_request`], with the body's numbers read and written
+    /// by `numbers` (the browser SDK passes the JavaScript engine's own).
+    pub fn of_request_with(
+        method: &str,
+        path: &str,
+        body: Body<'_>,
+        numbers: &dyn Numbers,
+    ) -> Result<Self, CanonicalError> {
         match body {
             Body::Json(bytes) => {
-                let canonical = canonicalize(bytes)?;
+                let canonical = canonicalize_with(bytes, numbers)?;
                 Ok(Self::from_parts(&[
                     DOMAIN,
                     method.to_ascii_uppercase().as_bytes(),
@@ -63,6 +74,11 @@ impl Fingerprint {
     /// `?api-version=` values are two requests); a fragment never does.
     pub fn of_url(method: &str, url: &str, body: Body<'_>) -> Result<Self, CanonicalError> {
         Self::of_request(method, &request_target(url), body)
+    }
+
+    /// [`Fingerprint::of_url`], with the body's numbers handled by `numbers`.
+    pub fn of_url_with(method: &str, url: &str, body: Body<'_>, numbers: &dyn Numbers) -> Result<Self, CanonicalError> {
+        Self::of_request_with(method, &request_target(url), body, numbers)
     }
 
     fn from_parts(parts: &[&[u8]]) -> Self {
@@ -92,12 +108,17 @@ impl fmt::Display for Fingerprint {
 /// without scheme, host or fragment (`/v1/x?y=1` of
 /// `https://h.example/v1/x?y=1#z`); `/` when there is no path.
 pub fn request_target(url: &str) -> String {
-    let target = match url.split_once("://") {
-        Some((_, rest)) => rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]),
+    // (Byte searches and `get`, not `str` patterns and indexing: the browser
+    // SDK then links neither a substring searcher nor a panic path.)
+    let scheme_end = url.as_bytes().windows(3).position(|w| w == b"://");
+    let target = match scheme_end.and_then(|i| url.get(i + 3..)) {
+        Some(rest) => {
+            rest.bytes().position(|b| matches!(b, b'/' | b'?' | b'#')).and_then(|i| rest.get(i..)).unwrap_or("")
+        }
         None => url,
     };
     let target = target.split('#').next().unwrap_or(target);
-    if target.starts_with('/') { target.to_owned() } else { format!("/{target}") }
+    if target.starts_with('/') { target.to_owned() } else { ["/", target].concat() }
 }
 
 #[cfg(test)]

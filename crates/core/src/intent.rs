@@ -8,7 +8,9 @@
 //! expire with the server's retention: after that the server has forgotten
 //! the key, so reusing it would run the request again anyway.
 
-use crate::canonical::{self, Json};
+use std::borrow::Cow;
+
+use crate::canonical::{self, Json, Numbers, RustNumbers};
 use crate::fingerprint::Fingerprint;
 use crate::key::IdempotencyKey;
 use crate::random::RandomSource;
@@ -65,7 +67,7 @@ pub struct IntentRecord {
 pub fn intent_id(name: Option<&str>, fingerprint: &Fingerprint) -> String {
     match name {
         Some(name) if !name.is_empty() => name.to_owned(),
-        _ => format!("fp:{fingerprint}"),
+        _ => ["fp:", fingerprint.as_str()].concat(),
     }
 }
 
@@ -134,7 +136,16 @@ impl IntentRecord {
 impl IntentRecord {
     /// The record as JSON text.
     pub fn to_json(&self) -> String {
-        let mut out = String::with_capacity(256);
+        let request = self.request.as_ref().map(SavedRequest::to_json);
+        self.to_json_with(request.as_deref())
+    }
+
+    /// The record as JSON text, with its request already serialised by
+    /// [`SavedRequest::to_json`] (`None`: no request). A client saves a record
+    /// on every attempt; the request, body included, is serialised once per
+    /// submission and reused. Same text as [`IntentRecord::to_json`].
+    pub fn to_json_with(&self, request_json: Option<&str>) -> String {
+        let mut out = String::with_capacity(256 + request_json.map_or(0, str::len));
         out.push('{');
         push_str_field(&mut out, "intent", &self.intent);
         push_str_field(&mut out, "key", self.key.as_str());
@@ -147,44 +158,24 @@ impl IntentRecord {
             ("expires_ms", self.expires_ms),
         ] {
             push_name(&mut out, name);
-            out.push_str(&value.to_string());
+            canonical::push_u64(&mut out, value);
             out.push(',');
         }
         push_name(&mut out, "request");
-        match &self.request {
-            None => out.push_str("null"),
-            Some(request) => {
-                out.push('{');
-                push_str_field(&mut out, "url", &request.url);
-                push_str_field(&mut out, "method", &request.method);
-                push_name(&mut out, "headers");
-                out.push('[');
-                for (i, (name, value)) in request.headers.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    out.push('[');
-                    canonical::write_string(name, &mut out);
-                    out.push(',');
-                    canonical::write_string(value, &mut out);
-                    out.push(']');
-                }
-                out.push_str("],");
-                push_name(&mut out, "body");
-                match &request.body {
-                    Some(body) => canonical::write_string(body, &mut out),
-                    None => out.push_str("null"),
-                }
-                out.push('}');
-            }
-        }
+        out.push_str(request_json.unwrap_or("null"));
         out.push('}');
         out
     }
 
     /// Reads a record written by [`IntentRecord::to_json`]; `Err` says what is wrong.
     pub fn from_json(text: &str) -> Result<Self, String> {
-        let Json::Object(members) = canonical::parse(text.as_bytes()).map_err(|e| e.to_string())? else {
+        Self::from_json_with(text, &RustNumbers)
+    }
+
+    /// [`IntentRecord::from_json`], with numbers read by `numbers` (whole
+    /// numbers written as digits, what [`IntentRecord::to_json`] writes, need none).
+    pub fn from_json_with(text: &str, numbers: &dyn Numbers) -> Result<Self, String> {
+        let Json::Object(members) = canonical::parse(text.as_bytes()).map_err(|e| e.describe())? else {
             return Err("not a JSON object".into());
         };
         let request = match field(&members, "request")? {
@@ -195,7 +186,7 @@ impl IntentRecord {
                 headers: headers(field(request, "headers")?)?,
                 body: match field(request, "body")? {
                     Json::Null => None,
-                    Json::String(body) => Some(body.clone()),
+                    Json::String(body) => Some(body.clone().into_owned()),
                     _ => return Err("request.body must be a string or null".into()),
                 },
             }),
@@ -205,19 +196,53 @@ impl IntentRecord {
             "pending" => IntentState::Pending,
             "delivered" => IntentState::Delivered,
             "gave_up" => IntentState::GaveUp,
-            other => return Err(format!("unknown state {other:?}")),
+            other => {
+                let mut message = String::from("unknown state ");
+                canonical::write_string(other, &mut message);
+                return Err(message);
+            }
         };
         Ok(Self {
             intent: string(&members, "intent")?,
-            key: IdempotencyKey::parse(&string(&members, "key")?).map_err(|e| e.to_string())?,
+            key: IdempotencyKey::parse(&string(&members, "key")?).map_err(|_| String::from("malformed key"))?,
             fingerprint: Fingerprint::parse(&string(&members, "fingerprint")?).ok_or("malformed fingerprint")?,
             state,
-            attempts: u32::try_from(whole(&members, "attempts")?).map_err(|_| "attempts out of range")?,
-            created_ms: whole(&members, "created_ms")?,
-            updated_ms: whole(&members, "updated_ms")?,
-            expires_ms: whole(&members, "expires_ms")?,
+            attempts: u32::try_from(whole(&members, "attempts", numbers)?).map_err(|_| "attempts out of range")?,
+            created_ms: whole(&members, "created_ms", numbers)?,
+            updated_ms: whole(&members, "updated_ms", numbers)?,
+            expires_ms: whole(&members, "expires_ms", numbers)?,
             request,
         })
+    }
+}
+
+impl SavedRequest {
+    /// The request as stored inside a record (see [`IntentRecord::to_json_with`]).
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(64 + self.url.len() + self.body.as_ref().map_or(0, String::len));
+        out.push('{');
+        push_str_field(&mut out, "url", &self.url);
+        push_str_field(&mut out, "method", &self.method);
+        push_name(&mut out, "headers");
+        out.push('[');
+        for (i, (name, value)) in self.headers.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push('[');
+            canonical::write_string(name, &mut out);
+            out.push(',');
+            canonical::write_string(value, &mut out);
+            out.push(']');
+        }
+        out.push_str("],");
+        push_name(&mut out, "body");
+        match &self.body {
+            Some(body) => canonical::write_string(body, &mut out),
+            None => out.push_str("null"),
+        }
+        out.push('}');
+        out
     }
 }
 
@@ -243,32 +268,42 @@ fn push_str_field(out: &mut String, name: &str, value: &str) {
     out.push(',');
 }
 
-fn field<'a>(members: &'a [(String, Json)], name: &str) -> Result<&'a Json, String> {
-    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| format!("missing field {name}"))
+fn field<'a, 'j>(members: &'a [(Cow<'j, str>, Json<'j>)], name: &str) -> Result<&'a Json<'j>, String> {
+    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| ["missing field ", name].concat())
 }
 
-fn string(members: &[(String, Json)], name: &str) -> Result<String, String> {
+fn string(members: &[(Cow<'_, str>, Json<'_>)], name: &str) -> Result<String, String> {
     match field(members, name)? {
-        Json::String(s) => Ok(s.clone()),
-        _ => Err(format!("{name} must be a string")),
+        Json::String(s) => Ok(s.clone().into_owned()),
+        _ => Err([name, " must be a string"].concat()),
     }
 }
 
 /// A whole number JavaScript can hold exactly (timestamps, counts).
-fn whole(members: &[(String, Json)], name: &str) -> Result<u64, String> {
-    match field(members, name)? {
-        Json::Number(n) if n.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(n) => Ok(*n as u64),
-        _ => Err(format!("{name} must be a whole number")),
+fn whole(members: &[(Cow<'_, str>, Json<'_>)], name: &str, numbers: &dyn Numbers) -> Result<u64, String> {
+    const MAX_SAFE: u64 = 9_007_199_254_740_991;
+    let not_whole = || [name, " must be a whole number"].concat();
+    let Json::Number(literal) = field(members, name)? else { return Err(not_whole()) };
+    // Digits only (what `to_json` writes): read exactly, no float involved.
+    if literal.len() <= 16 && literal.bytes().all(|b| b.is_ascii_digit()) {
+        let n = literal.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
+        return if n <= MAX_SAFE { Ok(n) } else { Err(not_whole()) };
+    }
+    match numbers.value(literal) {
+        Some(n) if n.fract() == 0.0 && (0.0..=MAX_SAFE as f64).contains(&n) => Ok(n as u64),
+        _ => Err(not_whole()),
     }
 }
 
-fn headers(value: &Json) -> Result<Vec<(String, String)>, String> {
+fn headers(value: &Json<'_>) -> Result<Vec<(String, String)>, String> {
     let Json::Array(pairs) = value else { return Err("request.headers must be an array".into()) };
     pairs
         .iter()
         .map(|pair| match pair {
             Json::Array(two) => match two.as_slice() {
-                [Json::String(name), Json::String(value)] => Ok((name.clone(), value.clone())),
+                [Json::String(name), Json::String(value)] => {
+                    Ok((name.clone().into_owned(), value.clone().into_owned()))
+                }
                 _ => Err("request.headers entries must be [name, value]".to_owned()),
             },
             _ => Err("request.headers entries must be [name, value]".to_owned()),

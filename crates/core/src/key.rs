@@ -93,8 +93,14 @@ impl IdempotencyKey {
 pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0F) | 0x40;
     bytes[8] = (bytes[8] & 0x3F) | 0x80;
-    let hex = digest::encode(&bytes);
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    let mut out = String::with_capacity(36);
+    for (i, part) in [&bytes[0..4], &bytes[4..6], &bytes[6..8], &bytes[8..10], &bytes[10..16]].into_iter().enumerate() {
+        if i > 0 {
+            out.push('-');
+        }
+        out.push_str(&digest::encode(part));
+    }
+    out
 }
 
 impl TryFrom<String> for IdempotencyKey {

@@ -27,8 +27,14 @@ pub fn parse_retry_after_ms(value: &str) -> Option<u64> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return None;
     }
-    let ms: f64 = value.parse().ok()?;
-    ms.is_finite().then(|| ms.ceil().min(u64::MAX as f64) as u64)
+    // The exact ceiling of the decimal, by hand: no float parser (the browser
+    // SDK would link one for this alone), saturating like the float did.
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
+        return None;
+    }
+    let ms = whole.bytes().fold(0u64, |ms, d| ms.saturating_mul(10).saturating_add(u64::from(d - b'0')));
+    Some(if fraction.bytes().any(|d| d != b'0') { ms.saturating_add(1) } else { ms })
 }
 
 /// Parses `Retry-After`: delta-seconds, or an HTTP-date read against `now_ms`
@@ -140,6 +146,11 @@ mod tests {
         assert_eq!(parse_retry_after_ms("-5"), None);
         assert_eq!(parse_retry_after_ms("1e3"), None);
         assert_eq!(parse_retry_after_ms(""), None);
+        assert_eq!(parse_retry_after_ms("1."), Some(1));
+        assert_eq!(parse_retry_after_ms(".5"), Some(1));
+        assert_eq!(parse_retry_after_ms("."), None);
+        assert_eq!(parse_retry_after_ms("1.2.3"), None);
+        assert_eq!(parse_retry_after_ms("99999999999999999999999"), Some(u64::MAX));
     }
 
     #[test]

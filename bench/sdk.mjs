@@ -1,0 +1,185 @@
+// The browser SDK's speed, in one run (make bench-sdk, after make build-client):
+//
+// 1. fingerprint(method, url, body) of a 32 KB chat body: the SDK's export
+//    (the core's canonicaliser and SHA-256, in wasm) against plain
+//    JavaScript (an RFC 8785 canonicaliser over JSON.parse, then
+//    crypto.subtle.digest("SHA-256") of the same framed message), in Node and
+//    in headless Chromium. Both must give the same hex, or the run fails.
+// 2. oj.fetch's own cost per 32 KB call (fetch answered at once, storage in
+//    memory): fingerprint, record, one attempt, delivery.
+// 3. Start-up in headless Chromium: from the start of `import("onejob")` to
+//    the first request reaching fetch, a fresh browser context per run (no
+//    caches), 10 runs, the wasm served as application/wasm.
+//
+//   node bench/sdk.mjs [iterations=300]
+import { webcrypto } from "node:crypto";
+import { readFileSync } from "node:fs";
+import http from "node:http";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { launchChromium } from "../tests/support/browser.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const pkg = path.join(root, "crates/client/pkg");
+const iterations = Number(process.argv[2] ?? 300);
+
+/** The benchmark itself, run in Node and (as source) in the page. */
+async function measure({ fingerprint, OneJob }, iterations, subtle) {
+  // A 32 KB chat body: a conversation with some non-ASCII text and numbers.
+  const words = "the quick brown fox jumps over the lazy dog — façade naïve 日本語 ".split(" ");
+  const messages = [];
+  let size = 0;
+  for (let i = 0; size < 32 * 1024 - 400; i++) {
+    const content = Array.from({ length: 60 }, (_, j) => words[(i * 7 + j) % words.length]).join(" ");
+    messages.push({ role: i % 2 ? "assistant" : "user", content, name: `turn-${i}` });
+    size = new TextEncoder().encode(JSON.stringify({ model: "gpt-4o-mini", temperature: 0.7, top_p: 0.95, max_tokens: 512, messages })).length;
+  }
+  const body = JSON.stringify({ model: "gpt-4o-mini", temperature: 0.7, top_p: 0.95, max_tokens: 512, messages });
+  const url = "https://gw.example/v1/chat/completions";
+
+  // RFC 8785 in JavaScript: JSON.stringify writes numbers and strings exactly
+  // as JCS wants; members sorted by UTF-16 code units (JS's default order).
+  const canonicalize = (v) =>
+    v === null || typeof v !== "object"
+      ? JSON.stringify(v)
+      : Array.isArray(v)
+        ? `[${v.map(canonicalize).join(",")}]`
+        : `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonicalize(v[k])}`).join(",")}}`;
+  const encoder = new TextEncoder();
+  const frame = (parts) => {
+    const bytes = parts.map((p) => (typeof p === "string" ? encoder.encode(p) : p));
+    const out = new Uint8Array(bytes.reduce((n, b) => n + 8 + b.length, 0));
+    const view = new DataView(out.buffer);
+    let at = 0;
+    for (const b of bytes) {
+      view.setBigUint64(at, BigInt(b.length));
+      out.set(b, at + 8);
+      at += 8 + b.length;
+    }
+    return out;
+  };
+  const jsFingerprint = async (method, url, body) => {
+    const target = new URL(url).pathname + new URL(url).search;
+    const message = frame(["onejob/fingerprint/v1", method.toUpperCase(), target, "json", canonicalize(JSON.parse(body))]);
+    const digest = new Uint8Array(await subtle.digest("SHA-256", message));
+    return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  };
+
+  const sdk = fingerprint("POST", url, body);
+  const js = await jsFingerprint("POST", url, body);
+  if (sdk !== js) throw new Error(`fingerprints differ: sdk ${sdk}, js ${js}`);
+
+  // Per-call time of each contender: batches alternate between them (so
+  // both see the same machine), the first two of each warm the engines up
+  // (wasm and JS tier up alike), the median of the next seven counts.
+  const batch = async (fn) => {
+    const start = performance.now();
+    for (let i = 0; i < iterations; i++) await fn();
+    return (performance.now() - start) / iterations;
+  };
+  const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
+  const perCall = async (fn) => {
+    const times = [];
+    for (let b = 0; b < 9; b++) times.push(await batch(fn));
+    return median(times.slice(2));
+  };
+  const sdkTimes = [];
+  const jsTimes = [];
+  for (let b = 0; b < 9; b++) {
+    sdkTimes.push(await batch(() => fingerprint("POST", url, body)));
+    jsTimes.push(await batch(() => jsFingerprint("POST", url, body)));
+  }
+  const result = {
+    bodyBytes: encoder.encode(body).length,
+    sdkMs: median(sdkTimes.slice(2)),
+    jsMs: median(jsTimes.slice(2)),
+  };
+
+  // oj.fetch's own cost: fetch answers at once; each call is a new intent.
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = async () => new Response("{}", { status: 200, headers: { "content-type": "application/json" } });
+  try {
+    const oj = new OneJob({ endpoint: "https://gw.example", storage: "memory" });
+    let n = 0;
+    result.fetchMs = await perCall(async () => {
+      const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body: body.replace("turn-0", `turn-${n++}`) });
+      await res.text();
+    });
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+  return result;
+}
+
+const show = (where, r) =>
+  console.log(
+    `sdk-bench: ${where.padEnd(8)} fingerprint of ${r.bodyBytes} B: SDK ${r.sdkMs.toFixed(3)} ms, JS (canonicalize + subtle.digest) ${r.jsMs.toFixed(3)} ms` +
+      ` (SDK/JS ${(r.sdkMs / r.jsMs).toFixed(2)}); oj.fetch own cost ${r.fetchMs.toFixed(3)} ms per call`,
+  );
+
+// Node.
+const node = await import(path.join(pkg, "node.js"));
+show("Node", await measure(node, iterations, webcrypto.subtle));
+
+// Chromium: the package served as files, application/wasm for the wasm.
+const server = http.createServer((req, res) => {
+  const name = new URL(req.url, "http://x").pathname;
+  if (name === "/") return res.writeHead(200, { "Content-Type": "text/html" }).end("<!doctype html><title>bench</title>");
+  if (name === "/api") return res.writeHead(200, { "Content-Type": "application/json", "Access-Control-Allow-Origin": "*" }).end("{}");
+  try {
+    const file = readFileSync(path.join(pkg, path.basename(name)));
+    const type = name.endsWith(".wasm") ? "application/wasm" : "text/javascript";
+    res.writeHead(200, { "Content-Type": type, "Cache-Control": "no-store" }).end(file);
+  } catch {
+    res.writeHead(404).end();
+  }
+});
+await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+const origin = `http://127.0.0.1:${server.address().port}`;
+const browser = await launchChromium();
+try {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(`${origin}/`);
+  const result = await page.evaluate(
+    async ({ source, iterations }) => {
+      const sdk = await import("/index.js");
+      const measure = new Function(`return (${source})`)();
+      return measure(sdk, iterations, crypto.subtle);
+    },
+    { source: measure.toString(), iterations },
+  );
+  show("Chromium", result);
+  await context.close();
+
+  // Start-up: import to the first request, fresh context each run.
+  const runs = [];
+  for (let i = 0; i < 10; i++) {
+    const fresh = await browser.newContext();
+    const page = await fresh.newPage();
+    await page.goto(`${origin}/`);
+    runs.push(
+      await page.evaluate(async (origin) => {
+        let first;
+        const realFetch = globalThis.fetch;
+        globalThis.fetch = (...args) => {
+          first ??= performance.now();
+          return realFetch(...args);
+        };
+        const start = performance.now();
+        const { OneJob } = await import("/index.js");
+        const oj = new OneJob({ endpoint: origin, storage: "memory" });
+        const res = await oj.fetch("/api", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+        if (res.status !== 200) throw new Error(`status ${res.status}`);
+        return first - start;
+      }, origin),
+    );
+    await fresh.close();
+  }
+  runs.sort((a, b) => a - b);
+  console.log(`sdk-bench: Chromium start-up, import to first request: median ${((runs[4] + runs[5]) / 2).toFixed(1)} ms (10 fresh contexts; min ${runs[0].toFixed(1)}, max ${runs[9].toFixed(1)})`);
+} finally {
+  await browser.close();
+  server.close();
+}
