@@ -564,6 +564,8 @@ fn write_value(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Res
 
 /// A parsed string: one that had no escapes is its own canonical form (JSON
 /// forbids raw `"`, `\` and controls, the only characters JCS escapes).
+// The Cow's variant matters: a borrowed string had no escapes and is written as it is.
+#[allow(clippy::ptr_arg)]
 fn write_json_string(s: &Cow<'_, str>, out: &mut String) {
     match s {
         Cow::Borrowed(raw) => {
@@ -869,9 +871,9 @@ mod tests {
                 None
             }
             fn write(&self, literal: &str, out: &mut String) -> bool {
-                out.push_str("<");
+                out.push('<');
                 out.push_str(literal);
-                out.push_str(">");
+                out.push('>');
                 literal != "1e999"
             }
         }

@@ -427,9 +427,10 @@ impl Effect {
             }
             Outcome::Transient { .. } | Outcome::Permanent { .. } => self.state = EffectState::Dead,
             Outcome::Unknown { .. } => {
-                // Ask the destination after a short while (the write may
-                // still land), never send again blindly.
-                self.not_before_ms = now_ms + retry.delay_ms(0, rng);
+                // Ask the destination only after the longest retry wait
+                // (a request that timed out may still be landing there),
+                // never send again blindly.
+                self.not_before_ms = now_ms + retry.cap_ms + retry.delay_ms(0, rng);
             }
         }
         self.bump();
@@ -536,12 +537,15 @@ pub fn fingerprint_of(payload: &Value) -> String {
 }
 
 /// How a webhook receiver's status is judged: 2xx done; 408, 429 and 5xx
-/// transient; any other 4xx permanent (it would refuse again).
+/// transient; 409 (the key is being processed) unknown; any other 4xx
+/// permanent (it would refuse again).
 pub fn outcome_of_status(status: u16, body: Value) -> Outcome {
     let detail = || format!("the receiver answered {status}");
     match status {
         200..=299 => Outcome::Done(serde_json::json!({ "status": status, "body": body })),
         408 | 429 | 500..=599 => Outcome::Transient { status: Some(status), detail: detail() },
+        // A receiver's "this key is being processed": it may well arrive.
+        409 => Outcome::Unknown { detail: detail() },
         _ => Outcome::Permanent { status: Some(status), detail: detail() },
     }
 }

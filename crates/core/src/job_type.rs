@@ -114,8 +114,9 @@ struct EffectDefinition {
     payload: Option<Value>,
 }
 
-/// How long an approval may wait by default: one day.
-pub const DEFAULT_APPROVAL_TTL_MS: u64 = 86_400_000;
+/// How long an approval may wait by default: twelve hours (a deployment
+/// refuses approvals longer than half its retention: the job must outlive them).
+pub const DEFAULT_APPROVAL_TTL_MS: u64 = 43_200_000;
 
 impl JobTypes {
     /// Reads `{"name": {definition}, …}`.
@@ -255,6 +256,11 @@ impl JobType {
         }
         self.output.check(response_body)?;
         contract::assistant_json(response_body).ok_or_else(|| Violation("the answer's content is not JSON".into()))
+    }
+
+    /// The longest any of its effects waits for an approval.
+    pub fn longest_approval_ms(&self) -> u64 {
+        self.effects.iter().filter(|e| e.approve).map(|e| e.approval_ttl_ms).max().unwrap_or(0)
     }
 
     /// The output schema, as written.
@@ -423,12 +429,14 @@ fn is_identifier(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
-/// A name that can go into SQL as it is (tables and columns are never
-/// taken from a request, but a definition must not smuggle SQL either).
+/// A name that can go into SQL (quoted) as it is: tables and columns are
+/// never taken from a request, but a definition must not smuggle SQL
+/// either, nor start with SQLite's own `sqlite_`.
 pub fn is_sql_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !name.starts_with("sqlite_")
 }
 
 #[cfg(test)]

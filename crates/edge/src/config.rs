@@ -172,6 +172,16 @@ fn parse(env: &Env) -> Result<Config, String> {
         }
     };
     let job_types = job_types(&var, &secret)?;
+    // An approval must end well before its job is deleted (the job's
+    // retention runs from its creation, the approval from its answer).
+    let retention_ms = settings.policy.retention_ms();
+    if let Some(job_type) = job_types.iter().find(|t| t.longest_approval_ms() > retention_ms / 2) {
+        return Err(format!(
+            "job type {}: an approval_ttl_ms is longer than half of RETENTION_SECONDS ({} s)",
+            job_type.name,
+            retention_ms / 1000
+        ));
+    }
     let effect_hang_after = var("EFFECT_HANG_AFTER").filter(|v| !v.trim().is_empty());
     Ok(Config {
         job_types,

@@ -73,9 +73,9 @@ pub async fn ask(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str) ->
 async fn table_ready(db: &D1Database, table: &str, effect: &Effect) -> worker::Result<()> {
     // Tables and columns come from the job type, checked as SQL names when
     // it was read (onejob_core::job_type::is_sql_name); never from a request.
-    let columns: String = payload_columns(effect).iter().map(|c| format!(", {c}")).collect();
+    let columns: String = payload_columns(effect).iter().map(|c| format!(", \"{c}\"")).collect();
     let create = format!(
-        "CREATE TABLE IF NOT EXISTS {table} (source TEXT NOT NULL, delivery_id TEXT NOT NULL, \
+        "CREATE TABLE IF NOT EXISTS \"{table}\" (source TEXT NOT NULL, delivery_id TEXT NOT NULL, \
          fingerprint TEXT NOT NULL, written_ms INTEGER NOT NULL{columns}, PRIMARY KEY (source, delivery_id))"
     );
     db.exec(&create.replace('\n', " ")).await.map(|_| ())
@@ -97,10 +97,11 @@ async fn insert_row(
     let db = env.d1(database)?;
     table_ready(&db, table, effect).await?;
     let columns = payload_columns(effect);
-    let names: String = columns.iter().map(|c| format!(", {c}")).collect();
+    // Names are quoted: a column may be called `from` or `order`.
+    let names: String = columns.iter().map(|c| format!(", \"{c}\"")).collect();
     let marks: String = (0..columns.len()).map(|i| format!(", ?{}", i + 5)).collect();
     let sql = format!(
-        "INSERT INTO {table} (source, delivery_id, fingerprint, written_ms{names}) VALUES (?1, ?2, ?3, ?4{marks}) \
+        "INSERT INTO \"{table}\" (source, delivery_id, fingerprint, written_ms{names}) VALUES (?1, ?2, ?3, ?4{marks}) \
          ON CONFLICT (source, delivery_id) DO NOTHING RETURNING *"
     );
     let mut args: Vec<JsValue> = vec![
@@ -118,7 +119,7 @@ async fn find_row(env: &Env, database: &str, table: &str, effect: &Effect, sourc
     let found = async {
         let db = env.d1(database)?;
         table_ready(&db, table, effect).await?;
-        let sql = format!("SELECT * FROM {table} WHERE source = ?1 AND delivery_id = ?2");
+        let sql = format!("SELECT * FROM \"{table}\" WHERE source = ?1 AND delivery_id = ?2");
         db.prepare(&sql).bind(&[source.into(), effect.delivery_id.as_str().into()])?.first::<Value>(None).await
     };
     match found.await {
@@ -166,10 +167,7 @@ async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Valu
     };
     let timeout = Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS));
     match select(Box::pin(sent), timeout).await {
-        Either::Left((Ok((status, text)), _)) => {
-            let body = serde_json::from_str(&text).unwrap_or(Value::String(text.chars().take(2_000).collect()));
-            outcome_of_status(status, body)
-        }
+        Either::Left((Ok((status, text)), _)) => outcome_of_status(status, bounded_receipt(text)),
         // The request may have arrived: the receipt (or an operator) tells.
         Either::Left((Err(error), _)) => {
             Outcome::Unknown { detail: format!("the receiver could not be reached: {error}") }
@@ -191,9 +189,7 @@ async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
         Ok::<_, worker::Error>((status, text))
     };
     match select(Box::pin(asked), Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS))).await {
-        Either::Left((Ok((200..=299, text)), _)) => {
-            Found::Same(serde_json::from_str(&text).unwrap_or(Value::String(text)))
-        }
+        Either::Left((Ok((200..=299, text)), _)) => Found::Same(bounded_receipt(text)),
         Either::Left((Ok((404 | 410, _)), _)) => Found::Absent,
         Either::Left((Ok((status, _)), _)) => {
             Found::CouldNotAsk { detail: format!("the receipt URL answered {status}") }
@@ -201,6 +197,20 @@ async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
         Either::Left((Err(error), _)) => Found::CouldNotAsk { detail: error.to_string() },
         Either::Right(_) => Found::CouldNotAsk { detail: "the receipt URL did not answer".into() },
     }
+}
+
+/// How much of a receiver's answer an effect keeps as its receipt.
+const MAX_RECEIPT_BYTES: usize = 4_096;
+
+/// A receiver's answer as a receipt: its JSON, or (too long, or not JSON)
+/// the start of its text.
+fn bounded_receipt(text: String) -> Value {
+    if text.len() <= MAX_RECEIPT_BYTES
+        && let Ok(json) = serde_json::from_str(&text)
+    {
+        return json;
+    }
+    Value::String(text.chars().take(MAX_RECEIPT_BYTES / 2).collect())
 }
 
 /// Escapes everything but unreserved characters (a delivery id holds `:`).

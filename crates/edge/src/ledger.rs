@@ -149,7 +149,10 @@ impl DurableObject for Ledger {
         match job {
             // Expired, or streaming, while an attempt still runs here: look
             // again soon (the stream's watchdog).
-            Some(job) if (job.is_expired(now) || job.is_streaming()) && self.driving.get() => {
+            Some(job)
+                if (job.is_expired(now) || job.is_streaming())
+                    && (self.driving.get() || self.effects_running.get()) =>
+            {
                 alarms::set(&self.state, alarms::watchdog()).await?;
             }
             Some(mut job) if !job.is_expired(now) => {
@@ -764,6 +767,10 @@ impl Ledger {
                     store.clear_dead_lettered()?;
                     if job.is_background() && job.state() == JobState::Failed {
                         self.enqueue(config, &job).await?;
+                    }
+                    // Resolved with an answer: a job type's effects follow it.
+                    if !self.plan_effects(config)?.is_empty() {
+                        self.run_effects(config).await?;
                     }
                 }
                 let view = JobView::new(self.parse_key(&request.key)?, &job);

@@ -82,6 +82,7 @@ async fn database(env: &Env) -> Result<D1Database> {
                     job_key TEXT NOT NULL,
                     user TEXT NOT NULL,
                     claimed_ms INTEGER NOT NULL,
+                    answered_ms INTEGER,
                     PRIMARY KEY (tenant, job_type, subject)
                 )",
             ),
@@ -520,10 +521,25 @@ pub async fn remember_request(env: &Env, id: &str, response: &str) -> Result<()>
     Ok(())
 }
 
+/// Who holds a job type's subject: the job's key and user.
+pub struct SubjectHolder {
+    pub key: String,
+    pub user: String,
+}
+
+#[derive(Deserialize)]
+struct SubjectRow {
+    job_key: String,
+    user: String,
+    answered_ms: Option<f64>,
+}
+
 /// A job type's subject (its `once_per` value) for a new job: `None` if
-/// the job `key` may have it (it is free, or already this job's), else the
-/// key of the job that holds it. One row per (tenant, type, subject): D1
-/// serialises the two statements of every claimant.
+/// the job (`key` of `user`) may have it — it is free, or held by this very
+/// job before it got an answer (a retry after a crash) — else who holds it
+/// (another job, or this key's answered job, which expired). One row per
+/// (tenant, type, subject): D1 serialises the two statements of every
+/// claimant.
 pub async fn claim_subject(
     env: &Env,
     tenant: &str,
@@ -531,7 +547,7 @@ pub async fn claim_subject(
     job_type: &str,
     subject: &str,
     key: &str,
-) -> Result<Option<String>> {
+) -> Result<Option<SubjectHolder>> {
     let db = database(env).await?;
     db.prepare(
         "INSERT INTO subjects (tenant, job_type, subject, job_key, user, claimed_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -548,19 +564,60 @@ pub async fn claim_subject(
     .run()
     .await?;
     let holder = db
-        .prepare("SELECT job_key FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3")
+        .prepare("SELECT job_key, user, answered_ms FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3")
         .bind(&[tenant.into(), job_type.into(), subject.into()])?
-        .first::<String>(Some("job_key"))
+        .first::<SubjectRow>(None)
         .await?;
-    Ok(holder.filter(|holder| holder != key))
+    let user = user.unwrap_or("");
+    Ok(holder
+        .filter(|row| row.job_key != key || row.user != user || row.answered_ms.is_some())
+        .map(|row| SubjectHolder { key: row.job_key, user: row.user }))
 }
 
-/// Frees a subject whose job ended without an answer (a new intent may try).
-pub async fn release_subject(env: &Env, tenant: &str, job_type: &str, subject: &str, key: &str) -> Result<()> {
+/// The subject's job got its answer: the subject is taken for good.
+pub async fn subject_answered(
+    env: &Env,
+    tenant: &str,
+    user: Option<&str>,
+    job_type: &str,
+    subject: &str,
+    key: &str,
+) -> Result<()> {
     let db = database(env).await?;
-    db.prepare("DELETE FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4")
-        .bind(&[tenant.into(), job_type.into(), subject.into(), key.into()])?
-        .run()
-        .await?;
+    db.prepare(
+        "UPDATE subjects SET answered_ms = ?6
+         WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
+    )
+    .bind(&[
+        tenant.into(),
+        job_type.into(),
+        subject.into(),
+        key.into(),
+        user.unwrap_or("").into(),
+        JsValue::from(now_ms() as f64),
+    ])?
+    .run()
+    .await?;
+    Ok(())
+}
+
+/// Frees a subject whose job ended without an answer (a new intent may
+/// try); an answered subject is never freed.
+pub async fn release_subject(
+    env: &Env,
+    tenant: &str,
+    user: Option<&str>,
+    job_type: &str,
+    subject: &str,
+    key: &str,
+) -> Result<()> {
+    let db = database(env).await?;
+    db.prepare(
+        "DELETE FROM subjects
+         WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
+    )
+    .bind(&[tenant.into(), job_type.into(), subject.into(), key.into(), user.unwrap_or("").into()])?
+    .run()
+    .await?;
     Ok(())
 }

@@ -83,6 +83,7 @@ fn a_4xx_is_permanent_but_408_and_429_are_not() {
     assert!(matches!(outcome_of_status(422, json!(null)), Outcome::Permanent { .. }));
     assert!(matches!(outcome_of_status(408, json!(null)), Outcome::Transient { .. }));
     assert!(matches!(outcome_of_status(429, json!(null)), Outcome::Transient { .. }));
+    assert!(matches!(outcome_of_status(409, json!(null)), Outcome::Unknown { .. }), "in progress at the receiver");
     let mut rng = SplitMix64::new(1);
     let mut effect = planned(false);
     let attempt = effect.claim(100).unwrap();
@@ -126,6 +127,7 @@ fn an_unknown_attempt_is_reconciled_after_a_wait() {
     let attempt = effect.claim(100).unwrap();
     effect.finish(attempt, Outcome::Unknown { detail: "timeout".into() }, RETRY, 100, &mut rng);
     assert_eq!(effect.state, EffectState::Claimed);
+    assert!(effect.not_before_ms >= 100 + RETRY.cap_ms, "not asked before the longest retry wait");
     assert_eq!(effect.step(effect.not_before_ms), Step::Reconcile);
 }
 

@@ -33,6 +33,10 @@ use crate::stored;
 /// effects; a later one is left to the alarm.
 const INLINE_WAIT_MS: u64 = 1_500;
 
+/// How long one run of the effects may go on (retries and checks that keep
+/// failing are then left to the alarm, and the request is answered).
+const INLINE_BUDGET_MS: u64 = 15_000;
+
 /// While effects run, the alarm is kept this close: if the runtime dies
 /// mid-effect, the alarm after the restart reconciles what was claimed.
 const CLAIM_WATCH_MS: u64 = 5_000;
@@ -51,18 +55,17 @@ impl Ledger {
         let user = submission.user.as_deref();
         match ops::claim_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await {
             Ok(None) => None,
-            Ok(Some(holder)) => Some(
-                Problem::new(
+            Ok(Some(holder)) => {
+                let field = job_type.once_per.as_deref().unwrap_or("subject");
+                let problem = Problem::new(
                     ProblemType::AlreadyRun,
-                    format!(
-                        "{} {subject:?} already has a {} job (key {holder}); its result is replayed under that key",
-                        job_type.once_per.as_deref().unwrap_or("subject"),
-                        run.job_type
-                    ),
+                    format!("{field} {subject:?} already has a {} job; it is not run again", run.job_type),
                 )
-                .with_key(&submission.key)
-                .with_job_key(&holder),
-            ),
+                .with_key(&submission.key);
+                // The holder's key only to its own user (another user's key
+                // names a job this caller cannot read).
+                Some(if holder.user == user.unwrap_or("") { problem.with_job_key(&holder.key) } else { problem })
+            }
             // Not knowing whether the subject is taken, run nothing: the
             // caller retries with the same key.
             Err(error) => {
@@ -88,8 +91,9 @@ impl Ledger {
         let Some(run) = &submission.run else { return };
         // The subject is only ever claimed when the type names one.
         let Some(subject) = self.subject_of_stored(&submission) else { return };
+        let user = submission.user.as_deref();
         if let Err(error) =
-            ops::release_subject(&self.env, &submission.tenant, &run.job_type, &subject, &submission.key).await
+            ops::release_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await
         {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
@@ -106,15 +110,20 @@ impl Ledger {
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: &JobResult) {
         let Some(run) = &submission.run else { return };
         let outcome = async {
+            let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
+            let user = submission.user.as_deref();
             if result.state == JobState::Completed && (200..300).contains(&result.status) {
+                if let Some(subject) = &subject {
+                    ops::subject_answered(&self.env, &submission.tenant, user, &run.job_type, subject, &submission.key)
+                        .await?;
+                }
                 self.plan_effects(config)?;
                 self.run_effects(config).await
             } else {
                 if result.state.is_terminal()
-                    && let Some(job_type) = config.job_types.get(&run.job_type)
-                    && let Some(subject) = job_type.subject_of(&run.input)
+                    && let Some(subject) = &subject
                 {
-                    ops::release_subject(&self.env, &submission.tenant, &run.job_type, &subject, &submission.key)
+                    ops::release_subject(&self.env, &submission.tenant, user, &run.job_type, subject, &submission.key)
                         .await?;
                 }
                 Ok(())
@@ -222,6 +231,7 @@ impl Ledger {
             return Ok(());
         };
         let source = format!("onejob:{}", job_type.name);
+        let started = now_ms();
         loop {
             let now = now_ms();
             let mut acted = false;
@@ -274,6 +284,9 @@ impl Ledger {
                     Step::WaitUntil(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
                     Step::Nothing => {}
                 }
+            }
+            if now_ms().saturating_sub(started) > INLINE_BUDGET_MS {
+                return Ok(()); // the alarm goes on
             }
             if acted {
                 continue;
@@ -444,11 +457,13 @@ impl Ledger {
     }
 
     /// Replaying a run job whose answer is in resends only its effects that
-    /// did not happen (dead or unknown). `None`: there is none.
+    /// failed for good (dead). `None`: there is none.
     pub(super) async fn replay_effects(&self, config: &Config, request: &OperatorRequest) -> Result<Option<Response>> {
         let store = self.store();
         let effects = store.load_effects()?;
-        if !effects.iter().any(|e| matches!(e.state, EffectState::Dead | EffectState::Unknown)) {
+        // Only dead effects: an unknown one may have arrived, so only an
+        // operator who checked resends it (one effect at a time).
+        if !effects.iter().any(|e| e.state == EffectState::Dead) {
             return Ok(None);
         }
         let now = now_ms();
@@ -456,9 +471,7 @@ impl Ledger {
         for mut effect in effects {
             let retry = self.retry_of(config, &effect);
             let read = effect.version;
-            if matches!(effect.state, EffectState::Dead | EffectState::Unknown)
-                && effect.resend(&request.by, retry, now) == Ok(true)
-            {
+            if effect.state == EffectState::Dead && effect.resend(&request.by, retry, now) == Ok(true) {
                 store.update_effect(read, &effect)?;
                 resent.push(effect.name.clone());
             }
