@@ -625,3 +625,33 @@ describe("job types with effects: a streamed answer", () => {
     assert.equal(sentFor(stack, ticket).length, 1, "still one email");
   });
 });
+
+describe("job types with effects: the subject gate across users", () => {
+  let stack;
+  before(async () => {
+    stack = await startStack({ mail: true });
+    stack.llm.scriptAll(TRIAGED);
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("10. two users, the same key and ticket: one job, one row, one email; the other user gets 409 without the first user's key", async () => {
+    const { mintToken, DEV_TOKEN_SECRET } = await import("../support/keys.mjs");
+    const now = Math.floor(Date.now() / 1000);
+    const tokenOf = (sub) => mintToken({ tenant: "dev", sub, iat: now, exp: now + 600 }, DEV_TOKEN_SECRET);
+    const key = newKey();
+    const ticket = newTicket();
+    const input = triageInput(ticket);
+    const alice = await stack.run("triage", key, input, { token: tokenOf("alice") });
+    assert.equal(alice.status, 200, alice.text);
+    const bob = await stack.run("triage", key, input, { token: tokenOf("bob") });
+    const refused = assertProblem(bob, 409, "already-run");
+    assert.equal(refused.job_key, undefined, "another user's key is not shown");
+    const again = await stack.run("triage", newKey(), input, { token: tokenOf("alice") });
+    assert.equal(assertProblem(again, 409, "already-run").job_key, key, "the holder's own user sees its key");
+    await sleep(SETTLE_MS);
+    assert.equal((await stack.tickets(ticket)).length, 1);
+    assert.equal(sentFor(stack, ticket).length, 1);
+  });
+});
