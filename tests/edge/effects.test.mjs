@@ -579,8 +579,10 @@ describe("job types with effects: the mail API keeps failing", () => {
 describe("job types with effects: a streamed answer", () => {
   let stack;
   before(async () => {
-    // The demo provider streams its JSON triage word by word.
-    stack = await startStack({ upstream: "demo", mail: true });
+    // The demo provider streams its JSON triage word by word; `triage_team`
+    // also wants a `team`, which the demo never answers.
+    const triage_team = triageType({ output: { required: ["category", "priority", "summary", "team"] } });
+    stack = await startStack({ upstream: "demo", mail: true, vars: { JOB_TYPES: JSON.stringify({ triage_team }) } });
   });
   after(async () => {
     await stack?.stop();
@@ -623,6 +625,36 @@ describe("job types with effects: a streamed answer", () => {
     await sleep(SETTLE_MS);
     assert.equal((await stack.tickets(ticket)).length, 1);
     assert.equal(sentFor(stack, ticket).length, 1, "still one email");
+  });
+
+  test("11. a streamed answer outside the type's contract: shown as it came, but no effect runs; a dead letter of class contract; its ticket is free again", async () => {
+    const key = newKey();
+    const ticket = newTicket();
+    const input = triageInput(ticket);
+    const streamed = { Accept: "text/event-stream" };
+    const first = await stack.run("triage_team", key, input, { headers: streamed });
+    assert.equal(first.status, 200, first.text);
+    const letters = await waitFor(
+      "the contract dead letter",
+      async () => {
+        const answer = await stack.admin(DEAD_LETTERS);
+        const entry = answer.body?.entries?.find((e) => e.key === key);
+        return { ok: Boolean(entry), value: entry };
+      },
+      15_000,
+      250,
+    );
+    assert.equal(letters.error_class, "contract");
+    assert.match(letters.detail, /output contract/);
+    const job = (await stack.getJob(key)).body;
+    assert.equal(job.state, "completed");
+    assert.deepEqual(job.effects ?? [], [], "no effect planned");
+    await sleep(SETTLE_MS);
+    assert.equal((await stack.tickets(ticket)).length, 0, "nothing written");
+    assert.equal(postsFor(stack, ticket).length, 0, "nothing sent");
+    // The subject was freed: a new intent for the ticket runs (and streams) again.
+    const retry = await stack.run("triage_team", newKey(), input, { headers: streamed });
+    assert.equal(retry.status, 200, retry.text);
   });
 });
 

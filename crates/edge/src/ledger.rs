@@ -708,6 +708,13 @@ impl Ledger {
         if !job.is_background() {
             return http::problem_of(ProblemType::NotBackground, "only a background job can be replayed");
         }
+        // A dead job of a type run once per subject freed its subject: it
+        // runs again only if no other job took it meanwhile.
+        if job.state() == JobState::Dead
+            && let Some(problem) = self.subject_for_replay(config).await
+        {
+            return http::problem_of(ProblemType::NotReplayable, problem.detail);
+        }
         let read = job.version();
         let grant = job.policy().max_attempts();
         match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {

@@ -105,6 +105,15 @@ impl Ledger {
         config.job_types.get(&run.job_type)?.subject_of(&run.input)
     }
 
+    /// A dead run job's subject, claimed again before an operator replays
+    /// it (`Some`: another job holds it now).
+    pub(super) async fn subject_for_replay(&self, config: &Config) -> Option<Problem> {
+        let (submission, _) = self.store().load_request().ok().flatten()?;
+        let submission: Submission = serde_json::from_str(&submission).ok()?;
+        submission.run.as_ref()?;
+        self.subject_taken(config, &submission).await
+    }
+
     /// After a run job's model part finished (or stopped): an answer plans
     /// the effects and runs those due; an end without one frees the subject.
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: &JobResult) {
@@ -113,6 +122,39 @@ impl Ledger {
             let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
             let user = submission.user.as_deref();
             if result.state == JobState::Completed && (200..300).contains(&result.status) {
+                // A streamed answer is not checked on its way (it was shown
+                // as it came): one outside the contract runs no effect, frees
+                // its subject and is a dead letter of class `contract`.
+                if let Some(violation) = self.broken_answer(config)? {
+                    if let Some(subject) = &subject {
+                        ops::release_subject(
+                            &self.env,
+                            &submission.tenant,
+                            user,
+                            &run.job_type,
+                            subject,
+                            &submission.key,
+                        )
+                        .await?;
+                    }
+                    let facts = DeadFacts {
+                        dead: true,
+                        error_class: "contract".into(),
+                        last_status: Some(result.status),
+                        detail: format!(
+                            "the streamed answer broke the {} job type's output contract: {violation}",
+                            run.job_type
+                        ),
+                        attempts: result.attempt.unwrap_or(1),
+                    };
+                    let message = JobMessage {
+                        tenant: submission.tenant.clone(),
+                        user: submission.user.clone(),
+                        key: submission.key.clone(),
+                    };
+                    ops::record_dead_letter(&self.env, &message, &facts).await?;
+                    return ops::alert_if_due(&self.env, config, "contract").await;
+                }
                 if let Some(subject) = &subject {
                     ops::subject_answered(&self.env, &submission.tenant, user, &run.job_type, subject, &submission.key)
                         .await?;
@@ -155,6 +197,20 @@ impl Ledger {
         };
         self.after_answer(config, &submission, &result).await;
         Response::empty()
+    }
+
+    /// The violation of the stored answer, if it breaks its type's output
+    /// contract (only a streamed one can).
+    fn broken_answer(&self, config: &Config) -> Result<Option<String>> {
+        let store = self.store();
+        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else { return Ok(None) };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some(job_type) = submission.run.and_then(|run| config.job_types.get(&run.job_type)) else {
+            return Ok(None);
+        };
+        let Some(attempt) = job.replayed_attempt() else { return Ok(None) };
+        let Some(response) = store.load_response(attempt.number)? else { return Ok(None) };
+        Ok(job_type.output_of(&response.body).err().map(|v| v.0))
     }
 
     /// Plans the effects of a finished run job, once, from its stored input
@@ -378,7 +434,17 @@ impl Ledger {
     /// When the effects next need a look: the earliest due one, but no
     /// sooner than the watch while they run here (their runner is busy).
     pub(super) fn effects_due(&self) -> Option<u64> {
-        let effects = self.store().load_effects().ok()?;
+        let mut effects = self.store().load_effects().ok()?;
+        // An effect whose definition a deploy removed is never run: it wakes nothing.
+        let store = self.store();
+        let job_type = store
+            .load_request()
+            .ok()
+            .flatten()
+            .and_then(|(submission, _)| serde_json::from_str::<Submission>(&submission).ok())
+            .and_then(|s| s.run)
+            .and_then(|run| crate::config::load(&self.env).ok()?.job_types.get(&run.job_type).cloned());
+        effects.retain(|e| job_type.as_ref().is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
         let due = effect::next_wake_ms(&effects, now_ms())?;
         Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
     }
