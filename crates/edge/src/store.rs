@@ -219,6 +219,15 @@ impl Store {
         Ok(())
     }
 
+    /// The submission a kept request was made with (without its body).
+    pub fn load_submission(&self) -> worker::Result<Option<String>> {
+        match self.first_row("SELECT submission FROM request WHERE id = 1", vec![])?.as_deref() {
+            Some([Value::String(submission)]) => Ok(Some(submission.clone())),
+            Some(_) => Err(unreadable("request")),
+            None => Ok(None),
+        }
+    }
+
     /// A background job's request, if this object keeps one.
     pub fn load_request(&self) -> worker::Result<Option<(String, Vec<u8>)>> {
         let Some(row) = self.first_row("SELECT submission FROM request WHERE id = 1", vec![])? else {

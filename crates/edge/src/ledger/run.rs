@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use onejob_core::effect::{self, Effect, EffectError, EffectState, Step};
 use onejob_core::job::{Job, JobState};
+use onejob_core::job_type::JobType;
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use serde_json::{Value, json};
 use worker::{Delay, Response, Result};
@@ -46,6 +47,21 @@ const CLAIM_WATCH_MS: u64 = 5_000;
 const HANG_MS: u64 = 600_000;
 
 impl Ledger {
+    /// The submission this object's job was made with, if it kept one (a
+    /// job type's job always does: its type and input are in it).
+    fn stored_submission(&self) -> Result<Option<Submission>> {
+        match self.store().load_submission()? {
+            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The job type of this object's job (as the deployment defines it now).
+    fn stored_job_type(&self, config: &Config) -> Option<JobType> {
+        let run = self.stored_submission().ok()??.run?;
+        config.job_types.get(&run.job_type).cloned()
+    }
+
     /// A new job of a type with `once_per`: its subject must be free (or
     /// this job's). `Some` is the refusal.
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
@@ -86,11 +102,13 @@ impl Ledger {
         if job.is_some_and(answered) {
             return;
         }
-        let Ok(Some((submission, _))) = self.store().load_request() else { return };
-        let Ok(submission) = serde_json::from_str::<Submission>(&submission) else { return };
+        let Ok(Some(submission)) = self.stored_submission() else { return };
         let Some(run) = &submission.run else { return };
         // The subject is only ever claimed when the type names one.
-        let Some(subject) = self.subject_of_stored(&submission) else { return };
+        let Ok(config) = crate::config::load(&self.env) else { return };
+        let Some(subject) = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input)) else {
+            return;
+        };
         let user = submission.user.as_deref();
         if let Err(error) =
             ops::release_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await
@@ -99,17 +117,10 @@ impl Ledger {
         }
     }
 
-    fn subject_of_stored(&self, submission: &Submission) -> Option<String> {
-        let run = submission.run.as_ref()?;
-        let config = crate::config::load(&self.env).ok()?;
-        config.job_types.get(&run.job_type)?.subject_of(&run.input)
-    }
-
     /// A dead run job's subject, claimed again before an operator replays
     /// it (`Some`: another job holds it now).
     pub(super) async fn subject_for_replay(&self, config: &Config) -> Option<Problem> {
-        let (submission, _) = self.store().load_request().ok().flatten()?;
-        let submission: Submission = serde_json::from_str(&submission).ok()?;
+        let submission = self.stored_submission().ok()??;
         submission.run.as_ref()?;
         self.subject_taken(config, &submission).await
     }
@@ -181,11 +192,9 @@ impl Ledger {
     /// plan and run the effects, or free the subject of a stream that ended
     /// without an answer.
     pub(super) async fn after_stream(&self, config: &Config) -> Result<Response> {
-        let store = self.store();
-        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else {
+        let (Some(job), Some(submission)) = (self.store().load_job()?, self.stored_submission()?) else {
             return Response::empty();
         };
-        let submission: Submission = serde_json::from_str(&submission)?;
         let attempt = job.replayed_attempt();
         let result = JobResult {
             status: attempt.and_then(|a| a.status).unwrap_or(0),
@@ -203,11 +212,7 @@ impl Ledger {
     /// contract (only a streamed one can).
     fn broken_answer(&self, config: &Config) -> Result<Option<String>> {
         let store = self.store();
-        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else { return Ok(None) };
-        let submission: Submission = serde_json::from_str(&submission)?;
-        let Some(job_type) = submission.run.and_then(|run| config.job_types.get(&run.job_type)) else {
-            return Ok(None);
-        };
+        let (Some(job), Some(job_type)) = (store.load_job()?, self.stored_job_type(config)) else { return Ok(None) };
         let Some(attempt) = job.replayed_attempt() else { return Ok(None) };
         let Some(response) = store.load_response(attempt.number)? else { return Ok(None) };
         Ok(job_type.output_of(&response.body).err().map(|v| v.0))
@@ -221,10 +226,9 @@ impl Ledger {
         if !planned.is_empty() {
             return Ok(planned);
         }
-        let (Some(job), Some((submission, _))) = (store.load_job()?, store.load_request()?) else {
+        let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else {
             return Ok(Vec::new());
         };
-        let submission: Submission = serde_json::from_str(&submission)?;
         let Some(run) = submission.run.as_ref() else { return Ok(Vec::new()) };
         let Some(job_type) = config.job_types.get(&run.job_type) else {
             worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
@@ -281,8 +285,7 @@ impl Ledger {
 
     async fn run_effects_now(&self, config: &Config) -> Result<()> {
         let store = self.store();
-        let Some((submission, _)) = store.load_request()? else { return Ok(()) };
-        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some(submission) = self.stored_submission()? else { return Ok(()) };
         let Some(job_type) = submission.run.as_ref().and_then(|run| config.job_types.get(&run.job_type)) else {
             return Ok(());
         };
@@ -435,15 +438,12 @@ impl Ledger {
     /// sooner than the watch while they run here (their runner is busy).
     pub(super) fn effects_due(&self) -> Option<u64> {
         let mut effects = self.store().load_effects().ok()?;
+        if effects.is_empty() {
+            return None;
+        }
         // An effect whose definition a deploy removed is never run: it wakes nothing.
-        let store = self.store();
-        let job_type = store
-            .load_request()
-            .ok()
-            .flatten()
-            .and_then(|(submission, _)| serde_json::from_str::<Submission>(&submission).ok())
-            .and_then(|s| s.run)
-            .and_then(|run| crate::config::load(&self.env).ok()?.job_types.get(&run.job_type).cloned());
+        let config = crate::config::load(&self.env).ok()?;
+        let job_type = self.stored_job_type(&config);
         effects.retain(|e| job_type.as_ref().is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
         let due = effect::next_wake_ms(&effects, now_ms())?;
         Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
@@ -547,15 +547,7 @@ impl Ledger {
     }
 
     fn retry_of(&self, config: &Config, effect: &Effect) -> effect::EffectRetry {
-        let store = self.store();
-        let spec = store
-            .load_request()
-            .ok()
-            .flatten()
-            .and_then(|(submission, _)| serde_json::from_str::<Submission>(&submission).ok())
-            .and_then(|s| s.run)
-            .and_then(|run| config.job_types.get(&run.job_type).cloned())
-            .and_then(|t| t.effects.into_iter().find(|s| s.name == effect.name));
+        let spec = self.stored_job_type(config).and_then(|t| t.effects.into_iter().find(|s| s.name == effect.name));
         spec.map_or(effect::EffectRetry::WEBHOOK, |s| s.retry)
     }
 
@@ -563,10 +555,9 @@ impl Ledger {
     fn answer_as_run(&self, config: &Config, job: &Job) -> Result<Response> {
         let store = self.store();
         let job = store.load_job()?.unwrap_or_else(|| job.clone());
-        let Some((submission, _)) = store.load_request()? else {
+        let Some(submission) = self.stored_submission()? else {
             return http::problem_of(ProblemType::JobNotFound, "no job type's job here");
         };
-        let submission: Submission = serde_json::from_str(&submission)?;
         let result = stored::finished_result(&store, &job)?;
         self.run_answer(config, &submission, result, false)
     }
