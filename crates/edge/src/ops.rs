@@ -521,6 +521,30 @@ pub async fn remember_request(env: &Env, id: &str, response: &str) -> Result<()>
     Ok(())
 }
 
+/// One job's hold on a job type's subject (its `once_per` value).
+pub struct SubjectClaim<'a> {
+    pub tenant: &'a str,
+    pub user: Option<&'a str>,
+    pub job_type: &'a str,
+    pub subject: &'a str,
+    /// The job's idempotency key.
+    pub key: &'a str,
+}
+
+impl SubjectClaim<'_> {
+    /// `?1` tenant, `?2` job type, `?3` subject, `?4` key, `?5` user, `?6` now.
+    fn params(&self) -> [JsValue; 6] {
+        [
+            self.tenant.into(),
+            self.job_type.into(),
+            self.subject.into(),
+            self.key.into(),
+            self.user.unwrap_or("").into(),
+            JsValue::from(now_ms() as f64),
+        ]
+    }
+}
+
 /// Who holds a job type's subject: the job's key and user.
 pub struct SubjectHolder {
     pub key: String,
@@ -534,90 +558,57 @@ struct SubjectRow {
     answered_ms: Option<f64>,
 }
 
-/// A job type's subject (its `once_per` value) for a new job: `None` if
-/// the job (`key` of `user`) may have it — it is free, or held by this very
-/// job before it got an answer (a retry after a crash) — else who holds it
-/// (another job, or this key's answered job, which expired). One row per
-/// (tenant, type, subject): D1 serialises the two statements of every
-/// claimant.
-pub async fn claim_subject(
-    env: &Env,
-    tenant: &str,
-    user: Option<&str>,
-    job_type: &str,
-    subject: &str,
-    key: &str,
-) -> Result<Option<SubjectHolder>> {
+/// The subject for a new job: `None` if the job may have it — it is free,
+/// or held by this very job before it got an answer (a retry after a
+/// crash) — else who holds it (another job, or this key's answered job,
+/// which expired). One row per (tenant, type, subject): D1 serialises the
+/// two statements of every claimant.
+pub async fn claim_subject(env: &Env, claim: &SubjectClaim<'_>) -> Result<Option<SubjectHolder>> {
     let db = database(env).await?;
     db.prepare(
         "INSERT INTO subjects (tenant, job_type, subject, job_key, user, claimed_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (tenant, job_type, subject) DO NOTHING",
     )
-    .bind(&[
-        tenant.into(),
-        job_type.into(),
-        subject.into(),
-        key.into(),
-        user.unwrap_or("").into(),
-        JsValue::from(now_ms() as f64),
-    ])?
+    .bind(&claim.params())?
     .run()
     .await?;
     let holder = db
         .prepare("SELECT job_key, user, answered_ms FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3")
-        .bind(&[tenant.into(), job_type.into(), subject.into()])?
+        .bind(&claim.params()[..3])?
         .first::<SubjectRow>(None)
         .await?;
-    let user = user.unwrap_or("");
+    let user = claim.user.unwrap_or("");
     Ok(holder
-        .filter(|row| row.job_key != key || row.user != user || row.answered_ms.is_some())
+        .filter(|row| row.job_key != claim.key || row.user != user || row.answered_ms.is_some())
         .map(|row| SubjectHolder { key: row.job_key, user: row.user }))
 }
 
 /// The subject's job got its answer: the subject is taken for good.
-pub async fn subject_answered(
-    env: &Env,
-    tenant: &str,
-    user: Option<&str>,
-    job_type: &str,
-    subject: &str,
-    key: &str,
-) -> Result<()> {
-    let db = database(env).await?;
-    db.prepare(
-        "UPDATE subjects SET answered_ms = ?6
-         WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
-    )
-    .bind(&[
-        tenant.into(),
-        job_type.into(),
-        subject.into(),
-        key.into(),
-        user.unwrap_or("").into(),
-        JsValue::from(now_ms() as f64),
-    ])?
-    .run()
-    .await?;
+pub async fn subject_answered(env: &Env, claim: &SubjectClaim<'_>) -> Result<()> {
+    database(env)
+        .await?
+        .prepare(
+            "UPDATE subjects SET answered_ms = ?6
+             WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
+        )
+        .bind(&claim.params())?
+        .run()
+        .await?;
     Ok(())
 }
 
 /// Frees a subject whose job ended without an answer (a new intent may
 /// try); an answered subject is never freed.
-pub async fn release_subject(
-    env: &Env,
-    tenant: &str,
-    user: Option<&str>,
-    job_type: &str,
-    subject: &str,
-    key: &str,
-) -> Result<()> {
-    let db = database(env).await?;
-    db.prepare(
-        "DELETE FROM subjects
-         WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
-    )
-    .bind(&[tenant.into(), job_type.into(), subject.into(), key.into(), user.unwrap_or("").into()])?
-    .run()
-    .await?;
+pub async fn release_subject(env: &Env, claim: &SubjectClaim<'_>) -> Result<()> {
+    let params = claim.params();
+    database(env)
+        .await?
+        .prepare(
+            "DELETE FROM subjects
+             WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3 AND job_key = ?4 AND user = ?5 AND answered_ms IS NULL",
+        )
+        .bind(&params[..5])?
+        .run()
+        .await?;
     Ok(())
 }

@@ -69,7 +69,7 @@ impl Ledger {
         let job_type = config.job_types.get(&run.job_type)?;
         let subject = job_type.subject_of(&run.input)?;
         let user = submission.user.as_deref();
-        match ops::claim_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await {
+        match ops::claim_subject(&self.env, &claim_of(submission, &run.job_type, &subject)).await {
             Ok(None) => None,
             Ok(Some(holder)) => {
                 let field = job_type.once_per.as_deref().unwrap_or("subject");
@@ -109,10 +109,7 @@ impl Ledger {
         let Some(subject) = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input)) else {
             return;
         };
-        let user = submission.user.as_deref();
-        if let Err(error) =
-            ops::release_subject(&self.env, &submission.tenant, user, &run.job_type, &subject, &submission.key).await
-        {
+        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &run.job_type, &subject)).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
     }
@@ -131,22 +128,14 @@ impl Ledger {
         let Some(run) = &submission.run else { return };
         let outcome = async {
             let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
-            let user = submission.user.as_deref();
+            let claim = subject.as_deref().map(|subject| claim_of(submission, &run.job_type, subject));
             if result.state == JobState::Completed && (200..300).contains(&result.status) {
                 // A streamed answer is not checked on its way (it was shown
                 // as it came): one outside the contract runs no effect, frees
                 // its subject and is a dead letter of class `contract`.
                 if let Some(violation) = self.broken_answer(config)? {
-                    if let Some(subject) = &subject {
-                        ops::release_subject(
-                            &self.env,
-                            &submission.tenant,
-                            user,
-                            &run.job_type,
-                            subject,
-                            &submission.key,
-                        )
-                        .await?;
+                    if let Some(claim) = &claim {
+                        ops::release_subject(&self.env, claim).await?;
                     }
                     let facts = DeadFacts {
                         dead: true,
@@ -166,18 +155,16 @@ impl Ledger {
                     ops::record_dead_letter(&self.env, &message, &facts).await?;
                     return ops::alert_if_due(&self.env, config, "contract").await;
                 }
-                if let Some(subject) = &subject {
-                    ops::subject_answered(&self.env, &submission.tenant, user, &run.job_type, subject, &submission.key)
-                        .await?;
+                if let Some(claim) = &claim {
+                    ops::subject_answered(&self.env, claim).await?;
                 }
                 self.plan_effects(config)?;
                 self.run_effects(config).await
             } else {
                 if result.state.is_terminal()
-                    && let Some(subject) = &subject
+                    && let Some(claim) = &claim
                 {
-                    ops::release_subject(&self.env, &submission.tenant, user, &run.job_type, subject, &submission.key)
-                        .await?;
+                    ops::release_subject(&self.env, claim).await?;
                 }
                 Ok(())
             }
@@ -560,6 +547,17 @@ impl Ledger {
         };
         let result = stored::finished_result(&store, &job)?;
         self.run_answer(config, &submission, result, false)
+    }
+}
+
+/// The hold of `submission`'s job on `subject` of `job_type`.
+fn claim_of<'a>(submission: &'a Submission, job_type: &'a str, subject: &'a str) -> ops::SubjectClaim<'a> {
+    ops::SubjectClaim {
+        tenant: &submission.tenant,
+        user: submission.user.as_deref(),
+        job_type,
+        subject,
+        key: &submission.key,
     }
 }
 
