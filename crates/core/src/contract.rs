@@ -73,6 +73,11 @@ impl Contract {
     /// Checks a 2xx response body.
     pub fn check(&self, body: &[u8]) -> Result<(), Violation> {
         let content = assistant_json(body).ok_or_else(|| Violation("the answer's content is not JSON".into()))?;
+        self.check_content(&content)
+    }
+
+    /// Checks an answer's content, already read as JSON.
+    pub fn check_content(&self, content: &Value) -> Result<(), Violation> {
         match self {
             Self::RequiredKeys(keys) => {
                 let object = content.as_object().ok_or_else(|| Violation("the content is not a JSON object".into()))?;
@@ -81,7 +86,7 @@ impl Contract {
                     None => Ok(()),
                 }
             }
-            Self::Schema(schema) => violations(schema, &content).into_iter().next().map_or(Ok(()), Err),
+            Self::Schema(schema) => violations(schema, content).into_iter().next().map_or(Ok(()), Err),
         }
     }
 }
@@ -100,7 +105,12 @@ pub fn assistant_json(body: &[u8]) -> Option<Value> {
             .get("text")?
             .as_str()
     };
-    let text = openai.or_else(anthropic)?.trim();
+    content_json(openai.or_else(anthropic)?)
+}
+
+/// An assistant's text as JSON, with an optional Markdown code fence.
+pub fn content_json(text: &str) -> Option<Value> {
+    let text = text.trim();
     let text = match text.strip_prefix("```") {
         Some(fenced) => {
             let body = fenced.trim_start_matches(|c: char| c.is_ascii_alphanumeric());

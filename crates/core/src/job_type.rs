@@ -249,13 +249,14 @@ impl JobType {
     /// The answer's JSON content, if the answer meets the output contract.
     /// A streamed answer (its stored events) is read as its whole text.
     pub fn output_of(&self, response_body: &[u8]) -> Result<Value, Violation> {
-        if crate::sse::is_event_stream(response_body) {
-            let text = crate::sse::assistant_text(response_body);
-            let whole = json!({ "choices": [{ "message": { "role": "assistant", "content": text } }] });
-            return self.output_of(whole.to_string().as_bytes());
-        }
-        self.output.check(response_body)?;
-        contract::assistant_json(response_body).ok_or_else(|| Violation("the answer's content is not JSON".into()))
+        let content = if crate::sse::is_event_stream(response_body) {
+            contract::content_json(&crate::sse::assistant_text(response_body))
+        } else {
+            contract::assistant_json(response_body)
+        };
+        let content = content.ok_or_else(|| Violation("the answer's content is not JSON".into()))?;
+        self.output.check_content(&content)?;
+        Ok(content)
     }
 
     /// The longest any of its effects waits for an approval.
