@@ -124,7 +124,7 @@ impl Ledger {
 
     /// After a run job's model part finished (or stopped): an answer plans
     /// the effects and runs those due; an end without one frees the subject.
-    pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: &JobResult) {
+    pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: Ended) {
         let Some(run) = &submission.run else { return };
         let outcome = async {
             let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
@@ -132,8 +132,11 @@ impl Ledger {
             if result.state == JobState::Completed && (200..300).contains(&result.status) {
                 // A streamed answer is not checked on its way (it was shown
                 // as it came): one outside the contract runs no effect, frees
-                // its subject and is a dead letter of class `contract`.
-                if let Some(violation) = self.broken_answer(config)? {
+                // its subject and is a dead letter of class `contract`. (The
+                // driver checked any other answer before it became the result.)
+                if result.streamed
+                    && let Some(violation) = self.broken_answer(config)?
+                {
                     if let Some(claim) = &claim {
                         ops::release_subject(&self.env, claim).await?;
                     }
@@ -145,7 +148,7 @@ impl Ledger {
                             "the streamed answer broke the {} job type's output contract: {violation}",
                             run.job_type
                         ),
-                        attempts: result.attempt.unwrap_or(1),
+                        attempts: result.attempt,
                     };
                     let message = JobMessage {
                         tenant: submission.tenant.clone(),
@@ -183,15 +186,13 @@ impl Ledger {
             return Response::empty();
         };
         let attempt = job.replayed_attempt();
-        let result = JobResult {
-            status: attempt.and_then(|a| a.status).unwrap_or(0),
-            content_type: String::new(),
-            body: Vec::new(),
+        let ended = Ended {
             state: job.state(),
-            attempt: attempt.map(|a| a.number),
-            retry_after_ms: None,
+            status: attempt.and_then(|a| a.status).unwrap_or(0),
+            attempt: attempt.map_or(1, |a| a.number),
+            streamed: true,
         };
-        self.after_answer(config, &submission, &result).await;
+        self.after_answer(config, &submission, ended).await;
         Response::empty()
     }
 
@@ -547,6 +548,23 @@ impl Ledger {
         };
         let result = stored::finished_result(&store, &job)?;
         self.run_answer(config, &submission, result, false)
+    }
+}
+
+/// How a job type's model part ended, for what follows it.
+pub(super) struct Ended {
+    pub state: JobState,
+    /// The final attempt's status (0: none).
+    pub status: u16,
+    pub attempt: u32,
+    /// The answer streamed (and so was not checked on its way).
+    pub streamed: bool,
+}
+
+impl Ended {
+    /// A result the driver returned (never a stream: those end in their pump).
+    pub fn of(result: &JobResult) -> Self {
+        Self { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
     }
 }
 
