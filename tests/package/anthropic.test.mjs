@@ -11,10 +11,10 @@ import { after, before, describe, test } from "node:test";
 import Anthropic from "@anthropic-ai/sdk";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
-import { launchChromium, screenshot } from "../support/browser.mjs";
+import { screenshot } from "../support/browser.mjs";
 import { startCuttingProxy } from "../support/cutting-proxy.mjs";
 import { DEV_KEY, startStack } from "../support/harness.mjs";
-import { buildPage, makeApp, serveStatic } from "../support/pages.mjs";
+import { buildPage, makeApp, openPage } from "../support/pages.mjs";
 
 const PROVIDER_KEY = "sk-ant-provider-secret";
 const ANSWER = (n) => Array.from({ length: n }, (_, i) => `token${i} `).join("");
@@ -180,18 +180,13 @@ try {
 }
 `,
     );
-    const server = await serveStatic(dist);
-    const browser = await launchChromium();
+    // The first call answers as JSON, the streamed one as SSE.
+    script(["ok", "sse:6:20"]);
+    const calls = claude.allCalls().length;
+    let opened;
     try {
-      const page = await browser.newPage();
-      const failed = [];
-      page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
-      page.on("pageerror", (e) => failed.push(e.message));
-      // The first call answers as JSON, the streamed one as SSE.
-      script(["ok", "sse:6:20"]);
-      const calls = claude.allCalls().length;
-      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);
-      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
+      opened = await openPage(dist, stack.url);
+      const { page, failed } = opened;
       assert.equal(await page.getAttribute("body", "data-result"), "ok", `${await page.textContent("body")}\n${failed.join("\n")}`);
       assert.match(await page.getAttribute("body", "data-created"), /^echo of \d+ bytes$/);
       assert.equal(await page.getAttribute("body", "data-streamed"), ANSWER(6));
@@ -201,8 +196,7 @@ try {
       await screenshot(page, "anthropic-in-browser");
     } finally {
       script([]);
-      await browser.close();
-      server.close();
+      await opened?.close();
     }
   });
 });

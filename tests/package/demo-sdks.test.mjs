@@ -11,9 +11,8 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { generateText, streamText } from "ai";
 
 import { OneJob } from "../../crates/client/pkg/node.js";
-import { launchChromium } from "../support/browser.mjs";
 import { DEV_KEY, startStack } from "../support/harness.mjs";
-import { buildPage, makeApp, serveStatic } from "../support/pages.mjs";
+import { buildPage, makeApp, openPage } from "../support/pages.mjs";
 
 describe("the official SDKs against the demo provider", () => {
   let stack;
@@ -86,21 +85,13 @@ try {
 }
 `,
     );
-    const server = await serveStatic(dist);
-    const browser = await launchChromium();
+    const { page, failed, close } = await openPage(dist, stack.url);
     try {
-      const page = await browser.newPage();
-      const failed = [];
-      page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
-      page.on("pageerror", (e) => failed.push(e.message));
-      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);
-      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
       assert.equal(await page.getAttribute("body", "data-result"), "ok", `${await page.textContent("body")}\n${failed.join("\n")}`);
       assert.match(await page.getAttribute("body", "data-generated"), /^category: billing\n/);
       assert.match(await page.getAttribute("body", "data-streamed"), /^category: account\npriority: normal\nsummary: the login page is broken$/);
     } finally {
-      await browser.close();
-      server.close();
+      await close();
     }
   });
 });

@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { launchChromium, screenshot } from "../support/browser.mjs";
 import { startCuttingProxy } from "../support/cutting-proxy.mjs";
 import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
-import { bin, buildPage, makeApp, run, serveStatic } from "../support/pages.mjs";
+import { bin, buildPage, makeApp, openPage, run, serveStatic } from "../support/pages.mjs";
 
 let app;
 let tarball;
@@ -114,14 +114,10 @@ void [id, patient, inlined, inlineFingerprint];
     const dist = buildOpenAiPage("openai-web", `
   const completion = await openai.chat.completions.create({ model: "gpt-test", messages: [{ role: "user", content: "from the browser" }] });
   document.body.textContent = completion.choices[0].message.content;`);
-    const server = await serveStatic(dist);
-    const browser = await launchChromium();
+    let opened;
     try {
-      const page = await browser.newPage();
-      const failed = [];
-      page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
-      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(stack.url)}`);
-      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
+      opened = await openPage(dist, stack.url);
+      const { page, failed } = opened;
       const text = await page.textContent("body");
       assert.equal(await page.getAttribute("body", "data-result"), "ok", `${text}\n${failed.join("\n")}`);
       assert.match(text, /echo of \d+ bytes/);
@@ -131,8 +127,7 @@ void [id, patient, inlined, inlineFingerprint];
       assert.equal(sent.authorization, undefined, "the tenant key never reaches the provider");
       await screenshot(page, "openai-in-browser");
     } finally {
-      await browser.close();
-      server.close();
+      await opened?.close();
       await stack.stop();
     }
   });

@@ -8,6 +8,12 @@
 //   const server = await serveStatic(dist);
 //   …
 //   server.close(); app.remove();
+//
+// Or, for a page that reports `body[data-result]` when it is done:
+//
+//   const { page, failed, close } = await openPage(dist, stack.url);
+//   …
+//   await close();
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
@@ -15,6 +21,8 @@ import http from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+
+import { launchChromium } from "./browser.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const bin = (name) => path.join(root, "node_modules/.bin", name);
@@ -52,6 +60,33 @@ export function buildPage(app, name, main) {
   writeFileSync(path.join(web, "main.js"), main);
   run(bin("vite"), ["build", "--logLevel", "warn", "--outDir", "dist", "--emptyOutDir"], web);
   return path.join(web, "dist");
+}
+
+/**
+ * Serves `dist` on another origin than the gateway's, opens it in a new
+ * headless Chromium with `?endpoint=<endpoint>` and waits until the page
+ * sets `body[data-result]`. `failed` collects failed requests and page
+ * errors (for assertion messages); `close` stops the browser and the server.
+ */
+export async function openPage(dist, endpoint, { timeout = 30_000 } = {}) {
+  const server = await serveStatic(dist);
+  const browser = await launchChromium();
+  const close = async () => {
+    await browser.close();
+    server.close();
+  };
+  try {
+    const page = await browser.newPage();
+    const failed = [];
+    page.on("requestfailed", (r) => failed.push(`${r.url()} ${r.failure()?.errorText}`));
+    page.on("pageerror", (e) => failed.push(e.message));
+    await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(endpoint)}`);
+    await page.waitForFunction(() => document.body.dataset.result, null, { timeout });
+    return { page, failed, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
 }
 
 /** Serves a built page's files (another origin than the gateway's). */
