@@ -21,6 +21,15 @@ pub fn sign_hex(secret: &[u8], message: &[u8]) -> String {
     digest::encode(&sign(secret, message))
 }
 
+/// The `OneJob-Signature` header of a webhook onejob sends (alerts and
+/// effects): `sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`, the
+/// timestamp being the `OneJob-Timestamp` header (Unix seconds).
+pub fn webhook_signature(secret: &[u8], timestamp_s: u64, body: &[u8]) -> String {
+    let mut message = format!("{timestamp_s}.").into_bytes();
+    message.extend_from_slice(body);
+    format!("sha256={}", sign_hex(secret, &message))
+}
+
 /// Whether `signature` is `message`'s under `secret`, compared in constant time.
 pub fn verify(secret: &[u8], message: &[u8], signature: &[u8]) -> bool {
     let Ok(mut mac) = HmacSha256::new_from_slice(secret) else { return false };
@@ -51,5 +60,12 @@ mod tests {
         assert!(!verify(b"secret", b"body!", &signature));
         assert!(!verify(b"other", b"body", &signature));
         assert!(!verify(b"secret", b"body", &signature[..31]));
+    }
+
+    #[test]
+    fn a_webhook_signature_covers_the_timestamp_and_the_body() {
+        let signature = webhook_signature(b"secret", 1_700_000_000, b"{}");
+        assert_eq!(signature, format!("sha256={}", sign_hex(b"secret", b"1700000000.{}")));
+        assert_ne!(signature, webhook_signature(b"secret", 1_700_000_001, b"{}"));
     }
 }

@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found, Outcome, outcome_of_status};
-use onejob_core::signature;
 use serde_json::Value;
 use wasm_bindgen::JsValue;
-use worker::{D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit};
+use worker::{D1Database, Delay, Env, Fetch};
 
 use crate::clock::now_ms;
 use crate::demo;
@@ -143,24 +142,12 @@ fn sql_value(value: &Value) -> JsValue {
     }
 }
 
-/// POSTs the payload, signed like onejob's alerts: `OneJob-Signature:
+/// POSTs the payload (see [`crate::webhook::signed_post`]): `OneJob-Signature:
 /// sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`.
 async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Value) -> Outcome {
     let body = payload.to_string();
     let sent = async {
-        let headers = Headers::new();
-        headers.set("Content-Type", "application/json")?;
-        headers.set("Idempotency-Key", delivery_id)?;
-        headers.set("OneJob-Delivery", delivery_id)?;
-        if let Some(secret) = secret {
-            let timestamp = (now_ms() / 1000).to_string();
-            let signature = signature::sign_hex(secret.as_bytes(), format!("{timestamp}.{body}").as_bytes());
-            headers.set("OneJob-Timestamp", &timestamp)?;
-            headers.set("OneJob-Signature", &format!("sha256={signature}"))?;
-        }
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_headers(headers).with_body(Some(body.as_str().into()));
-        let mut response = Fetch::Request(Request::new_with_init(url, &init)?).send().await?;
+        let mut response = Fetch::Request(crate::webhook::signed_post(url, secret, delivery_id, &body)?).send().await?;
         let status = response.status_code();
         let text = response.text().await.unwrap_or_default();
         Ok::<_, worker::Error>((status, text))

@@ -41,6 +41,7 @@ mod store;
 mod stored;
 mod stream;
 mod upstream;
+mod webhook;
 
 pub use health::ProviderHealth;
 pub use ledger::Ledger;

@@ -8,10 +8,10 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::{alert, signature};
+use onejob_core::alert;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
-use worker::{D1Database, Delay, Env, Fetch, Headers, Method, Request, RequestInit, Result};
+use worker::{D1Database, Delay, Env, Fetch, Result};
 
 use crate::clock::now_ms;
 use crate::config::{AlertWebhook, Config, binding};
@@ -208,16 +208,8 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
 /// POSTs an alert, signed: `OneJob-Signature: sha256=<hex HMAC-SHA256 of
 /// "<timestamp>.<body>">`, with `OneJob-Timestamp` and `OneJob-Delivery`.
 async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Result<()> {
-    let timestamp = (now_ms() / 1000).to_string();
-    let signature = signature::sign_hex(webhook.secret.as_bytes(), format!("{timestamp}.{body}").as_bytes());
-    let headers = Headers::new();
-    headers.set("Content-Type", "application/json")?;
-    headers.set("OneJob-Delivery", delivery_id)?;
-    headers.set("OneJob-Timestamp", &timestamp)?;
-    headers.set("OneJob-Signature", &format!("sha256={signature}"))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
-    let response = Fetch::Request(Request::new_with_init(&webhook.url, &init)?).send().await?;
+    let request = crate::webhook::signed_post(&webhook.url, Some(&webhook.secret), delivery_id, body)?;
+    let response = Fetch::Request(request).send().await?;
     if (200..300).contains(&response.status_code()) {
         worker::console_log!("onejob: alert {delivery_id} delivered");
         Ok(())
