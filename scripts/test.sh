@@ -47,7 +47,7 @@ run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 run client-node wasm-pack test --node crates/client -- --nocapture
-run client-chrome wasm-pack test --headless --chrome crates/client -- --nocapture
+run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs
 run browser-e2e node --test --test-reporter=spec tests/browser/*.test.mjs
 run package node --test --test-reporter=spec tests/package/*.test.mjs
 

@@ -1,0 +1,462 @@
+// The SDK's own logic, exercised through the package's public API exactly as
+// a user does, against a scripted fetch (stub.mjs). Each scenario runs in
+// Node (node.test.mjs) and in headless Chromium (chrome.test.mjs); the
+// `browserOnly` ones need what only a browser has (`localStorage` across
+// page loads, corrupted entries) and run in Chromium only.
+//
+// Ported one-to-one from the Rust wasm-bindgen tests crates/client/tests/sdk.rs
+// and browser.rs (same scenarios, same assertions, same tolerances).
+//
+//   { name, browserOnly?, run: async ({ OneJob, fingerprint, ready, assert, equal,
+//                                       notEqual, deepEqual, rejects, log }) => … }
+
+import { calls, cancelled, client, coreFingerprint, events, post, script, settle, sleep, warnings, within } from "./stub.mjs";
+
+const FAST = { endpoint: "https://gateway.test", token: "tenant-key", storage: "memory", retry: { baseMs: 1, capMs: 5 } };
+const LOCAL = { endpoint: "https://gateway.test", storage: "local", retry: { maxAttempts: 1 } };
+
+export const scenarios = [
+  {
+    name: "retries with the same key and reports events in order",
+    async run({ equal, deepEqual }) {
+      script([{ status: 503 }, { status: 200 }]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"q":1}');
+      equal(response.status, 200);
+      const sent = calls();
+      equal(sent.length, 2);
+      equal(sent[0].key, sent[1].key);
+      equal(sent[0].key.length, 36, "a UUIDv4");
+      equal(sent[0].authorization, "Bearer tenant-key");
+      deepEqual(events(), ["attempt", "backoff", "attempt", "settled"]);
+    },
+  },
+  {
+    name: "twenty rapid submissions make one request and twenty results",
+    async run({ assert, equal }) {
+      script([{ status: 200, delayMs: 50 }]);
+      const oj = client(FAST);
+      const pending = Array.from({ length: 20 }, () => post(oj, '{"ticket":"8812"}', "triage:8812"));
+      const responses = await Promise.all(pending);
+      equal(calls().length, 1);
+      const bodies = [];
+      for (const response of responses) bodies.push(await response.text());
+      assert(bodies.every((b) => b === bodies[0]), JSON.stringify(bodies));
+      equal(bodies.length, 20);
+    },
+  },
+  {
+    name: "a delivered intent is repeated with a new key",
+    async run({ equal, notEqual }) {
+      script([{ status: 200 }, { status: 200 }]);
+      const oj = client(FAST);
+      await post(oj, '{"q":"same"}');
+      await post(oj, '{ "q" : "same" }');
+      const sent = calls();
+      equal(sent.length, 2);
+      notEqual(sent[0].key, sent[1].key);
+    },
+  },
+  {
+    name: "an intent given up on keeps its key",
+    async run({ equal, deepEqual }) {
+      script([{ status: 503 }, { status: 200 }]);
+      const oj = client({ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 1 } });
+      const first = await post(oj, "{}", "keep");
+      equal(first.status, 503);
+      deepEqual(events(), ["attempt", "gave_up"]);
+      const second = await post(oj, "{}", "keep");
+      equal(second.status, 200);
+      const sent = calls();
+      equal(sent[0].key, sent[1].key);
+    },
+  },
+  {
+    name: "final errors are not retried and should retry false wins",
+    async run({ equal }) {
+      script([{ status: 422 }, { status: 503, headers: { "x-should-retry": "false" } }]);
+      const oj = client(FAST);
+      equal((await post(oj, '{"a":1}')).status, 422);
+      equal((await post(oj, '{"a":2}')).status, 503);
+      equal(calls().length, 2);
+    },
+  },
+  {
+    name: "network errors retry with the same key then fail with a named error",
+    async run({ equal, rejects }) {
+      script([{ networkError: true }, { networkError: true }]);
+      const oj = client({ storage: "memory", endpoint: "https://gateway.test", retry: { maxAttempts: 2, baseMs: 1, capMs: 2 } });
+      const error = await rejects(() => post(oj, "{}"));
+      equal(error?.name, "OneJobNetworkError");
+      equal(error.cause?.name, "TypeError", "the fetch error is the cause");
+      const sent = calls();
+      equal(sent.length, 2);
+      equal(sent[0].key, sent[1].key);
+    },
+  },
+  {
+    name: "retry after is honoured",
+    async run({ assert }) {
+      script([{ status: 429, headers: { "Retry-After": "1" } }, { status: 200 }]);
+      const oj = client(FAST);
+      await post(oj, "{}");
+      const sent = calls();
+      const waited = sent[1].at - sent[0].at;
+      assert(waited >= 990, `waited ${waited} ms`);
+    },
+  },
+  {
+    name: "abort during a 3 s backoff settles at once",
+    async run({ assert, equal, log }) {
+      script([{ status: 503, headers: { "Retry-After": "3" } }]);
+      const oj = client(FAST);
+      const controller = new AbortController();
+      const pending = settle(post(oj, "{}", undefined, controller.signal));
+      await sleep(100);
+      const started = performance.now();
+      controller.abort();
+      const { error } = await pending;
+      const latency = performance.now() - started;
+      equal(error?.name, "AbortError");
+      log(`abort during a 3 s backoff settled in ${latency.toFixed(2)} ms`);
+      assert(latency < 100, `abort took ${latency} ms`);
+      equal(calls().length, 1);
+    },
+  },
+  {
+    name: "one joined caller aborting does not cancel the others",
+    async run({ equal }) {
+      script([{ status: 503, headers: { "Retry-After": "1" } }, { status: 200 }]);
+      const oj = client(FAST);
+      const impatient = new AbortController();
+      const first = settle(post(oj, '{"joined":1}', undefined, impatient.signal));
+      const patient = new AbortController();
+      const second = settle(post(oj, '{"joined":1}', undefined, patient.signal));
+      await sleep(100);
+      impatient.abort();
+      const { error } = await first;
+      equal(error?.name, "AbortError");
+      const { value: response, error: failure } = await second;
+      equal(failure, undefined, "the other caller is not rejected");
+      equal(response.status, 200, "the other caller still gets the result");
+      const sent = calls();
+      equal(sent.length, 2);
+      equal(sent[0].key, sent[1].key);
+    },
+  },
+  {
+    name: "when every joined caller aborts the send stops",
+    async run({ assert, equal }) {
+      script([{ status: 503, headers: { "Retry-After": "1" } }, { status: 200 }]);
+      const oj = client(FAST);
+      const [a, b] = [new AbortController(), new AbortController()];
+      const first = settle(post(oj, '{"joined":2}', undefined, a.signal));
+      const second = settle(post(oj, '{"joined":2}', undefined, b.signal));
+      await sleep(100);
+      a.abort();
+      b.abort();
+      assert((await first).error !== undefined && (await second).error !== undefined, "both callers are rejected");
+      await sleep(1_300);
+      equal(calls().length, 1, "no retry after everyone gave up waiting");
+      equal(events().at(-1), "backoff");
+    },
+  },
+  {
+    name: "a response body can be cancelled",
+    // Bug 12: the SDK kept the original response unread and handed out a
+    // clone, whose cancel() then waits for the original forever (Streams tee).
+    async run() {
+      script([{ status: 200 }]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"cancel":1}');
+      await within(2_000, response.body.cancel()); // body.cancel() settles
+    },
+  },
+  {
+    name: "joined callers each cancel or read their own body",
+    async run({ equal }) {
+      script([{ status: 200, delayMs: 50 }, { status: 200, delayMs: 50 }]);
+      const oj = client(FAST);
+      let responses = await Promise.all(Array.from({ length: 3 }, () => post(oj, '{"joined":3}', "three")));
+      equal(calls().length, 1);
+      // One caller cancels, one reads its whole body, one cancels after that.
+      const firstCancel = settle(responses[0].body.cancel()).then(({ error }) => { if (error) throw error; });
+      equal(await responses[1].text(), '{"ok":true,"n":1}');
+      await within(2_000, firstCancel); // the first caller's cancel settles
+      await within(2_000, responses[2].body.cancel()); // the last caller's cancel settles
+
+      // Two joined callers that both cancel.
+      responses = await Promise.all(Array.from({ length: 2 }, () => post(oj, '{"joined":2}', "two")));
+      equal(calls().length, 2);
+      const cancels = responses.map((r) => settle(r.body.cancel()).then(({ error }) => { if (error) throw error; }));
+      for (const cancel of cancels) await within(2_000, cancel); // each joined caller's cancel settles
+    },
+  },
+  {
+    name: "an answer nobody waits for any more has its body cancelled",
+    // The caller aborts while the (signal-blind) fetch is still under way;
+    // the answer that arrives anyway must not sit unread on the connection.
+    async run({ assert, equal }) {
+      script([{ status: 200, delayMs: 100, openBody: true }]);
+      const oj = client(FAST);
+      const controller = new AbortController();
+      const pending = settle(post(oj, '{"late":1}', undefined, controller.signal));
+      await sleep(20);
+      controller.abort();
+      assert((await pending).error !== undefined, "the caller is rejected");
+      await sleep(200);
+      equal(calls().length, 1);
+      equal(cancelled(), 1, "the unread answer's body was cancelled");
+    },
+  },
+  {
+    name: "a final replay with should retry false is delivered not resent",
+    // Bug 1 (SDK side): a dead job replays its last error with
+    // `x-should-retry: false`; the SDK must deliver it, not keep retrying.
+    async run({ equal, deepEqual }) {
+      script([
+        { status: 503 },
+        { status: 503 },
+        { status: 503, headers: { "x-should-retry": "false", "OneJob-Job-State": "dead" } },
+      ]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"dead":1}', "dead-job");
+      equal(response.status, 503);
+      deepEqual(events(), ["attempt", "backoff", "attempt", "backoff", "attempt", "settled"]);
+      equal(oj.intents().length, 0, "delivered: no record left");
+      const resumed = await oj.resume();
+      equal(resumed.length, 0);
+      equal(calls().length, 3, "resume() re-sends nothing");
+    },
+  },
+  {
+    name: "a delivered intent leaves no record",
+    // Bug 8: delivered records stayed for 24 h; apps that never call
+    // resume() grew localStorage without bound.
+    async run({ equal }) {
+      script([{ status: 200 }, { status: 503 }]);
+      const oj = client({ endpoint: "https://gateway.test", storage: "memory", retry: { maxAttempts: 1 } });
+      await post(oj, '{"n":1}', "done");
+      equal(oj.intents().length, 0);
+      await post(oj, '{"n":2}', "pending");
+      const kept = oj.intents();
+      equal(kept.length, 1, "an unresolved intent is kept");
+      equal(kept[0].intent, "pending");
+    },
+  },
+  {
+    name: "a get request object is sent in one call",
+    // Bug 9: a GET `Request` got an empty body attached, fetch threw, and
+    // the TypeError was retried as a network error.
+    async run({ equal, deepEqual, rejects }) {
+      script([{ status: 200 }]);
+      const oj = client(FAST);
+      const request = new Request("https://gateway.test/v1/models");
+      const response = await oj.fetch(request);
+      equal(response.status, 200);
+      const sent = calls();
+      equal(sent.length, 1);
+      deepEqual([sent[0].method, sent[0].body], ["GET", null]);
+
+      // A GET with a body is the app's mistake: a named error, nothing sent.
+      const error = await rejects(() => oj.fetch("/v1/models", { method: "GET", body: "{}" }));
+      equal(error?.name, "OneJobConfigError");
+      equal(calls().length, 1);
+    },
+  },
+  {
+    name: "the fingerprint is cores request identity",
+    // Bug 10: the SDK had its own copy of "which part of the URL counts";
+    // the edge and the SDK now share core's `Fingerprint::of_url`. The
+    // expected value is core's, computed here independently (coreFingerprint)
+    // and checked against the package's `fingerprint` export too.
+    async run({ fingerprint, equal }) {
+      script([{ status: 503 }]);
+      const oj = client({ endpoint: "https://gateway.test", storage: "memory", retry: { maxAttempts: 1 } });
+      const url = "https://gateway.test/v1/chat/completions?api-version=2024-10-21#ignored";
+      const body = '{"b":2,"a":1}';
+      await oj.fetch(url, { method: "POST", body });
+      const expected = await coreFingerprint("POST", "/v1/chat/completions?api-version=2024-10-21", "json", '{"a":1,"b":2}');
+      equal(fingerprint("POST", "/v1/chat/completions?api-version=2024-10-21", '{"a":1,"b":2}'), expected, "the export");
+      const record = oj.intents()[0];
+      equal(record.fingerprint, expected);
+    },
+  },
+  {
+    name: "malformed options throw named errors",
+    async run({ OneJob, equal, rejects }) {
+      const malformed = [
+        ['{ storage: "disk" }', { storage: "disk" }],
+        ["{ retry: { baseMs: -1 } }", { retry: { baseMs: -1 } }],
+        ["{ onEvent: 3 }", { onEvent: 3 }],
+      ];
+      for (const [text, options] of malformed) {
+        const error = await rejects(() => new OneJob(options), `${text} is refused`);
+        equal(error?.name, "OneJobConfigError", text);
+      }
+    },
+  },
+  {
+    name: "fingerprint ignores the host and the order of a JSON body's members",
+    // Added with the port (not in the Rust suite).
+    async run({ fingerprint, equal, assert }) {
+      const a = fingerprint("POST", "https://x.test/v1/chat/completions", '{"b":1,"a":2}');
+      const b = fingerprint("POST", "https://other.test/v1/chat/completions", '{"a":2,"b":1}');
+      equal(a, b);
+      assert(/^[0-9a-f]{64}$/.test(a), `64 hex digits: ${a}`);
+    },
+  },
+  {
+    name: "a stream cut mid event continues after the events delivered",
+    // A streamed answer whose connection drops mid-event: the caller gets the
+    // whole events, then the rest from `…/stream?from=<whole events>`, as one body.
+    async run({ equal, deepEqual }) {
+      script([
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: a\n\ndata: b\n\ndata: c", drop: true },
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: c\n\ndata: [DONE]\n\n" },
+      ]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"stream":true}');
+      equal(await response.text(), "data: a\n\ndata: b\n\ndata: c\n\ndata: [DONE]\n\n");
+      const sent = calls();
+      equal(sent.length, 2);
+      deepEqual([sent[1].method, sent[1].authorization], ["GET", "Bearer tenant-key"]);
+      equal(sent[1].url, `https://gateway.test/onejob/v1/jobs/${sent[0].key}/stream?from=2`);
+      deepEqual(events(), ["attempt", "settled", "backoff"]);
+    },
+  },
+  {
+    name: "a stream that ends cleanly is not resumed",
+    // A stream that ends cleanly is the whole answer, even without a terminal
+    // event (the gateway appends its own error event to an interrupted one).
+    async run({ equal }) {
+      script([{ headers: { "Content-Type": "text/event-stream" }, body: "data: a\n\ndata: b\n\ndata: partial" }]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"stream":true}');
+      equal(await response.text(), "data: a\n\ndata: b\n\ndata: partial");
+      equal(calls().length, 1);
+    },
+  },
+
+  // What only a browser has (browser.rs): `localStorage` persistence across
+  // page loads and resilience to corrupted entries.
+  {
+    name: "an unresolved intent keeps its key across a reload",
+    browserOnly: true,
+    async run({ equal }) {
+      localStorage.clear();
+      script([{ status: 503 }, { status: 200 }]);
+      let beforeReload = client(LOCAL);
+      equal(beforeReload.storage, "local");
+      equal((await post(beforeReload, '{"t":1}', "triage:1")).status, 503);
+      beforeReload.free?.(); // the page is gone (Rust: drop)
+      beforeReload = null;
+
+      // A new client reads the same localStorage, as the reloaded page would.
+      const afterReload = client(LOCAL);
+      equal(afterReload.intents().length, 1);
+      const resumed = await afterReload.resume();
+      equal(resumed.length, 1);
+      const sent = calls();
+      equal(sent.length, 2);
+      equal(sent[0].key, sent[1].key, "resume() re-sends with the original key");
+      equal(afterReload.intents().length, 0, "delivered: nothing left to remember");
+    },
+  },
+  {
+    name: "corrupted and foreign entries are dropped with a warning",
+    browserOnly: true,
+    async run({ equal, deepEqual }) {
+      localStorage.clear();
+      localStorage.setItem("onejob:v1:intent:garbage", "{not json");
+      localStorage.setItem("onejob:v1:intent:foreign", '{"intent":"someone-else"}');
+      localStorage.setItem("unrelated", "kept");
+      const oj = client(LOCAL);
+      equal(oj.intents().length, 0);
+      deepEqual(events(), ["warning", "warning"]);
+      equal(localStorage.getItem("onejob:v1:intent:garbage"), null);
+      equal(localStorage.getItem("unrelated"), "kept");
+      // And requests still work.
+      script([{ status: 200 }]);
+      equal((await post(oj, "{}")).status, 200);
+    },
+  },
+  {
+    name: "forget drops the key",
+    browserOnly: true,
+    async run({ equal, notEqual }) {
+      localStorage.clear();
+      script([{ status: 503 }, { status: 200 }]);
+      const oj = client(LOCAL);
+      await post(oj, "{}", "x");
+      equal(oj.forget("x"), true);
+      await post(oj, "{}", "x");
+      const sent = calls();
+      notEqual(sent[0].key, sent[1].key);
+    },
+  },
+  {
+    name: "a new client prunes expired records",
+    browserOnly: true,
+    // Bug 8: expired records were pruned only inside resume().
+    async run({ assert, equal }) {
+      localStorage.clear();
+      const now = Date.now();
+      localStorage.setItem("onejob:v1:intent:old", await planted("old", now - 2_000, now - 1_000));
+      localStorage.setItem("onejob:v1:intent:live", await planted("live", now, now + 60_000));
+      client(LOCAL);
+      equal(localStorage.getItem("onejob:v1:intent:old"), null, "expired: pruned");
+      assert(localStorage.getItem("onejob:v1:intent:live") !== null, "live: kept");
+    },
+  },
+  {
+    name: "the store keeps at most 500 intents and warns for each dropped",
+    browserOnly: true,
+    // Bug 8: the store had no cap. The oldest unresolved records make room.
+    async run({ assert, equal, deepEqual }) {
+      localStorage.clear();
+      const now = Date.now();
+      for (let i = 0; i < 500; i++) {
+        const intent = `planted:${i}`;
+        localStorage.setItem(`onejob:v1:intent:${intent}`, await planted(intent, now - 10_000 + i, now + 60_000));
+      }
+      script([{ status: 503 }]);
+      const oj = client(LOCAL);
+      await post(oj, "{}", "one-more");
+      equal(storedIntents(), 500);
+      equal(localStorage.getItem("onejob:v1:intent:planted:0"), null, "the oldest is dropped");
+      assert(localStorage.getItem("onejob:v1:intent:planted:1") !== null, "planted:1 is kept");
+      assert(localStorage.getItem("onejob:v1:intent:one-more") !== null, "the new intent is stored");
+      deepEqual(warnings(), ["planted:0"]);
+      localStorage.clear();
+    },
+  },
+];
+
+/**
+ * A stored record of `intent`, as the SDK writes it (core's
+ * `IntentRecord::to_json`: these members in this order), pending after one
+ * attempt, with no saved request.
+ */
+async function planted(intent, updatedMs, expiresMs) {
+  return JSON.stringify({
+    intent,
+    key: `planted-key-0000-${intent}`,
+    fingerprint: await coreFingerprint("POST", "/v1/chat/completions", "bytes", intent),
+    state: "pending",
+    attempts: 1,
+    created_ms: updatedMs,
+    updated_ms: updatedMs,
+    expires_ms: expiresMs,
+    request: null,
+  });
+}
+
+/** How many `localStorage` entries are intent records. */
+function storedIntents() {
+  let count = 0;
+  for (let i = 0; i < localStorage.length; i++) {
+    if (localStorage.key(i)?.startsWith("onejob:v1:intent:")) count += 1;
+  }
+  return count;
+}
