@@ -27,6 +27,8 @@ build-edge:
 # The demo page serves a copy from www/sdk/.
 WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue
+# What a browser downloads for the default entry: the wasm, its glue, the SDK's shell and the entry.
+SDK_FILES := $(addprefix crates/client/pkg/,onejob_bg.wasm onejob.js sdk.js index.js)
 build-client:
 	@rm -rf crates/client/pkg
 	@# Shorter panic locations in the data section: file paths without the
@@ -42,14 +44,17 @@ build-client:
 	@$(ENV) esbuild crates/client/pkg/onejob.js --minify --keep-names --format=esm --log-level=warning \
 	  --outfile=crates/client/pkg/onejob.min.js && mv crates/client/pkg/onejob.min.js crates/client/pkg/onejob.js
 	@cp crates/client/js/* crates/client/pkg/
+	@# The SDK's JavaScript shell, minified likewise.
+	@$(ENV) esbuild crates/client/js/sdk.js --minify --keep-names --format=esm --log-level=warning \
+	  --outfile=crates/client/pkg/sdk.js
 	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).
 	@sed -i '/\[Symbol\.dispose\]/d' crates/client/pkg/onejob.d.ts
 	@$(ENV) node scripts/inline-entry.mjs crates/client/pkg
 	@rm -rf www/sdk www/onejob && cp -r crates/client/pkg www/sdk
 	@$(ENV) WASM_FEATURES="$(WASM_FEATURES)" bash scripts/size-report.sh 12
-	@bash scripts/size.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
-	@bash scripts/size-bar.sh crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob.js
+	@bash scripts/size.sh $(SDK_FILES)
+	@bash scripts/size-bar.sh $(SDK_FILES)
 
 dev: build
 	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; console: /admin/ with onejob-dev-admin-key; see README, 'Try it')"

@@ -1,7 +1,9 @@
-// Browsers and bundlers (Vite, webpack 5, Parcel): the wasm is fetched next
-// to this file; bundlers see `new URL(…, import.meta.url)` and ship it.
-import init, { OneJob, fingerprint } from "./onejob.js";
+// Browsers and bundlers (Vite, webpack 5, Next.js, Parcel): the wasm is
+// fetched next to this file (bundlers see `new URL(…, import.meta.url)` and
+// ship it) and compiled while it downloads. Importing does not wait for it:
+// `new OneJob()` works at once and requests wait for `ready`.
+import init, * as wasm from "./onejob.js";
+import { bind } from "./sdk.js";
 
-await init({ module_or_path: new URL("./onejob_bg.wasm", import.meta.url) });
-
-export { OneJob, fingerprint };
+export const ready = init({ module_or_path: new URL("./onejob_bg.wasm", import.meta.url) }).then(() => {});
+export const { OneJob, fingerprint } = bind(wasm, ready);

@@ -1,8 +1,10 @@
 // Cloudflare Workers (workerd): wrangler bundles the wasm as a compiled module.
-import wasm from "./onejob_bg.wasm";
+import module from "./onejob_bg.wasm";
 
-import { initSync, OneJob, fingerprint } from "./onejob.js";
+import * as wasm from "./onejob.js";
+import { bind } from "./sdk.js";
 
-initSync({ module: wasm });
+wasm.initSync({ module });
 
-export { OneJob, fingerprint };
+export const ready = Promise.resolve();
+export const { OneJob, fingerprint } = bind(wasm, ready, true);

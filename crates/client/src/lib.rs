@@ -1,303 +1,55 @@
-//! # onejob (browser SDK)
+//! # onejob (browser SDK): the engine
 //!
-//! `new OneJob({ endpoint, token })` gives a `fetch` that turns each user
-//! intent into one idempotency key, persists it (retries, double clicks and
-//! reloads reuse it), joins duplicate submissions in the page, and retries
-//! with full-jitter backoff that honours `Retry-After` and `AbortSignal`.
-//! `oj.fetcher()` is a drop-in `fetch` for other SDKs (`new OpenAI({ fetch })`).
+//! The npm package `onejob` is a JavaScript shell (`js/sdk.js`: fetch,
+//! timers, storage, promises, streams) around this engine, which makes every
+//! decision with `onejob-core`, the very code the gateway runs:
 //!
-//! The rules live in `onejob-core`; this crate is the JavaScript shell.
+//! - [`fingerprint`]: a request's identity, exactly as the gateway computes it;
+//! - [`intent_id`] and [`Engine::submit`]: which intent, and which key, a
+//!   submission belongs to; [`Intent`]: a remembered intent and its stored form;
+//! - [`Engine::next`]: after each try, deliver, wait (full jitter, honouring
+//!   `Retry-After`, within the retry budget) or give up;
+//! - [`EventSplitter`]: whole SSE events, so a dropped stream resumes exactly.
+//!
+//! Nothing here performs I/O or waits: the shell does, so the engine is small
+//! and synchronous (no futures, no closures across the boundary).
 
-mod client;
-mod events;
+mod engine;
 #[cfg(target_arch = "wasm32")]
 mod heap;
+mod intent;
 mod js;
-mod options;
-mod request;
-mod running;
-mod store;
 mod stream;
 
-use std::rc::Rc;
-
-use js_sys::{Promise, Reflect};
+use onejob_core::fingerprint::{Body, Fingerprint, request_target};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{JsFuture, future_to_promise};
 
-use crate::client::Client;
+pub use crate::engine::{Attempts, Engine};
+pub use crate::intent::Intent;
+pub use crate::stream::EventSplitter;
 
 #[cfg(target_arch = "wasm32")]
 #[global_allocator]
 static HEAP: heap::Heap = heap::Heap::new();
 
-#[wasm_bindgen(typescript_custom_section)]
-const TYPES: &'static str = r#"
-/** Options of `new OneJob(options)`. Every field is optional. */
-export interface OneJobOptions {
-  /**
-   * Base URL that relative inputs resolve against, e.g. "https://gw.example.com"
-   * (a trailing slash is ignored).
-   * @defaultValue the page's own URL (`location.href`); required where there is none (Node, workers)
-   */
-  endpoint?: string;
-  /**
-   * Tenant key or user token, sent as `Authorization: Bearer <token>` unless
-   * the request has its own `Authorization` header. Never persisted.
-   * @defaultValue none (no `Authorization` header is added)
-   */
-  token?: string;
-  /**
-   * Where unresolved intents persist: "local" (`localStorage`: survives a
-   * reload, throws `OneJobConfigError` where unusable), "memory" (this page
-   * only) or "auto".
-   * @defaultValue "auto": "local" when `localStorage` works, else "memory"
-   */
-  storage?: "auto" | "local" | "memory";
-  /** Retry policy: full jitter `random(0, min(capMs, baseMs·2^n))` within a retry budget. */
-  retry?: RetryOptions;
-  /**
-   * How long an intent's key is remembered, in milliseconds; match the
-   * gateway's `RETENTION_SECONDS` (after it, the gateway has forgotten the key).
-   * @defaultValue 86 400 000 (24 h)
-   */
-  retentionMs?: number;
-  /**
-   * Called synchronously for every event, for timelines and progress UIs.
-   * An exception it throws is swallowed (it never breaks a request).
-   * @defaultValue none
-   */
-  onEvent?: (event: OneJobEvent) => void;
-}
-
-/** `retry` of {@link OneJobOptions}. Every field is optional; times are in milliseconds. */
-export interface RetryOptions {
-  /**
-   * Requests per `fetch()` call, the first included (an outage the browser
-   * reports as offline costs none; see `offlineWaitMs`).
-   * @defaultValue 4
-   */
-  maxAttempts?: number;
-  /** Base of the backoff, in milliseconds (≥ 1). @defaultValue 500 */
-  baseMs?: number;
-  /** Largest backoff delay, in milliseconds (≥ baseMs). @defaultValue 20 000 */
-  capMs?: number;
-  /**
-   * Longest `Retry-After` / `retry-after-ms` honoured, in milliseconds; a
-   * longer one is cut to this.
-   * @defaultValue 60 000
-   */
-  retryAfterCapMs?: number;
-  /**
-   * While the browser reports offline (`navigator.onLine === false`), a send
-   * waits for the `online` event instead of spending attempts, then goes on
-   * with the same key; this is the longest it waits in all, in milliseconds
-   * (0: never wait). The caller's `signal` ends the wait at once.
-   * @defaultValue 300 000 (5 minutes)
-   */
-  offlineWaitMs?: number;
-  /**
-   * Token bucket shared by every intent of this client (AWS's defaults): a
-   * retry costs `retryCost` tokens (`timeoutRetryCost` after a timeout), a
-   * success refunds `successRefund`; with too few tokens, no retry.
-   * @defaultValue `{ capacity: 500, retryCost: 5, timeoutRetryCost: 10, successRefund: 1 }` (tokens)
-   */
-  budget?: { capacity?: number; retryCost?: number; timeoutRetryCost?: number; successRefund?: number };
-}
-
-/** Third argument of `oj.fetch`. */
-export interface FetchOptions {
-  /**
-   * Names the intent (e.g. "triage:ticket-8812"): every submission under this
-   * name reuses its key until a result was delivered.
-   * @defaultValue unnamed: the intent is identified by the request's fingerprint
-   */
-  intent?: string;
-  /**
-   * Run it as a background job (`Prefer: respond-async`): the gateway queues
-   * it and answers 202 at once; the returned promise resolves when the job
-   * has finished (the SDK polls the job with full-jitter backoff, honouring
-   * `Retry-After`), with the job's result. The intent survives a reload:
-   * `resume()` follows it again.
-   * @defaultValue false
-   */
-  background?: boolean;
-}
-
-/** Fields of every event. */
-interface EventBase {
-  /** The intent's id: its name, or `fp:<fingerprint>` when unnamed. */
-  intent: string;
-  /** The idempotency key every submission of the intent sends ("" on some warnings). */
-  key: string;
-  /** When it happened, in milliseconds since the Unix epoch (`Date.now()`). */
-  at: number;
-}
-/** What `onEvent` receives, told apart by `type`. */
-export type OneJobEvent =
-  /** A request is being sent; `attempt` counts them for this intent (1 = the first), across reloads. */
-  | (EventBase & { type: "attempt"; attempt: number })
-  /** The SDK waits `delayMs` milliseconds before the next attempt; `serverAsked`: the delay is the server's `Retry-After`. */
-  | (EventBase & { type: "backoff"; delayMs: number; reason: string; serverAsked: boolean })
-  /** The gateway replayed a finished job's result (`Idempotent-Replayed: true`) with HTTP `status`. */
-  | (EventBase & { type: "replayed"; status: number })
-  /** A final answer with HTTP `status` is handed to the caller. */
-  | (EventBase & { type: "settled"; status: number })
-  /** Retries stopped (attempts or budget spent); `status` 0: no response at all. The key is kept for `resume()`. */
-  | (EventBase & { type: "gave_up"; reason: string; status: number })
-  /** The browser reports offline: the send waits for the network (no attempt is spent). */
-  | (EventBase & { type: "offline" })
-  /** The send goes on after waiting `waitedMs` milliseconds for the network (or for `offlineWaitMs` to pass). */
-  | (EventBase & { type: "online"; waitedMs: number })
-  /** Something the app should know, e.g. a stored record was unreadable or dropped for room. */
-  | (EventBase & { type: "warning"; message: string });
-
-/** What the client remembers of an intent (see `oj.intents()`); times in milliseconds since the Unix epoch. */
-export interface IntentRecord {
-  intent: string;
-  key: string;
-  /** The fingerprint (64 hex digits) of the request first submitted. */
-  fingerprint: string;
-  state: "pending" | "delivered" | "gave_up";
-  /** Requests sent so far, across reloads. */
-  attempts: number;
-  created_ms: number;
-  updated_ms: number;
-  /** After this the record is dropped (the gateway's retention). */
-  expires_ms: number;
-  /** What `resume()` re-sends (never the credential). */
-  request: { url: string; method: string; headers: [string, string][]; body: string | null } | null;
-}
-
-/** One entry of what `resume()` resolves to. */
-export interface ResumedIntent { intent: string; key: string; response: Response }
-
-/**
- * Errors onejob throws carry one of these names. An abort rejects with the
- * signal's reason (a DOMException named "AbortError" by default).
- */
-export type OneJobErrorName = "OneJobConfigError" | "OneJobNetworkError" | "OneJobError";
-/** `cause` holds the last underlying error (e.g. fetch's TypeError) when there is one. */
-export interface OneJobError extends Error { name: OneJobErrorName; cause?: unknown }
-"#;
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(typescript_type = "OneJobOptions")]
-    pub type OneJobOptions;
-    #[wasm_bindgen(typescript_type = "FetchOptions")]
-    pub type FetchOptions;
-    #[wasm_bindgen(typescript_type = "RequestInfo | URL")]
-    pub type FetchInput;
-    #[wasm_bindgen(typescript_type = "RequestInit")]
-    pub type FetchInit;
-    #[wasm_bindgen(typescript_type = "Promise<Response>")]
-    pub type ResponsePromise;
-    #[wasm_bindgen(typescript_type = "Promise<ResumedIntent[]>")]
-    pub type ResumePromise;
-    #[wasm_bindgen(typescript_type = "IntentRecord[]")]
-    pub type IntentRecords;
-    #[wasm_bindgen(typescript_type = "(input: RequestInfo | URL, init?: RequestInit) => Promise<Response>")]
-    pub type FetchFunction;
-}
-
-/// A onejob client.
-#[wasm_bindgen]
-pub struct OneJob {
-    client: Rc<Client>,
-}
-
-#[wasm_bindgen]
-impl OneJob {
-    /// Creates a client; throws `OneJobConfigError` on a malformed option.
-    #[wasm_bindgen(constructor)]
-    pub fn new(options: Option<OneJobOptions>) -> Result<OneJob, JsValue> {
-        let options = options.map_or(JsValue::UNDEFINED, JsValue::from);
-        Ok(OneJob { client: Rc::new(Client::new(options::parse(&options)?)) })
-    }
-
-    /// Like `fetch(input, init)`, with one idempotency key per intent.
-    pub fn fetch(&self, input: FetchInput, init: Option<FetchInit>, options: Option<FetchOptions>) -> ResponsePromise {
-        let init = init.map_or(JsValue::UNDEFINED, JsValue::from);
-        let options = options.map(JsValue::from).filter(JsValue::is_object);
-        let get = |name: &str| options.as_ref().and_then(|o| Reflect::get(o, &name.into()).ok());
-        let name = get("intent").and_then(|v| v.as_string());
-        let background = get("background").and_then(|v| v.as_bool()) == Some(true);
-        fetch_with(&self.client, input.into(), init, name, background).unchecked_into()
-    }
-
-    /// A plain `fetch`-compatible function bound to this client, for
-    /// `new OpenAI({ fetch: oj.fetcher() })` and other SDKs.
-    pub fn fetcher(&self) -> FetchFunction {
-        let client = Rc::clone(&self.client);
-        Closure::<dyn Fn(JsValue, JsValue) -> JsValue>::new(move |input, init| {
-            fetch_with(&client, input, init, None, false).into()
-        })
-        .into_js_value()
-        .unchecked_into()
-    }
-
-    /// Re-sends every unresolved intent with its original key (after a
-    /// reload, say) and resolves to their responses.
-    pub fn resume(&self) -> ResumePromise {
-        self.client.resume().unchecked_into()
-    }
-
-    /// Every remembered intent.
-    pub fn intents(&self) -> IntentRecords {
-        self.client.intents().unchecked_into()
-    }
-
-    /// Forgets an intent (its next submission gets a new key). Returns
-    /// whether it was remembered.
-    pub fn forget(&self, intent: &str) -> bool {
-        self.client.forget(intent)
-    }
-
-    /// Where intents persist: "local" or "memory".
-    #[wasm_bindgen(getter)]
-    pub fn storage(&self) -> String {
-        self.client.storage_kind().to_owned()
-    }
-
-    /// The endpoint relative inputs resolve against, if one was given.
-    #[wasm_bindgen(getter)]
-    pub fn endpoint(&self) -> Option<String> {
-        self.client.endpoint().map(str::to_owned)
-    }
-}
-
 /// The identity of a request, exactly as the gateway computes it (the same
 /// core function): SHA-256 over the method, the URL's path and query (host
 /// and fragment do not count), and the body's RFC 8785 canonical form, as 64
-/// lower-case hex digits. A body that is not JSON is identified by its bytes,
-/// as the SDK does for its intents. Synchronous; no request is made.
+/// lower-case hex digits. A body that is not JSON is identified by its bytes
+/// (the gateway refuses it anyway). Synchronous; no request is made.
 #[wasm_bindgen]
 pub fn fingerprint(method: &str, url: &str, body: Option<String>) -> String {
-    let request = request::Outgoing { url: url.into(), method: method.into(), headers: Vec::new(), body, signal: None };
-    request.fingerprint().as_str().to_owned()
+    let bytes = body.as_deref().unwrap_or("").as_bytes();
+    Fingerprint::of_url_with(method, url, Body::Json(bytes), &js::JsNumbers)
+        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &request_target(url), bytes))
+        .as_str()
+        .to_owned()
 }
 
-fn fetch_with(client: &Rc<Client>, input: JsValue, init: JsValue, name: Option<String>, background: bool) -> Promise {
-    // The background preference travels in the request itself, so a stored
-    // intent resumed after a reload asks for the same.
-    let prepare = move |mut outgoing: request::Outgoing| {
-        if background && outgoing.header("prefer").is_none() {
-            outgoing.headers.push(("Prefer".into(), "respond-async".into()));
-        }
-        outgoing
-    };
-    if request::is_request(&input) {
-        // A Request's body must be read before it can be fingerprinted.
-        let client = Rc::clone(client);
-        return future_to_promise(async move {
-            let (url, init) = request::unpack_request(&input, &init).await?;
-            let outgoing = request::normalize(&url, &init, client.endpoint())?;
-            JsFuture::from(client.submit(prepare(outgoing), name)).await
-        });
-    }
-    match request::normalize(&input, &init, client.endpoint()) {
-        Ok(outgoing) => client.submit(prepare(outgoing), name),
-        Err(error) => Promise::reject(&error),
-    }
+/// The id of an intent: the app's name, or `fp:<fingerprint>` when unnamed.
+#[wasm_bindgen(js_name = intentId)]
+pub fn intent_id(name: Option<String>, fingerprint: &str) -> Result<String, JsValue> {
+    let fingerprint =
+        Fingerprint::parse(fingerprint).ok_or_else(|| js::error("OneJobError", "onejob: malformed fingerprint"))?;
+    Ok(onejob_core::intent::intent_id(name.as_deref(), &fingerprint))
 }

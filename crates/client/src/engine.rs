@@ -1,0 +1,211 @@
+//! The retry rules of one client, as the JavaScript shell asks for them:
+//! after each try, [`Engine::next`] says deliver, wait so long, or give up
+//! (core's [`Retries`] with the client's shared [`RetryBudget`]), and why.
+
+use onejob_core::backoff::budget::{BudgetConfig, BudgetError, RetryBudget};
+use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
+use onejob_core::backoff::retry_after::server_delay_ms;
+use onejob_core::backoff::{Backoff, BackoffError, Jitter};
+use onejob_core::classify::{ErrorClass, TransportFailure};
+use onejob_core::fingerprint::Fingerprint;
+use onejob_core::intent::{self, SavedRequest};
+use onejob_core::protocol::header;
+use onejob_core::reply::BodyHint;
+use wasm_bindgen::prelude::*;
+
+use crate::intent::Intent;
+use crate::js::{self, CryptoRandom};
+
+/// What [`Engine::next`] returns besides a delay: hand the answer over.
+const DELIVER: f64 = -1.0;
+/// What [`Engine::next`] returns besides a delay: stop retrying.
+const GIVE_UP: f64 = -2.0;
+
+/// The validated retry policy of one client and its retry budget (shared by
+/// every intent of the client).
+#[wasm_bindgen]
+pub struct Engine {
+    backoff: Backoff,
+    budget: RetryBudget,
+    retry_after_cap_ms: u64,
+    retention_ms: u64,
+}
+
+/// The retry state of one send (or of one stream's reopening): core's
+/// [`Retries`], plus why the last step was taken, for events and errors.
+#[wasm_bindgen]
+pub struct Attempts {
+    retries: Retries,
+    reason: String,
+    server_asked: bool,
+}
+
+#[wasm_bindgen]
+impl Engine {
+    /// The policy from options the shell has already type-checked; throws
+    /// `OneJobConfigError` on a combination core refuses.
+    #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        base_ms: f64,
+        cap_ms: f64,
+        capacity: u32,
+        retry_cost: u32,
+        timeout_retry_cost: u32,
+        success_refund: u32,
+        retry_after_cap_ms: f64,
+        retention_ms: f64,
+    ) -> Result<Engine, JsValue> {
+        let backoff = Backoff::new(base_ms as u64, cap_ms as u64, Jitter::Full).map_err(|e| {
+            config_error(match e {
+                BackoffError::ZeroBase => "retry: baseMs must be at least 1 ms",
+                BackoffError::CapBelowBase { .. } => "retry: capMs must be at least baseMs",
+            })
+        })?;
+        let budget = BudgetConfig::new(capacity, retry_cost, timeout_retry_cost, success_refund).map_err(|e| {
+            config_error(match e {
+                BudgetError::FreeRetries => "retry.budget: a retry must cost at least one token",
+                BudgetError::CostAboveCapacity { .. } => {
+                    "retry.budget: a retry costs more tokens than the budget holds"
+                }
+            })
+        })?;
+        Ok(Engine {
+            backoff,
+            budget: RetryBudget::new(budget),
+            retry_after_cap_ms: retry_after_cap_ms as u64,
+            retention_ms: retention_ms as u64,
+        })
+    }
+
+    /// The intent a submission belongs to: `stored` while it is unresolved
+    /// and live (same key), else a new one with a fresh key. `request_json`
+    /// is the request as the shell saved it (url, method, headers, body).
+    pub fn submit(
+        &self,
+        stored: Option<Intent>,
+        intent: &str,
+        fingerprint: &str,
+        request_json: Option<String>,
+        now_ms: f64,
+    ) -> Result<Intent, JsValue> {
+        let fingerprint =
+            Fingerprint::parse(fingerprint).ok_or_else(|| js::error("OneJobError", "onejob: malformed fingerprint"))?;
+        let (stored, stored_request) = match stored {
+            Some(stored) => (Some(stored.record), stored.request_json),
+            None => (None, None),
+        };
+        let no_request: Option<SavedRequest> = None;
+        let (record, is_new) = intent::submit(
+            stored,
+            intent,
+            fingerprint,
+            no_request,
+            now_ms as u64,
+            self.retention_ms,
+            &mut CryptoRandom,
+        );
+        // A record kept from before keeps its request (what a reload re-sends);
+        // one without any takes this submission's.
+        let request_json = if is_new { request_json } else { stored_request.or(request_json) };
+        Ok(Intent::new(record, request_json))
+    }
+
+    /// A new send's retry state.
+    pub fn attempts(&self) -> Attempts {
+        Attempts {
+            retries: Retries::new(self.backoff, UnknownOutcomes::Resend),
+            reason: String::new(),
+            server_asked: false,
+        }
+    }
+
+    /// The step after one try: the milliseconds to wait before the next, or
+    /// -1 (deliver this answer) or -2 (give up). `status` 0 means no response
+    /// came (the request failed on the way, before or after reaching the
+    /// gateway: with the same key a resend is safe either way). The header
+    /// values are the response's `x-should-retry`, `retry-after-ms` and
+    /// `Retry-After`; `may_try_again` is the caller's attempt cap.
+    #[allow(clippy::too_many_arguments)]
+    pub fn next(
+        &mut self,
+        attempts: &mut Attempts,
+        status: u16,
+        should_retry: Option<String>,
+        retry_after_ms: Option<String>,
+        retry_after: Option<String>,
+        now_ms: f64,
+        may_try_again: bool,
+    ) -> f64 {
+        let observed = if status == 0 {
+            Observation::transport(TransportFailure::DroppedAfterSend)
+        } else {
+            let headers = |name: &str| match name {
+                header::SHOULD_RETRY => should_retry.clone(),
+                header::RETRY_AFTER_MS => retry_after_ms.clone(),
+                header::RETRY_AFTER => retry_after.clone(),
+                _ => None,
+            };
+            Observation::from_http(status, &headers, BodyHint::None, now_ms as u64, self.retry_after_cap_ms)
+        };
+        attempts.reason = reason(observed.classification.class, status, observed.server_delay_ms);
+        attempts.server_asked = observed.server_delay_ms.is_some();
+        match attempts.retries.next(&observed, may_try_again, &mut self.budget, &mut CryptoRandom) {
+            Step::Deliver => DELIVER,
+            Step::Wait(delay) => delay as f64,
+            Step::GiveUp => GIVE_UP,
+        }
+    }
+
+    /// How long the server asked to wait (`retry-after-ms`, else
+    /// `Retry-After`), capped by `retryAfterCapMs`; -1 when it did not ask.
+    #[wasm_bindgen(js_name = serverDelay)]
+    pub fn server_delay(&self, retry_after_ms: Option<String>, retry_after: Option<String>, now_ms: f64) -> f64 {
+        server_delay_ms(retry_after_ms.as_deref(), retry_after.as_deref(), now_ms as u64, self.retry_after_cap_ms)
+            .map_or(-1.0, |ms| ms as f64)
+    }
+
+    /// A full-jitter delay for the `n`-th wait (1 = the first) of a poll.
+    pub fn jitter(&self, n: u32) -> f64 {
+        self.backoff.delay_ms(n.min(16), None, &mut CryptoRandom) as f64
+    }
+}
+
+#[wasm_bindgen]
+impl Attempts {
+    /// Why the last step was taken, for UIs ("rate limited (429)").
+    #[wasm_bindgen(getter)]
+    pub fn reason(&self) -> String {
+        self.reason.clone()
+    }
+
+    /// Whether the last answer named its own wait (`Retry-After`).
+    #[wasm_bindgen(getter, js_name = serverAsked)]
+    pub fn server_asked(&self) -> bool {
+        self.server_asked
+    }
+}
+
+pub fn config_error(message: &str) -> JsValue {
+    js::error("OneJobConfigError", &["onejob: ", message].concat())
+}
+
+/// What a backoff or give-up was about, for UIs.
+fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
+    let status = js::digits(u64::from(status));
+    let what = match class {
+        ErrorClass::RateLimited => "rate limited (429)".to_owned(),
+        ErrorClass::Conflict => ["still in progress (", &status, ")"].concat(),
+        ErrorClass::Unavailable => ["unavailable (", &status, ")"].concat(),
+        ErrorClass::ServerError => "server error (500)".to_owned(),
+        ErrorClass::Timeout if status == "408" => "request timeout (408)".to_owned(),
+        ErrorClass::DroppedAfterSend | ErrorClass::Connect | ErrorClass::Timeout | ErrorClass::TimeoutAfterSend => {
+            "network error".to_owned()
+        }
+        _ => ["status ", &status].concat(),
+    };
+    match hint_ms {
+        Some(ms) => [&what, "; server asked to wait ", &js::digits(ms), " ms"].concat(),
+        None => what,
+    }
+}

@@ -1,0 +1,95 @@
+//! One remembered intent (core's [`IntentRecord`]) as the JavaScript shell
+//! holds it: read from storage, counted per attempt, written back as JSON.
+//!
+//! The request (body included) is kept as the JSON text it is stored as, so a
+//! record saved on every attempt never serialises its body again.
+
+use onejob_core::intent::{IntentRecord, IntentState, is_live};
+use wasm_bindgen::prelude::*;
+
+use crate::js;
+
+#[wasm_bindgen]
+pub struct Intent {
+    pub(crate) record: IntentRecord,
+    /// `{url, method, headers, body}` as stored, or `None`.
+    pub(crate) request_json: Option<String>,
+}
+
+impl Intent {
+    pub(crate) fn new(mut record: IntentRecord, request_json: Option<String>) -> Self {
+        record.request = None;
+        Self { record, request_json }
+    }
+}
+
+#[wasm_bindgen]
+impl Intent {
+    /// A stored entry of `intent`; throws an `Error` whose message says why
+    /// it is unreadable (corrupted, written by something else, or another
+    /// intent's), so the shell drops it with a warning.
+    pub fn read(text: &str, intent: &str) -> Result<Intent, JsValue> {
+        let mut record = IntentRecord::from_json_with(text, &js::JsNumbers)
+            .map_err(|e| js::error("OneJobError", &["unreadable entry dropped: ", &e].concat()))?;
+        if record.intent != intent {
+            return Err(js::error("OneJobError", "entry belongs to another intent; dropped"));
+        }
+        let request_json = record.request.take().map(|r| r.to_json());
+        Ok(Intent::new(record, request_json))
+    }
+
+    /// The intent's id: its name, or `fp:<fingerprint>`.
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> String {
+        self.record.intent.clone()
+    }
+
+    /// The key every submission of the intent sends.
+    #[wasm_bindgen(getter)]
+    pub fn key(&self) -> String {
+        self.record.key.as_str().to_owned()
+    }
+
+    /// Requests sent so far, across reloads.
+    #[wasm_bindgen(getter)]
+    pub fn attempts(&self) -> u32 {
+        self.record.attempts
+    }
+
+    /// Milliseconds since the Unix epoch of the last change.
+    #[wasm_bindgen(getter)]
+    pub fn updated(&self) -> f64 {
+        self.record.updated_ms as f64
+    }
+
+    /// Whether it still governs its intent at `now_ms`: unexpired and not
+    /// delivered (records marked delivered come from SDK versions that kept them).
+    pub fn live(&self, now_ms: f64) -> bool {
+        is_live(&self.record, now_ms as u64) && self.record.state != IntentState::Delivered
+    }
+
+    /// What `resume()` re-sends, as stored (`{url, method, headers, body}`).
+    #[wasm_bindgen(getter)]
+    pub fn request(&self) -> Option<String> {
+        self.request_json.clone()
+    }
+
+    /// Counts one request sent; returns the record to persist.
+    pub fn attempt(&mut self, now_ms: f64) -> String {
+        self.record.record_attempt(now_ms as u64);
+        self.json()
+    }
+
+    /// Retries stopped without a final answer (the key is kept for
+    /// `resume()`); returns the record to persist.
+    #[wasm_bindgen(js_name = giveUp)]
+    pub fn give_up(&mut self, now_ms: f64) -> String {
+        self.record.mark_gave_up(now_ms as u64);
+        self.json()
+    }
+
+    /// The record as stored (and as `intents()` shows it).
+    pub fn json(&self) -> String {
+        self.record.to_json_with(self.request_json.as_deref())
+    }
+}

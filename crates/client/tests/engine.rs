@@ -1,0 +1,201 @@
+//! The engine's own exports, called as the JavaScript shell calls them (the
+//! SDK's behaviour end to end is tested in JavaScript: tests/sdk). Runs in
+//! Node (`wasm-pack test --node`).
+
+use onejob_client::{Engine, EventSplitter, Intent, fingerprint, intent_id};
+use wasm_bindgen::JsValue;
+use wasm_bindgen_test::wasm_bindgen_test;
+
+const DELIVER: f64 = -1.0;
+const GIVE_UP: f64 = -2.0;
+
+/// Defaults but for a short backoff: base 10 ms, cap 50 ms.
+fn engine() -> Engine {
+    Engine::new(10.0, 50.0, 500, 5, 10, 1, 60_000.0, 86_400_000.0).unwrap()
+}
+
+fn fp(body: &str) -> String {
+    fingerprint("POST", "https://gw.test/v1/chat/completions", Some(body.into()))
+}
+
+fn error_name(error: &JsValue) -> Option<String> {
+    js_sys::Reflect::get(error, &"name".into()).ok()?.as_string()
+}
+
+#[wasm_bindgen_test]
+fn transient_answers_wait_within_the_backoff_and_final_ones_are_delivered() {
+    let mut engine = engine();
+    let mut attempts = engine.attempts();
+    let now = 1.7e12;
+    for _ in 0..3 {
+        let delay = engine.next(&mut attempts, 503, None, None, None, now, true);
+        assert!((0.0..=50.0).contains(&delay), "{delay}");
+        assert_eq!(attempts.reason(), "unavailable (503)");
+    }
+    assert_eq!(engine.next(&mut attempts, 0, None, None, None, now, true) >= 0.0, true, "a network error is resent");
+    assert_eq!(attempts.reason(), "network error");
+    assert_eq!(engine.next(&mut attempts, 200, None, None, None, now, true), DELIVER);
+    assert_eq!(engine.next(&mut attempts, 422, None, None, None, now, true), DELIVER);
+    assert_eq!(engine.next(&mut attempts, 503, Some("false".into()), None, None, now, true), DELIVER);
+    assert_eq!(engine.next(&mut attempts, 503, None, None, None, now, false), GIVE_UP, "no attempts left");
+}
+
+#[wasm_bindgen_test]
+fn the_servers_wait_is_honoured_and_capped() {
+    let mut engine = Engine::new(10.0, 50.0, 500, 5, 10, 1, 2_000.0, 86_400_000.0).unwrap();
+    let mut attempts = engine.attempts();
+    let delay = engine.next(&mut attempts, 429, None, Some("1200".into()), None, 0.0, true);
+    assert_eq!(delay, 1200.0);
+    assert!(attempts.server_asked());
+    assert_eq!(attempts.reason(), "rate limited (429); server asked to wait 1200 ms");
+    let delay = engine.next(&mut attempts, 429, None, None, Some("3600".into()), 0.0, true);
+    assert_eq!(delay, 2000.0, "cut to retryAfterCapMs");
+    assert_eq!(engine.server_delay(None, Some("1".into()), 0.0), 1000.0);
+    assert_eq!(engine.server_delay(None, None, 0.0), -1.0);
+    let jitter = engine.jitter(40);
+    assert!((0.0..=50.0).contains(&jitter));
+}
+
+#[wasm_bindgen_test]
+fn a_500_is_retried_once_and_the_budget_runs_out() {
+    let mut engine = engine();
+    let mut attempts = engine.attempts();
+    assert!(engine.next(&mut attempts, 500, None, None, None, 0.0, true) >= 0.0);
+    assert_eq!(engine.next(&mut attempts, 500, None, None, None, 0.0, true), GIVE_UP);
+    // capacity 10, a retry costs 5: two retries, then none for any send.
+    let mut engine = Engine::new(10.0, 50.0, 10, 5, 10, 0, 60_000.0, 86_400_000.0).unwrap();
+    let (mut a, mut b) = (engine.attempts(), engine.attempts());
+    assert!(engine.next(&mut a, 503, None, None, None, 0.0, true) >= 0.0);
+    assert!(engine.next(&mut b, 503, None, None, None, 0.0, true) >= 0.0);
+    assert_eq!(engine.next(&mut a, 503, None, None, None, 0.0, true), GIVE_UP);
+}
+
+#[wasm_bindgen_test]
+fn malformed_policies_are_named_config_errors() {
+    for (base, cap, capacity, cost) in
+        [(0.0, 10.0, 500, 5), (100.0, 10.0, 500, 5), (1.0, 10.0, 4, 5), (1.0, 10.0, 500, 0)]
+    {
+        let error = Engine::new(base, cap, capacity, cost, cost, 1, 0.0, 1.0).err().expect("refused");
+        assert_eq!(error_name(&error).as_deref(), Some("OneJobConfigError"));
+    }
+}
+
+#[wasm_bindgen_test]
+fn an_unresolved_intent_keeps_its_key_and_request_until_it_expires() {
+    let engine = engine();
+    let fingerprint = fp("{}");
+    let id = intent_id(None, &fingerprint).unwrap();
+    assert_eq!(id, format!("fp:{fingerprint}"));
+    assert_eq!(intent_id(Some("triage:1".into()), &fingerprint).unwrap(), "triage:1");
+    let request = r#"{"url":"https://gw.test/v1/chat/completions","method":"POST","headers":[["content-type","application/json"]],"body":"{}"}"#;
+    let mut first = engine.submit(None, &id, &fingerprint, Some(request.into()), 1_000.0).unwrap();
+    assert_eq!(first.key().len(), 36);
+    let stored = first.attempt(2_000.0);
+    let again = Intent::read(&stored, &id).unwrap();
+    assert_eq!(again.attempts(), 1);
+    assert_eq!(again.request().as_deref(), Some(request), "read back exactly");
+    let key = first.key();
+    let reused = engine.submit(Some(again), &id, &fingerprint, Some("{}".into()), 3_000.0).unwrap();
+    assert_eq!(reused.key(), key);
+    assert_eq!(reused.request().as_deref(), Some(request), "the first request is what resume() sends");
+    assert!(reused.live(3_000.0));
+    assert!(!reused.live(1_000.0 + 86_400_000.0), "expired with the gateway's retention");
+    let expired = Intent::read(&reused.json(), &id).unwrap();
+    let fresh = engine.submit(Some(expired), &id, &fingerprint, None, 1_000.0 + 86_400_000.0).unwrap();
+    assert_ne!(fresh.key(), key);
+    let mut gave_up = Intent::read(&reused.json(), &id).unwrap();
+    assert!(gave_up.give_up(4_000.0).contains(r#""state":"gave_up""#));
+}
+
+#[wasm_bindgen_test]
+fn unreadable_and_foreign_entries_are_refused_with_a_reason() {
+    for (text, why) in [("{not json", "unreadable entry dropped"), (r#"{"intent":"x"}"#, "unreadable entry dropped")] {
+        let error = Intent::read(text, "x").err().expect("refused");
+        let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
+        assert!(message.starts_with(why), "{message}");
+    }
+    let engine = engine();
+    let record = engine.submit(None, "mine", &fp("{}"), None, 0.0).unwrap().json();
+    let error = Intent::read(&record, "theirs").err().expect("refused");
+    let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
+    assert_eq!(message, "entry belongs to another intent; dropped");
+}
+
+#[wasm_bindgen_test]
+fn the_splitter_hands_out_whole_events_only() {
+    let mut splitter = EventSplitter::new();
+    assert_eq!(splitter.push(b"data: a\n\ndata: b\r\n\r\nda"), b"data: a\n\ndata: b\r\n\r\n");
+    assert_eq!((splitter.events(), splitter.ended()), (2, false));
+    assert_eq!(splitter.push(b"ta: c\n"), b"");
+    assert_eq!(splitter.events(), 0);
+    assert_eq!(splitter.push(b"\ndata: [DONE]\n\n"), b"data: c\n\ndata: [DONE]\n\n");
+    assert_eq!((splitter.events(), splitter.ended()), (2, true));
+    splitter.push(b"tail");
+    assert_eq!(splitter.rest(), b"tail");
+}
+
+/// JCS numbers must be exactly what JavaScript's Number#toString writes:
+/// JSON.stringify is the oracle, on random doubles of every magnitude.
+#[wasm_bindgen_test]
+fn jcs_numbers_match_javascript() {
+    let mut rng = onejob_core::random::SplitMix64::new(2026);
+    let mut checked = 0;
+    while checked < 5_000 {
+        let x = f64::from_bits(onejob_core::random::RandomSource::next_u64(&mut rng));
+        if !x.is_finite() {
+            continue;
+        }
+        let ours = onejob_core::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
+        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&JsValue::from_f64(x))).unwrap().as_string().unwrap();
+        assert_eq!(ours, theirs, "bits {:#018x}", x.to_bits());
+        checked += 1;
+    }
+}
+
+/// `fingerprint()` (numbers written by the JavaScript engine) gives the same
+/// identity as the core's native path (ryu), which the gateway uses.
+#[wasm_bindgen_test]
+fn fingerprint_export_matches_the_gateways_identity() {
+    use onejob_core::fingerprint::{Body, Fingerprint};
+    let bodies = [
+        r#"{"b":[1.50,1e2,-0,0.1,1e21,1e-7,123456789012345678,5e-324,1.7976931348623157e308,333333333.33333329],"a":"\u00e9\ud83d\ude00"}"#,
+        r#"{"model":"gpt-4o-mini","temperature":0.7,"messages":[{"role":"user","content":"héllo \"there\"\n"}]}"#,
+        "not json at all",
+        "[]",
+    ];
+    for body in bodies {
+        let url = "https://gw.example/v1/chat/completions?api-version=1#frag";
+        let native = Fingerprint::of_url("POST", url, Body::Json(body.as_bytes()))
+            .unwrap_or_else(|_| Fingerprint::of_bytes("POST", "/v1/chat/completions?api-version=1", body.as_bytes()));
+        assert_eq!(onejob_client::fingerprint("post", url, Some(body.into())), native.as_str(), "{body}");
+    }
+    assert_eq!(onejob_client::fingerprint("GET", "/v1/models", None).len(), 64);
+}
+
+/// The SDK's allocator (size classes with free lists): blocks of every size
+/// keep their contents while others are freed, reused and grown.
+#[wasm_bindgen_test]
+fn the_allocator_keeps_every_block_intact() {
+    let sizes = [1usize, 7, 16, 17, 100, 4096, 4097, 70_000, 300_000];
+    let fill = |i: usize, n: usize| (0..n).map(|j| (i * 31 + j) as u8).collect::<Vec<u8>>();
+    let mut kept: Vec<(usize, Vec<u8>)> = Vec::new();
+    for round in 0..20 {
+        for (i, &n) in sizes.iter().enumerate() {
+            kept.push((round * 100 + i, fill(round * 100 + i, n)));
+        }
+        // Free every other block, then grow a few of the rest in place or not.
+        let mut k = 0;
+        kept.retain(|_| {
+            k += 1;
+            k % 2 == 0
+        });
+        for (id, block) in kept.iter_mut().take(3) {
+            let extra = fill(*id, 5000);
+            block.extend_from_slice(&extra);
+            block.truncate(block.len() - 5000);
+        }
+    }
+    for (id, block) in &kept {
+        assert_eq!(block, &fill(*id, block.len()), "block {id}");
+    }
+}
