@@ -1,7 +1,7 @@
 // The support-ticket triage demo: every "Classify" is an intent sent through
 // the onejob SDK; the timeline merges the SDK's events with the gateway's
 // audit trail of the job (GET /onejob/v1/jobs/{key}).
-import { OneJob } from "/sdk/index.js";
+import { OneJob, ready } from "/sdk/index.js";
 
 // A short-lived user token for this browser's demo user, from the demo's
 // token issuer (`make dev` only; a real app's backend mints it, see README
@@ -298,7 +298,9 @@ addEventListener("offline", () => setNet(false));
 setNet(navigator.onLine);
 $("storage").textContent = `intents kept in ${oj.storage === "local" ? "localStorage" : "memory"}`;
 
-// After a reload: finish what was in flight, with the original keys.
+// After a reload: finish what was in flight, with the original keys (the
+// stored intents are read by the SDK's wasm, loaded since the import).
+await ready;
 const unfinished = oj.intents().filter((i) => i.state !== "delivered");
 if (unfinished.length > 0) {
   reset(unfinished[0].key);

@@ -3,6 +3,7 @@
 // imports it. Every scenario runs, the browser-only ones (localStorage
 // across reloads, corrupted entries) included, each as its own test, in one
 // page of one browser.
+import assert from "node:assert/strict";
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -73,3 +74,72 @@ for (const scenario of scenarios) {
     }
   });
 }
+
+// The browser entry does not wait for its wasm at import: a page that builds a
+// client and sends at once must work, and what needs the wasm says so by name.
+// The wasm is held back 600 ms so every step below runs before it has loaded.
+test("before the wasm has loaded: new OneJob() works at once, requests wait for it, aborts do not", { timeout: 30_000 }, async () => {
+  const fresh = await browser.newPage();
+  try {
+    await fresh.route("**/pkg/onejob_bg.wasm", async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      await route.continue();
+    });
+    await fresh.goto(`http://127.0.0.1:${server.address().port}/`);
+    const seen = await fresh.evaluate(async () => {
+      const started = performance.now();
+      const { OneJob, fingerprint, ready } = await import("/pkg/index.js");
+      const importMs = performance.now() - started;
+      // (Stubbed after the import, which has already asked the real fetch for the wasm.)
+      const { script, calls } = await import("/sdk/stub.mjs");
+      script([{ status: 200, delayMs: 50 }]);
+      const errorName = (f) => {
+        try {
+          f();
+          return "none";
+        } catch (error) {
+          return error.name;
+        }
+      };
+      const oj = new OneJob({ endpoint: "https://gateway.test", storage: "memory", retry: { baseMs: 1, capMs: 5 } });
+      const beforeReady = {
+        fingerprint: errorName(() => fingerprint("POST", "https://gateway.test/v1/x", "{}")),
+        intents: errorName(() => oj.intents()),
+        badOption: errorName(() => new OneJob({ storage: "disk" })),
+        storage: oj.storage,
+      };
+      // A policy only core can judge (capMs below baseMs) is accepted now and refused by the first request.
+      const refused = new OneJob({ endpoint: "https://gateway.test", retry: { baseMs: 100, capMs: 10 } })
+        .fetch("/v1/x", { method: "POST", body: "{}" })
+        .then(() => "sent", (error) => error.name);
+      const post = (signal) =>
+        oj.fetch("/v1/chat/completions", { method: "POST", body: '{"q":1}', signal }, { intent: "early" });
+      const clicks = Array.from({ length: 5 }, () => post());
+      const controller = new AbortController();
+      const abortedAt = performance.now();
+      const aborted = post(controller.signal).then(() => "resolved", (error) => error.name);
+      controller.abort();
+      const abortResult = await aborted;
+      const abortMs = performance.now() - abortedAt;
+      const callsBeforeReady = calls().length;
+      await ready;
+      const statuses = (await Promise.all(clicks)).map((r) => r.status);
+      return {
+        importMs, beforeReady, callsBeforeReady, abortResult, abortMs, statuses,
+        calls: calls().length, refused: await refused,
+        afterReady: fingerprint("POST", "https://gateway.test/v1/x", "{}").length,
+      };
+    });
+    assert.ok(seen.importMs < 500, `import waited for the wasm (${seen.importMs} ms)`);
+    assert.deepEqual(seen.beforeReady, { fingerprint: "OneJobError", intents: "OneJobError", badOption: "OneJobConfigError", storage: "memory" });
+    assert.equal(seen.callsBeforeReady, 0);
+    assert.equal(seen.abortResult, "AbortError");
+    assert.ok(seen.abortMs < 100, `the abort took ${seen.abortMs} ms`);
+    assert.deepEqual(seen.statuses, [200, 200, 200, 200, 200]);
+    assert.equal(seen.calls, 1, "five early clicks joined one request");
+    assert.equal(seen.refused, "OneJobConfigError");
+    assert.equal(seen.afterReady, 64);
+  } finally {
+    await fresh.close();
+  }
+});
