@@ -27,8 +27,8 @@ build-edge:
 # The demo page serves a copy from www/sdk/.
 WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue
-# What a browser downloads for the default entry: the wasm, its glue, the SDK's shell and the entry.
-SDK_FILES := $(addprefix crates/client/pkg/,onejob_bg.wasm onejob.js sdk.js index.js)
+# What a browser downloads for the default entry: the wasm and the entry (glue and shell bundled in).
+SDK_FILES := $(addprefix crates/client/pkg/,onejob_bg.wasm index.js)
 build-client:
 	@rm -rf crates/client/pkg
 	@# Shorter panic locations in the data section: file paths without the
@@ -39,14 +39,15 @@ build-client:
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
-	@# The JS glue minified (names kept: OneJob.name stays "OneJob"): what a
-	@# page without a bundler downloads is what it runs.
-	@$(ENV) esbuild crates/client/pkg/onejob.js --minify --keep-names --format=esm --log-level=warning \
-	  --outfile=crates/client/pkg/onejob.min.js && mv crates/client/pkg/onejob.min.js crates/client/pkg/onejob.js
 	@cp crates/client/js/* crates/client/pkg/
-	@# The SDK's JavaScript shell, minified likewise.
-	@$(ENV) esbuild crates/client/js/sdk.js --minify --keep-names --format=esm --log-level=warning \
-	  --outfile=crates/client/pkg/sdk.js
+	@# Minified, names kept (OneJob.name stays "OneJob"): what a page without a
+	@# bundler downloads is what it runs. The browser entry is one file (glue
+	@# and shell bundled in), so such a page asks for the wasm after one round
+	@# trip instead of two; the other entries import the glue and the shell.
+	@$(ENV) esbuild crates/client/pkg/index.js --bundle --minify --keep-names --format=esm --log-level=warning \
+	  --outfile=crates/client/pkg/index.min.js && mv crates/client/pkg/index.min.js crates/client/pkg/index.js
+	@for f in onejob sdk; do $(ENV) esbuild crates/client/pkg/$$f.js --minify --keep-names --format=esm --log-level=warning \
+	  --outfile=crates/client/pkg/$$f.min.js && mv crates/client/pkg/$$f.min.js crates/client/pkg/$$f.js || exit 1; done
 	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).
 	@sed -i '/\[Symbol\.dispose\]/d' crates/client/pkg/onejob.d.ts

@@ -32,7 +32,7 @@ fn transient_answers_wait_within_the_backoff_and_final_ones_are_delivered() {
         assert!((0.0..=50.0).contains(&delay), "{delay}");
         assert_eq!(attempts.reason(), "unavailable (503)");
     }
-    assert_eq!(engine.next(&mut attempts, 0, None, None, None, now, true) >= 0.0, true, "a network error is resent");
+    assert!(engine.next(&mut attempts, 0, None, None, None, now, true) >= 0.0, "a network error is resent");
     assert_eq!(attempts.reason(), "network error");
     assert_eq!(engine.next(&mut attempts, 200, None, None, None, now, true), DELIVER);
     assert_eq!(engine.next(&mut attempts, 422, None, None, None, now, true), DELIVER);
