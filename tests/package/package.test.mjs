@@ -84,7 +84,7 @@ export default {
     writeFileSync(path.join(app, "tsconfig.json"), JSON.stringify({ ...tsconfig, files: ["good.ts"] }));
     writeFileSync(
       path.join(app, "good.ts"),
-      `import { OneJob, fingerprint, type OneJobEvent, type IntentRecord } from "onejob";
+      `import { OneJob, fingerprint, ready, type OneJobEvent, type IntentRecord } from "onejob";
 import { OneJob as Inline, fingerprint as inlineFingerprint } from "onejob/inline";
 const seen: string[] = [];
 const oj = new OneJob({ endpoint: "https://gw.test", token: "t", storage: "memory", retry: { maxAttempts: 3, baseMs: 100 },
@@ -100,7 +100,9 @@ const patient = new OneJob({ retry: { offlineWaitMs: 30_000 }, onEvent: (e) => {
   if (e.type === "gave_up") seen.push(e.reason, String(e.status));
 } });
 const inlined: typeof OneJob = Inline;
-void [id, patient, inlined, inlineFingerprint];
+const loaded: Promise<void> = ready;
+const where: "local" | "memory" = oj.storage;
+void [id, patient, inlined, inlineFingerprint, loaded, where];
 `,
     );
     run(bin("tsc"), ["-p", "tsconfig.json"], app);
