@@ -39,7 +39,9 @@ build-client:
 	@test -s crates/client/pkg/onejob_bg.wasm || { echo "client build failed"; exit 1; }
 	@$(ENV) "$$WASM_OPT_BIN" -Oz --strip-debug --strip-producers $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
-	@cp crates/client/js/* crates/client/pkg/
+	@cp crates/client/js/*.* crates/client/pkg/
+	@# The shell (js/sdk.js and its modules under js/sdk/) as one module.
+	@$(ENV) esbuild crates/client/js/sdk.js --bundle --format=esm --log-level=warning --outfile=crates/client/pkg/sdk.js
 	@# Minified, names kept (OneJob.name stays "OneJob"): what a page without a
 	@# bundler downloads is what it runs. The browser entry is one file (glue
 	@# and shell bundled in), so such a page asks for the wasm after one round

@@ -1,0 +1,48 @@
+// Reading responses and sending requests, the host's way.
+import { configError } from "./errors.js";
+
+/** Job states with a result to replay. */
+export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
+
+/** The headers core reads to decide a retry: `x-should-retry`, `retry-after-ms`, `Retry-After`. */
+export function retryHeaders(response) {
+  const get = (name) => response?.headers.get(name) ?? undefined;
+  return [get("x-should-retry"), get("retry-after-ms"), get("retry-after")];
+}
+
+/** Where the gateway of `url` answers: the endpoint when `url` is under it, else `url`'s origin. */
+export function gateway(url, endpoint) {
+  if (endpoint !== undefined && url.startsWith(`${endpoint}/`)) return endpoint;
+  return new URL(url).origin;
+}
+
+/** A `202` for a background job (`Prefer: respond-async`). */
+export const isAcceptedJob = (response) =>
+  response.status === 202 && (response.headers.get("Preference-Applied") ?? "").includes("respond-async");
+
+/** Whether `response` is a streamed answer worth resuming. */
+export const isEventStream = (response) =>
+  response.status === 200 && response.body !== null && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
+
+/**
+ * One fetch: `{ response }`, or `{ failure }` for a request that failed on
+ * the way; rejects with the caller's abort reason when it aborted.
+ */
+export async function tryOnce(url, init, signal) {
+  if (typeof globalThis.fetch !== "function") throw configError("this runtime has no fetch()");
+  try {
+    return { response: await globalThis.fetch(url, init) };
+  } catch (failure) {
+    if (signal?.aborted) throw signal.reason;
+    return { failure };
+  }
+}
+
+/**
+ * Cancels a response's body nobody will read, so its connection is freed. A
+ * failed cancel is of no interest, but must not go unhandled (Node ends the
+ * process on an unhandled rejection).
+ */
+export function discardBody(response) {
+  response.body?.cancel().catch(() => {});
+}

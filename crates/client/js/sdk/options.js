@@ -1,0 +1,57 @@
+import { configError } from "./errors.js";
+import { isObject } from "./request.js";
+import { IntentStore } from "./store.js";
+
+/** `new OneJob(options)`: reads and checks the options; a wrong value is a `OneJobConfigError` naming the field. */
+export function readOptions(options, read) {
+  const get = (object, name) => (isObject(object) ? object[name] : undefined);
+  const string = (object, name) => {
+    const value = get(object, name);
+    if (value == null) return undefined;
+    if (typeof value !== "string") throw configError(`${name} must be a string`);
+    return value;
+  };
+  const number = (object, name, fallback, min) => {
+    const value = get(object, name);
+    if (value === undefined) return fallback;
+    if (typeof value !== "number" || !Number.isInteger(value) || value < min) {
+      throw configError(`${name} must be a whole number ≥ ${min}`);
+    }
+    return value;
+  };
+  const tokens = (object, name, fallback, min) => Math.min(number(object, name, fallback, min), 0xffffffff);
+
+  let store;
+  const storage = string(options, "storage");
+  if (storage === undefined || storage === "auto") store = IntentStore.local(read) ?? new IntentStore(read);
+  else if (storage === "local") {
+    store = IntentStore.local(read);
+    if (!store) throw configError('storage "local": this runtime has no usable localStorage');
+  } else if (storage === "memory") store = new IntentStore(read);
+  else throw configError(`storage must be "auto", "local" or "memory", not "${storage}"`);
+  const onEvent = get(options, "onEvent");
+  if (onEvent != null && typeof onEvent !== "function") throw configError("onEvent must be a function");
+  const retry = get(options, "retry");
+  const budget = get(retry, "budget");
+  return {
+    endpoint: string(options, "endpoint")?.replace(/\/+$/, ""),
+    token: string(options, "token"),
+    store,
+    onEvent: onEvent ?? undefined,
+    retry: {
+      maxAttempts: number(retry, "maxAttempts", 4, 1),
+      baseMs: number(retry, "baseMs", 500, 1),
+      capMs: number(retry, "capMs", 20_000, 1),
+      retryAfterCapMs: number(retry, "retryAfterCapMs", 60_000, 0),
+      offlineWaitMs: number(retry, "offlineWaitMs", 300_000, 0),
+      budget: {
+        capacity: tokens(budget, "capacity", 500, 1),
+        retryCost: tokens(budget, "retryCost", 5, 1),
+        timeoutRetryCost: tokens(budget, "timeoutRetryCost", 10, 1),
+        successRefund: tokens(budget, "successRefund", 1, 0),
+      },
+    },
+    // The gateway's default retention: a key is remembered as long as the gateway keeps its job.
+    retentionMs: number(options, "retentionMs", 86_400_000, 1),
+  };
+}

@@ -1,0 +1,62 @@
+// Turning `fetch(input, init)` arguments into one request onejob can
+// fingerprint, persist and re-send, and back.
+import { configError } from "./errors.js";
+
+export const isObject = (value) => value !== null && (typeof value === "object" || typeof value === "function");
+
+/** A header's value from `[name, value]` pairs, by name in any case. */
+export const header = (pairs, name) => pairs.find(([n]) => n.toLowerCase() === name)?.[1];
+
+/** Turns `fetch(input, init)` arguments into one request onejob can fingerprint, persist and re-send. */
+export function normalize(input, init, endpoint) {
+  const get = (name) => (isObject(init) ? init[name] : undefined);
+  // A string, or a `URL` (whose toString() is its href).
+  const url = resolve(typeof input === "string" ? input : String(input), endpoint);
+  const method = typeof get("method") === "string" ? get("method").toUpperCase() : "GET";
+  const headers = [...new Headers(get("headers") ?? undefined)];
+  let body = get("body");
+  if (body == null) body = null;
+  else if (typeof body !== "string") throw configError("fetch body must be a string (onejob fingerprints and persists it)");
+  // fetch would throw a TypeError, which must not look like a network error.
+  if (body !== null && isBodiless(method)) throw configError("a GET or HEAD request cannot have a body");
+  const signal = typeof AbortSignal === "function" && get("signal") instanceof AbortSignal ? get("signal") : undefined;
+  return { url, method, headers, body, signal };
+}
+
+export const isBodiless = (method) => method === "GET" || method === "HEAD";
+
+/** An absolute URL: relative inputs go under `endpoint` (its path kept), else resolve against the page. */
+export function resolve(raw, endpoint) {
+  try {
+    if (raw.includes("://")) return new URL(raw).href;
+    if (endpoint !== undefined) return new URL(raw.startsWith("/") ? endpoint + raw : `${endpoint}/${raw}`).href;
+    return new URL(raw, globalThis.location?.href).href;
+  } catch {
+    throw configError(`not a URL: ${raw}`);
+  }
+}
+
+/** Reads a `Request` input into plain `[url, init]` form. */
+export async function unpackRequest(input, init) {
+  const merged = {};
+  for (const name of ["method", "headers", "signal"]) {
+    const fromInit = isObject(init) ? init[name] : undefined;
+    merged[name] = fromInit === undefined ? input[name] : fromInit;
+  }
+  let body = isObject(init) ? init.body : undefined;
+  // A GET or HEAD `Request` has no body; reading one gives "", which fetch refuses.
+  if (body === undefined && !isBodiless(String(merged.method).toUpperCase())) body = await input.clone().text();
+  merged.body = body;
+  return [input.url, merged];
+}
+
+/** What `resume()` needs after a reload, as the engine stores it; the credential is not stored. */
+export function savedJson({ url, method, headers, body }) {
+  const kept = headers.filter(([name]) => !["authorization", "idempotency-key"].includes(name.toLowerCase()));
+  return JSON.stringify({ url, method, headers: kept, body });
+}
+
+export function fromSaved(text) {
+  const { url, method, headers, body } = JSON.parse(text);
+  return { url, method, headers, body, signal: undefined };
+}

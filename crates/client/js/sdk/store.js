@@ -1,0 +1,111 @@
+const PREFIX = "onejob:v1:intent:";
+/** The most records kept: past it the least recently updated are dropped. */
+const MAX_INTENTS = 500;
+const DROPPED_FOR_ROOM = "unresolved intent dropped: the store keeps at most 500 intents (MAX_INTENTS)";
+
+/**
+ * Where intents are remembered: `localStorage` (survives reloads) or memory.
+ * Entries live under `onejob:v1:intent:<intent>` as the engine's JSON; one
+ * that does not read back is removed and reported as a warning.
+ */
+export class IntentStore {
+  /** `read(text, intent)`: the engine's reader of a stored record (throws when unreadable). */
+  constructor(read, storage) {
+    this.read = read;
+    this.storage = storage;
+    this.kind = storage ? "local" : "memory";
+    this.memory = new Map();
+  }
+
+  /** `localStorage`, if present and usable (it throws in some private modes). */
+  static local(read) {
+    try {
+      const storage = globalThis.localStorage;
+      if (!storage) return undefined;
+      storage.setItem(`${PREFIX}__probe`, "1");
+      storage.removeItem(`${PREFIX}__probe`);
+      return new IntentStore(read, storage);
+    } catch {
+      return undefined;
+    }
+  }
+
+  get(name) {
+    return this.storage ? this.storage.getItem(name) ?? undefined : this.memory.get(name);
+  }
+
+  /** The storage names of every entry. */
+  names() {
+    if (!this.storage) return [...this.memory.keys()];
+    const names = [];
+    for (let i = 0; i < this.storage.length; i++) {
+      const name = this.storage.key(i);
+      if (name?.startsWith(PREFIX)) names.push(name);
+    }
+    return names;
+  }
+
+  /** The record of `intent`, or undefined; throws `{intent, reason}` (after removing it) when unreadable. */
+  load(intent) {
+    const text = this.get(PREFIX + intent);
+    if (text === undefined) return undefined;
+    try {
+      return this.read(text, intent);
+    } catch (error) {
+      this.remove(intent);
+      throw { intent, reason: error.message };
+    }
+  }
+
+  /** Saves a record, first making room for a new one; returns the records dropped for room. */
+  save(intent, text) {
+    const name = PREFIX + intent;
+    const dropped = this.get(name) === undefined ? this.#makeRoom() : [];
+    if (!this.storage) {
+      this.memory.set(name, text);
+      return dropped;
+    }
+    try {
+      this.storage.setItem(name, text);
+    } catch {
+      throw "localStorage refused the write (quota?)";
+    }
+    return dropped;
+  }
+
+  /** Drops the least recently updated records until one more fits. */
+  #makeRoom() {
+    if (this.names().length < MAX_INTENTS) return [];
+    const [records, dropped] = this.all();
+    records.sort((a, b) => a.updated - b.updated);
+    for (const record of records.splice(0, records.length - MAX_INTENTS + 1)) {
+      this.remove(record.id);
+      dropped.push({ intent: record.id, reason: DROPPED_FOR_ROOM });
+    }
+    for (const record of records) record.free();
+    return dropped;
+  }
+
+  remove(intent) {
+    const name = PREFIX + intent;
+    const existed = this.get(name) !== undefined;
+    if (this.storage) this.storage.removeItem(name);
+    else this.memory.delete(name);
+    return existed;
+  }
+
+  /** Every readable record, and the unreadable ones it removed. */
+  all() {
+    const records = [];
+    const dropped = [];
+    for (const name of this.names()) {
+      try {
+        const record = this.load(name.slice(PREFIX.length));
+        if (record) records.push(record);
+      } catch (d) {
+        dropped.push(d);
+      }
+    }
+    return [records, dropped];
+  }
+}
