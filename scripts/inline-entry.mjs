@@ -24,8 +24,7 @@ const base64 = "${base64}";
 const bytes = typeof Uint8Array.fromBase64 === "function"
   ? Uint8Array.fromBase64(base64)
   : Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-export const ready = init({ module_or_path: bytes }).then(() => {});
-export const { OneJob, fingerprint } = bind(wasm, ready);
+export const { OneJob, fingerprint, ready } = bind(wasm, () => init({ module_or_path: bytes }));
 `,
 );
 writeFileSync(path.join(pkg, "inline.d.ts"), `export * from "./index.js";\n`);

@@ -143,3 +143,41 @@ test("before the wasm has loaded: new OneJob() works at once, requests wait for 
     await fresh.close();
   }
 });
+
+// A wasm that could not be loaded (the network was down, say) is loaded again
+// by the next request, not given up on until a reload.
+test("a failed wasm load is tried again by the next request", { timeout: 30_000 }, async () => {
+  const fresh = await browser.newPage();
+  try {
+    let wasmRequests = 0;
+    await fresh.route("**/pkg/onejob_bg.wasm", async (route) => {
+      wasmRequests += 1;
+      if (wasmRequests === 1) await route.fulfill({ status: 503, body: "down" });
+      else await route.continue();
+    });
+    await fresh.goto(`http://127.0.0.1:${server.address().port}/`);
+    const seen = await fresh.evaluate(async () => {
+      const { OneJob, fingerprint, ready } = await import("/pkg/index.js");
+      const { script, calls } = await import("/sdk/stub.mjs");
+      const realFetch = globalThis.fetch;
+      script([{ status: 200 }]);
+      // The stub answers the requests; the wasm still comes from the server.
+      const stub = globalThis.fetch;
+      globalThis.fetch = (url, init) => (String(url).endsWith(".wasm") ? realFetch(url, init) : stub(url, init));
+      const readyError = await ready.then(() => "loaded", (error) => error.name);
+      let fingerprintError = "none";
+      try {
+        fingerprint("POST", "https://gateway.test/v1/x", "{}");
+      } catch (error) {
+        fingerprintError = error.name;
+      }
+      const oj = new OneJob({ endpoint: "https://gateway.test", storage: "memory" });
+      const response = await oj.fetch("/v1/x", { method: "POST", body: "{}" });
+      return { readyError, fingerprintError, status: response.status, calls: calls().length, after: fingerprint("POST", "https://gateway.test/v1/x", "{}").length };
+    });
+    assert.deepEqual(seen, { readyError: "OneJobError", fingerprintError: "OneJobError", status: 200, calls: 1, after: 64 });
+    assert.equal(wasmRequests, 2);
+  } finally {
+    await fresh.close();
+  }
+});

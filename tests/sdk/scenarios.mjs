@@ -338,6 +338,144 @@ export const scenarios = [
     },
   },
 
+  {
+    name: "an already aborted request is neither sent nor remembered",
+    async run({ equal, deepEqual }) {
+      const oj = client(FAST);
+      const controller = new AbortController();
+      controller.abort();
+      const outcome = await settle(post(oj, '{"q":"never"}', "cancelled", controller.signal));
+      equal(outcome.error?.name, "AbortError");
+      equal(calls().length, 0);
+      deepEqual(oj.intents(), []);
+      deepEqual(await oj.resume(), [], "nothing for resume() to send");
+      deepEqual(events(), []);
+    },
+  },
+  {
+    name: "without fetch a request fails by name and leaves nothing to resume",
+    async run({ equal, deepEqual }) {
+      const oj = client(FAST);
+      const realFetch = globalThis.fetch;
+      globalThis.fetch = undefined;
+      let outcome;
+      try {
+        outcome = await settle(post(oj, "{}", "no-fetch"));
+      } finally {
+        globalThis.fetch = realFetch;
+      }
+      equal(outcome.error?.name, "OneJobConfigError");
+      deepEqual(oj.intents(), []);
+    },
+  },
+  {
+    name: "a background job whose end cannot be read is given up after maxAttempts",
+    // 202 → its view is refused → ask again → 202 …: bounded by maxAttempts.
+    async run({ equal, assert }) {
+      const accepted = { status: 202, headers: { "Preference-Applied": "respond-async", "Retry-After": "0" } };
+      script([accepted, { status: 404 }, accepted, { status: 404 }, accepted, { status: 404 }, accepted]);
+      const oj = client({ ...FAST, retry: { ...FAST.retry, maxAttempts: 2 } });
+      const outcome = await settle(oj.fetch("/v1/chat/completions", { method: "POST", body: "{}" }, { background: true }));
+      equal(outcome.error?.name, "OneJobNetworkError");
+      assert(/background job was accepted/.test(outcome.error.message), outcome.error.message);
+      const sent = calls().map((c) => c.method);
+      equal(sent.join(" "), "POST GET POST GET POST", "two jobs followed, the third refused");
+      equal(events().at(-1), "gave_up");
+    },
+  },
+  {
+    name: "polls and stream resumes stay under the endpoint however it is spelled",
+    async run({ equal }) {
+      script([
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: a\n\ndata: b", drop: true },
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: b\n\ndata: [DONE]\n\n" },
+      ]);
+      const oj = client({ ...FAST, endpoint: "https://GATEWAY.test:443/api/" });
+      equal(oj.endpoint, "https://gateway.test/api");
+      const response = await oj.fetch("v1/chat/completions?next=https://elsewhere.test/x", { method: "POST", body: "{}" });
+      equal(await response.text(), "data: a\n\ndata: b\n\ndata: [DONE]\n\n");
+      const sent = calls();
+      equal(sent[0].url, "https://gateway.test/api/v1/chat/completions?next=https://elsewhere.test/x");
+      equal(sent[1].url, `https://gateway.test/api/onejob/v1/jobs/${sent[0].key}/stream?from=1`);
+    },
+  },
+  {
+    name: "an endpoint that is not an absolute URL is a config error",
+    async run({ OneJob, equal }) {
+      let name;
+      try {
+        new OneJob({ endpoint: "gateway.test/api" });
+      } catch (error) {
+        name = error.name;
+      }
+      equal(name, "OneJobConfigError");
+    },
+  },
+  {
+    name: "cancelling a stream while it reconnects stops the reconnection",
+    async run({ equal, assert, deepEqual }) {
+      script([
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: a\n\n", drop: true },
+        { status: 503, delayMs: 150 },
+        { status: 503 },
+        { status: 503 },
+      ]);
+      const oj = client(FAST);
+      const response = await post(oj, '{"stream":true}');
+      const reader = response.body.getReader();
+      equal(new TextDecoder().decode((await reader.read()).value), "data: a\n\n");
+      const next = settle(reader.read()); // the connection drops: the SDK reconnects
+      await sleep(60);
+      const cancelled = await settle(reader.cancel("user left"));
+      assert(!cancelled.error, `cancel rejected: ${cancelled.error}`);
+      await next;
+      await sleep(300);
+      equal(calls().length, 2, "the request, and the reconnection that was under way");
+      deepEqual(events().filter((e) => e === "gave_up"), [], "no gave_up after a cancel");
+    },
+  },
+  {
+    name: "a caller's signal keeps no listener of a request that failed",
+    async run({ equal }) {
+      script(Array.from({ length: 5 }, () => ({ networkError: true })));
+      const oj = client({ ...FAST, retry: { maxAttempts: 1 } });
+      const controller = new AbortController();
+      const signal = controller.signal;
+      let listening = 0;
+      const add = signal.addEventListener.bind(signal);
+      const remove = signal.removeEventListener.bind(signal);
+      signal.addEventListener = (type, listener, options) => {
+        if (type === "abort") listening += 1;
+        add(type, listener, options);
+      };
+      signal.removeEventListener = (type, listener, options) => {
+        if (type === "abort") listening -= 1;
+        remove(type, listener, options);
+      };
+      for (let i = 0; i < 5; i++) {
+        const outcome = await settle(post(oj, `{"n":${i}}`, undefined, signal));
+        equal(outcome.error?.name, "OneJobNetworkError");
+      }
+      equal(listening, 0);
+    },
+  },
+  {
+    name: "a wait longer than timers allow is cut to the longest they keep",
+    // setTimeout fires at once past 2^31 - 1 ms: a server asking for longer
+    // must not turn into an immediate retry.
+    async run({ equal }) {
+      script([{ status: 503, headers: { "retry-after-ms": "3000000000" } }, { status: 200 }]);
+      const oj = client({ ...FAST, retry: { ...FAST.retry, retryAfterCapMs: 2 ** 40, offlineWaitMs: 2 ** 40 } });
+      const controller = new AbortController();
+      const outcome = settle(post(oj, "{}", undefined, controller.signal));
+      await sleep(100);
+      equal(calls().length, 1, "still waiting");
+      equal(globalThis.__onejob_events.find((e) => e.type === "backoff")?.delayMs, 2147483647);
+      controller.abort();
+      equal((await outcome).error?.name, "AbortError");
+    },
+  },
+
   // What only a browser has (browser.rs): `localStorage` persistence across
   // page loads and resilience to corrupted entries.
   {

@@ -5,7 +5,8 @@
  * browsers once it has been fetched and compiled (it starts at import).
  * `new OneJob()`, `oj.fetch()`, `oj.resume()` and `oj.forget()` never need
  * it; `fingerprint()` and `oj.intents()` throw a `OneJobError` before it.
- * Rejects when the wasm cannot be loaded (each request then rejects too).
+ * Rejects with a `OneJobError` when the wasm cannot be loaded; the next
+ * request (or `resume()`) then tries to load it again.
  */
 export declare const ready: Promise<void>;
 
@@ -23,8 +24,8 @@ export declare class OneJob {
   /**
    * Creates a client; throws `OneJobConfigError` on a malformed option. (In a
    * browser before {@link ready}, the two checks of the retry policy that need
-   * the wasm, `capMs ≥ baseMs` and a budget that affords a retry, reject the
-   * first request instead.)
+   * the wasm, `capMs ≥ baseMs` and a budget that affords a retry, reject every
+   * request and `resume()` instead.)
    */
   constructor(options?: OneJobOptions | null);
   /** Like `fetch(input, init)`, with one idempotency key per intent. */
@@ -48,7 +49,8 @@ export interface OneJobOptions {
    * Base URL that relative inputs go under, e.g. "https://gw.example.com" or
    * "https://example.com/api" (its path is kept: "/v1/chat/completions" goes to
    * "https://example.com/api/v1/chat/completions"; a trailing slash is ignored).
-   * @defaultValue none: relative inputs resolve against the page (`location.href`), as `fetch` does; required where there is no page (Node, workers)
+   * @defaultValue none: relative inputs resolve against the page (`location.href`), as `fetch` does; required where there is no page (Node, Cloudflare Workers). Must be an absolute URL. A gateway
+   * under a path on the page's own origin needs it too: polls and stream resumes go under it
    */
   endpoint?: string;
   /**

@@ -13,5 +13,4 @@ const asset = new URL("./onejob_bg.wasm", import.meta.url);
 const file = String(asset).startsWith("file:") ? String(asset) : String(new URL(["onejob_bg", "wasm"].join("."), import.meta.url));
 wasm.initSync({ module: readFileSync(fileURLToPath(file)) });
 
-export const ready = Promise.resolve();
-export const { OneJob, fingerprint } = bind(wasm, ready, true);
+export const { OneJob, fingerprint, ready } = bind(wasm, () => {}, true);

@@ -7,48 +7,78 @@
 //
 // Every entry (index.js, node.js, workerd.js, inline.js) loads the wasm its
 // own way and calls `bind(wasm, ready, loadedNow)`.
-import { named } from "./sdk/errors.js";
+import { configError, named } from "./sdk/errors.js";
 import { Events } from "./sdk/events.js";
 import { FINISHED, discardBody, gateway, isAcceptedJob, isEventStream, retryHeaders, tryOnce } from "./sdk/http.js";
 import { readOptions } from "./sdk/options.js";
 import { fromSaved, header, isObject, normalize, savedJson, unpackRequest } from "./sdk/request.js";
 import { Running } from "./sdk/running.js";
 import { resumable } from "./sdk/stream.js";
-import { offline, online, sleep } from "./sdk/wait.js";
+import { anyOf, offline, online, sleep } from "./sdk/wait.js";
 
 /** What `Engine.next` returns besides a delay: hand the answer over. */
 const DELIVER = -1;
 
 /**
- * The package's API over a wasm engine: `ready` settles when the engine can
- * be used (`loadedNow`: it already can). Until then `new OneJob()` works and
- * requests wait for it.
+ * The package's API over a wasm engine: `load()` loads it (`loadedNow`: it
+ * already is). Until it has loaded, `new OneJob()` works and requests wait for
+ * it; a load that failed is tried again by the next request. Returns the API
+ * and `ready`, the first load.
  */
-export function bind(wasm, ready, loadedNow = false) {
+export function bind(wasm, load, loadedNow = false) {
   let loaded = loadedNow;
-  let loadError;
-  ready.then(
-    () => (loaded = true),
-    (error) => (loadError = named("OneJobError", `onejob: the SDK's wasm could not be loaded: ${error}`, error)),
-  );
-  const needEngine = (what) => {
-    if (loadError) throw loadError;
-    if (!loaded) throw named("OneJobError", `onejob: ${what} needs the SDK's wasm, which is still loading; await \`ready\` first`);
+  /** The load under way, or the last one. */
+  let loading = Promise.resolve();
+  /** Why the last load failed (a `OneJobError`), while none has succeeded. */
+  let failed;
+  const startLoading = () => {
+    failed = undefined;
+    loading = Promise.resolve()
+      .then(load)
+      .then(
+        () => {
+          loaded = true;
+        },
+        (error) => {
+          failed = named("OneJobError", `onejob: the SDK's wasm could not be loaded (${error}); the next request tries again`, error);
+          throw failed;
+        },
+      );
+    loading.catch(() => {}); // Reported to whoever waits on it.
+    return loading;
   };
-  /** Runs `go` once the engine is loaded; a caller's abort rejects at once. */
+  const ready = loaded ? Promise.resolve() : startLoading();
+  const needEngine = (what) => {
+    if (loaded) return;
+    throw failed ?? named("OneJobError", `onejob: ${what} needs the SDK's wasm, which is still loading; await \`ready\` first`);
+  };
+  /**
+   * Runs `go` (which returns a promise) once the engine is loaded; a caller's
+   * abort rejects at once, and whatever `go` throws rejects.
+   */
   const whenLoaded = (signal, go) => {
-    if (loaded) return go();
-    if (loadError) return Promise.reject(loadError);
+    const run = () => {
+      try {
+        return go();
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    };
+    if (loaded) return run();
     if (signal?.aborted) return Promise.reject(signal.reason);
+    const attempt = failed ? startLoading() : loading;
     return new Promise((resolve, reject) => {
       const aborted = () => reject(signal.reason);
       signal?.addEventListener("abort", aborted, { once: true });
-      ready.then(
+      attempt.then(
         () => {
           signal?.removeEventListener("abort", aborted);
-          if (!signal?.aborted) resolve(go());
+          if (!signal?.aborted) resolve(run());
         },
-        () => reject(loadError),
+        (error) => {
+          signal?.removeEventListener("abort", aborted);
+          reject(error);
+        },
       );
     });
   };
@@ -79,19 +109,14 @@ export function bind(wasm, ready, loadedNow = false) {
       this.#retry = o.retry;
       this.#retentionMs = o.retentionMs;
       this.#events = new Events(o.onEvent);
-      // The policy's last checks are core's; expired records are pruned at
-      // once, so apps that never call resume() do not keep them either.
-      const prune = () => {
-        this.#core();
-        for (const record of this.#liveRecords()) record.free();
-      };
-      if (loaded) prune();
+      // The policy's last checks are core's (see #core).
+      if (loaded) this.#core();
       else {
-        ready.then(() => {
+        loading.then(() => {
           try {
-            prune();
+            this.#core();
           } catch {
-            // A policy core refuses: reported by the first request.
+            // A policy core refuses: reported by every request.
           }
         }, () => {});
       }
@@ -131,6 +156,7 @@ export function bind(wasm, ready, loadedNow = false) {
     /** Re-sends every unresolved intent with its original key and resolves to their responses. */
     resume() {
       return whenLoaded(undefined, () => {
+        this.#core();
         const results = [];
         for (const record of this.#liveRecords()) {
           const [intent, key, saved] = [record.id, record.key, record.request];
@@ -176,13 +202,20 @@ export function bind(wasm, ready, loadedNow = false) {
       return this.#endpoint;
     }
 
+    /**
+     * The engine, made on first use: throws `OneJobConfigError` on a policy
+     * core refuses. Expired records are pruned then, so apps that never call
+     * resume() do not keep them either.
+     */
     #core() {
+      if (this.#engine) return this.#engine;
       needEngine("the client");
       const r = this.#retry;
-      this.#engine ??= new wasm.Engine(
+      this.#engine = new wasm.Engine(
         r.baseMs, r.capMs, r.budget.capacity, r.budget.retryCost, r.budget.timeoutRetryCost,
         r.budget.successRefund, r.retryAfterCapMs, this.#retentionMs,
       );
+      for (const record of this.#liveRecords()) record.free();
       return this.#engine;
     }
 
@@ -191,14 +224,12 @@ export function bind(wasm, ready, loadedNow = false) {
      * in-flight check, so rapid double clicks cannot both start a send.
      */
     #submit(request, name) {
-      let core, fp, intent;
-      try {
-        core = this.#core();
-        fp = wasm.fingerprint(request.method, request.url, request.body ?? undefined);
-        intent = wasm.intentId(name, fp);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      // Nothing is remembered or sent for a request that cannot go out.
+      if (request.signal?.aborted) return Promise.reject(request.signal.reason);
+      if (typeof globalThis.fetch !== "function") throw configError("this runtime has no fetch()");
+      const core = this.#core();
+      const fp = wasm.fingerprint(request.method, request.url, request.body ?? undefined);
+      const intent = wasm.intentId(name, fp);
       const running = this.#inflight.get(intent);
       if (running) return running.join(request.signal);
       const record = core.submit(this.#load(intent), intent, fp, savedJson(request), Date.now());
@@ -264,14 +295,26 @@ export function bind(wasm, ready, loadedNow = false) {
     /** The retry loop of one intent. */
     async #send(record, request) {
       const [intent, key, signal] = [record.id, record.key, request.signal];
-      const core = this.#core();
-      const attempts = core.attempts();
+      let attempts;
       let sent = 0;
+      /** Background jobs accepted (202) so far: each is followed to its end, then asked for again. */
+      let accepted = 0;
       let lastNetworkError;
       // While the browser says it is offline, the send waits for `online`
       // instead of spending attempts; all such waits share one deadline.
       const offlineDeadline = Date.now() + this.#retry.offlineWaitMs;
+      const giveUp = (why, status, cause) => {
+        this.#save(intent, record.giveUp(Date.now()));
+        this.#events.emit("gave_up", intent, key, { reason: why, status });
+        return named(
+          "OneJobNetworkError",
+          `onejob: gave up after ${sent} attempts: ${why}; resume() can ask again with the same key`,
+          cause,
+        );
+      };
       try {
+        const core = this.#core();
+        attempts = core.attempts();
         for (;;) {
           await this.#waitWhileOffline(intent, key, offlineDeadline, signal);
           this.#save(intent, record.attempt(Date.now()));
@@ -289,6 +332,10 @@ export function bind(wasm, ready, loadedNow = false) {
             // A background job was accepted: follow it until it has finished,
             // then ask again with the same key, which replays its result.
             discardBody(response);
+            // (A job whose end cannot be read, its view refused say, would
+            // otherwise be accepted and followed forever.)
+            accepted += 1;
+            if (accepted > this.#retry.maxAttempts) throw giveUp("a background job was accepted, but its end could not be read", 202);
             await this.#followJob(request, intent, key, this.#serverDelay(response));
             continue;
           }
@@ -322,7 +369,10 @@ export function bind(wasm, ready, loadedNow = false) {
             const url = `${gateway(request.url, this.#endpoint)}/onejob/v1/jobs/${key}/stream?from=`;
             const init = this.#initFor({ ...request, method: "GET", body: null }, key);
             return resumable(wasm.EventSplitter, response, {
-              reopen: (from, error) => this.#reopenStream(intent, key, url + from, init, signal, error),
+              reopen: (from, error, stop) => {
+                const either = anyOf(signal, stop);
+                return this.#reopenStream(intent, key, url + from, { ...init, signal: either }, either, error);
+              },
               read: () => this.#store.remove(intent),
               signal,
             });
@@ -334,17 +384,12 @@ export function bind(wasm, ready, loadedNow = false) {
             continue;
           }
           // Out of attempts or budget (a final answer always has a response).
-          this.#save(intent, record.giveUp(Date.now()));
-          this.#events.emit("gave_up", intent, key, { reason: why, status });
+          const gaveUp = giveUp(why, status, lastNetworkError);
           if (response) return response;
-          throw named(
-            "OneJobNetworkError",
-            `onejob: gave up after ${sent} attempts: ${why}; resume() can ask again with the same key`,
-            lastNetworkError,
-          );
+          throw gaveUp;
         }
       } finally {
-        attempts.free();
+        attempts?.free();
         record.free();
       }
     }
@@ -456,5 +501,5 @@ export function bind(wasm, ready, loadedNow = false) {
     }
   }
 
-  return { OneJob, fingerprint };
+  return { OneJob, fingerprint, ready };
 }

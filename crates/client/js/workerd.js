@@ -6,5 +6,4 @@ import { bind } from "./sdk.js";
 
 wasm.initSync({ module });
 
-export const ready = Promise.resolve();
-export const { OneJob, fingerprint } = bind(wasm, ready, true);
+export const { OneJob, fingerprint, ready } = bind(wasm, () => {}, true);

@@ -1,6 +1,7 @@
 import { configError } from "./errors.js";
 import { isObject } from "./request.js";
 import { IntentStore } from "./store.js";
+import { MAX_TIMER_MS } from "./wait.js";
 
 /** `new OneJob(options)`: reads and checks the options; a wrong value is a `OneJobConfigError` naming the field. */
 export function readOptions(options, read) {
@@ -20,6 +21,8 @@ export function readOptions(options, read) {
     return value;
   };
   const tokens = (object, name, fallback, min) => Math.min(number(object, name, fallback, min), 0xffffffff);
+  // Longer than a host's timers can wait is as long as they can (see MAX_TIMER_MS).
+  const ms = (object, name, fallback, min) => Math.min(number(object, name, fallback, min), MAX_TIMER_MS);
 
   let store;
   const storage = string(options, "storage");
@@ -34,16 +37,16 @@ export function readOptions(options, read) {
   const retry = get(options, "retry");
   const budget = get(retry, "budget");
   return {
-    endpoint: string(options, "endpoint")?.replace(/\/+$/, ""),
+    endpoint: endpointOf(string(options, "endpoint")),
     token: string(options, "token"),
     store,
     onEvent: onEvent ?? undefined,
     retry: {
       maxAttempts: number(retry, "maxAttempts", 4, 1),
-      baseMs: number(retry, "baseMs", 500, 1),
-      capMs: number(retry, "capMs", 20_000, 1),
-      retryAfterCapMs: number(retry, "retryAfterCapMs", 60_000, 0),
-      offlineWaitMs: number(retry, "offlineWaitMs", 300_000, 0),
+      baseMs: ms(retry, "baseMs", 500, 1),
+      capMs: ms(retry, "capMs", 20_000, 1),
+      retryAfterCapMs: ms(retry, "retryAfterCapMs", 60_000, 0),
+      offlineWaitMs: ms(retry, "offlineWaitMs", 300_000, 0),
       budget: {
         capacity: tokens(budget, "capacity", 500, 1),
         retryCost: tokens(budget, "retryCost", 5, 1),
@@ -54,4 +57,20 @@ export function readOptions(options, read) {
     // The gateway's default retention: a key is remembered as long as the gateway keeps its job.
     retentionMs: number(options, "retentionMs", 86_400_000, 1),
   };
+}
+
+/**
+ * The endpoint as the URLs built under it will spell it (`new URL`'s form:
+ * lower-case host, no default port), without a trailing slash; so a request
+ * under it is recognised as such (polls and stream resumes go under it too).
+ */
+function endpointOf(endpoint) {
+  if (endpoint === undefined) return undefined;
+  let url;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    throw configError(`endpoint must be an absolute URL ("https://gw.example.com"), not "${endpoint}"`);
+  }
+  return `${url.origin}${url.pathname}`.replace(/\/+$/, "");
 }

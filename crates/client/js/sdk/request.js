@@ -25,12 +25,16 @@ export function normalize(input, init, endpoint) {
 
 export const isBodiless = (method) => method === "GET" || method === "HEAD";
 
-/** An absolute URL: relative inputs go under `endpoint` (its path kept), else resolve against the page. */
+/**
+ * An absolute URL: one with a scheme stays as it is; a relative one goes
+ * under `endpoint` (its path kept), else resolves against the page's base
+ * URL, as `fetch` does.
+ */
 export function resolve(raw, endpoint) {
   try {
-    if (raw.includes("://")) return new URL(raw).href;
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(raw)) return new URL(raw).href;
     if (endpoint !== undefined) return new URL(raw.startsWith("/") ? endpoint + raw : `${endpoint}/${raw}`).href;
-    return new URL(raw, globalThis.location?.href).href;
+    return new URL(raw, globalThis.document?.baseURI ?? globalThis.location?.href).href;
   } catch {
     throw configError(`not a URL: ${raw}`);
   }

@@ -37,18 +37,19 @@ export class Running {
     }
     let entry;
     const promise = this.#wait((e) => (entry = e));
-    signal.addEventListener(
-      "abort",
-      () => {
-        const at = this.waiting.indexOf(entry);
-        if (at >= 0) {
-          this.waiting.splice(at, 1);
-          entry.reject(signal.reason);
-        }
-        this.#release(signal.reason);
-      },
-      { once: true },
-    );
+    const aborted = () => {
+      const at = this.waiting.indexOf(entry);
+      if (at >= 0) {
+        this.waiting.splice(at, 1);
+        entry.reject(signal.reason);
+      }
+      this.#release(signal.reason);
+    };
+    signal.addEventListener("abort", aborted, { once: true });
+    // A caller that got an error has nothing left to abort. (One that got a
+    // response keeps its listener: aborting then still stops the body, as
+    // with fetch.)
+    entry.forget = () => signal.removeEventListener("abort", aborted);
     return promise;
   }
 
@@ -61,7 +62,10 @@ export class Running {
     const waiting = this.waiting;
     this.waiting = [];
     if (!response) {
-      for (const { reject } of waiting) reject(error);
+      for (const { reject, forget } of waiting) {
+        forget?.();
+        reject(error);
+      }
       return;
     }
     const last = waiting.pop();

@@ -81,6 +81,7 @@ export class IntentStore {
     for (const record of records.splice(0, records.length - MAX_INTENTS + 1)) {
       this.remove(record.id);
       dropped.push({ intent: record.id, reason: DROPPED_FOR_ROOM });
+      record.free();
     }
     for (const record of records) record.free();
     return dropped;

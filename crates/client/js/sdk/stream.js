@@ -4,15 +4,23 @@ import { discardBody } from "./http.js";
 
 /**
  * `response` with a body that resumes itself: the caller gets whole SSE
- * events only, counted; when reading fails, the events after those are asked
- * for (`…/stream?from=N`) and the same body goes on. A clean end is the end:
- * the gateway itself ends an interrupted stream with an error event.
+ * events only, counted; when reading fails, `reopen(delivered, error, stop)`
+ * asks for the events after those (`…/stream?from=N`) and the same body goes
+ * on. A clean end is the end: the gateway itself ends an interrupted stream
+ * with an error event. `read()` is called once the whole answer is here;
+ * `signal` is the send's; `stop` aborts when the caller cancels the body.
  */
 export function resumable(EventSplitter, response, { reopen, read, signal }) {
   let reader = response.body.getReader();
   let splitter = new EventSplitter();
   let delivered = 0;
   let cancelled = false;
+  const stop = new AbortController();
+  /** The splitter's wasm memory goes back at once when the body is done with. */
+  const release = () => {
+    splitter?.free();
+    splitter = undefined;
+  };
   const body = new ReadableStream({
     async pull(controller) {
       for (;;) {
@@ -20,9 +28,16 @@ export function resumable(EventSplitter, response, { reopen, read, signal }) {
         try {
           chunk = await reader.read();
         } catch (error) {
-          if (signal?.aborted) throw signal.reason;
           if (cancelled) return;
-          const next = await reopen(delivered, error);
+          let next;
+          try {
+            if (signal?.aborted) throw signal.reason;
+            next = await reopen(delivered, error, stop.signal);
+          } catch (failure) {
+            if (cancelled) return;
+            release();
+            throw failure;
+          }
           if (cancelled) return discardBody(next);
           reader = next.body.getReader();
           // The partial event is sent again, whole, by the new stream.
@@ -30,16 +45,13 @@ export function resumable(EventSplitter, response, { reopen, read, signal }) {
           splitter = new EventSplitter();
           continue;
         }
+        if (cancelled) return;
         if (chunk.done) {
           // Whatever follows the last blank line, as it came.
           const rest = splitter.rest();
-          splitter.free();
-          if (rest.length && !cancelled) controller.enqueue(rest);
-          try {
-            controller.close();
-          } catch {
-            // Already closed by a cancel.
-          }
+          release();
+          if (rest.length) controller.enqueue(rest);
+          controller.close();
           read();
           return;
         }
@@ -55,7 +67,9 @@ export function resumable(EventSplitter, response, { reopen, read, signal }) {
     },
     cancel(reason) {
       cancelled = true;
-      return reader.cancel(reason);
+      stop.abort(reason);
+      release();
+      return reader.cancel(reason).catch(() => {});
     },
   });
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
