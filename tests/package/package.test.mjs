@@ -19,8 +19,7 @@ let worker;
 let persistTo;
 
 before(async () => {
-  // The official SDK, as an app would add it: the workspace's pinned copy,
-  // packed and installed (no registry needed).
+  // The official SDK: the workspace's pinned copy, linked into the app.
   ({ dir: app, tarball } = makeApp(["openai"]));
   persistTo = mkdtempSync(path.join(tmpdir(), "onejob-pkg-"));
   worker = await startWorker({ vars: { UPSTREAM: "demo" }, persistTo });

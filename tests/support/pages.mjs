@@ -1,6 +1,6 @@
 // Pages of an app that uses the npm package `onejob`, as a user builds them:
-// the built package and the SDKs the page needs are packed and installed
-// into a fresh app (no registry: the workspace's own copies), the page is
+// the built package is packed and installed into a fresh app, the SDKs the
+// page needs are the workspace's own copies (no registry), the page is
 // bundled with Vite and served from another origin than the gateway's.
 //
 //   const app = makeApp(["openai"]);
@@ -15,7 +15,7 @@
 //   …
 //   await close();
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import http from "node:http";
 import { tmpdir } from "node:os";
@@ -36,8 +36,15 @@ export function pack(dir, destination) {
 
 /**
  * A fresh app in a temporary folder (under `parent`, default the system's
- * temporary folder) with the built `onejob` package and the workspace's
- * copies of `packages` (names under node_modules) installed offline.
+ * temporary folder) with the built `onejob` package installed offline from
+ * its tarball (it has no dependencies) and the workspace's copies of
+ * `packages` (names under node_modules) linked in.
+ *
+ * The SDKs are linked, not packed and installed: installing a packed SDK
+ * makes npm resolve its own dependencies (`ai` → `@ai-sdk/gateway`, the
+ * Anthropic SDK → `@opentelemetry/api`), which needs the registry's metadata
+ * that a fresh machine's `npm ci` never downloads. Through the link, the
+ * bundler finds the SDK and its dependencies where `npm ci` put them.
  * Returns { dir, tarball (onejob's), remove() }.
  */
 export function makeApp(packages = [], parent = tmpdir()) {
@@ -46,8 +53,9 @@ export function makeApp(packages = [], parent = tmpdir()) {
   const tarball = pack(path.join(root, "crates/client/pkg"), dir);
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], dir);
   for (const name of packages) {
-    const sdk = pack(path.join(root, "node_modules", name), dir);
-    run("npm", ["install", "--no-audit", "--no-fund", "--offline", sdk.file], dir);
+    const link = path.join(dir, "node_modules", name);
+    mkdirSync(path.dirname(link), { recursive: true });
+    symlinkSync(path.join(root, "node_modules", name), link, "dir");
   }
   return { dir, tarball, remove: () => rmSync(dir, { recursive: true, force: true }) };
 }
