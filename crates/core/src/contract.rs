@@ -121,7 +121,8 @@ pub fn content_json(text: &str) -> Option<Value> {
     serde_json::from_str(text).ok()
 }
 
-fn check_schema(schema: &Value) -> Result<(), &'static str> {
+/// Checks that `schema` uses only the supported subset (see the module).
+pub fn check_schema(schema: &Value) -> Result<(), &'static str> {
     let object = schema.as_object().ok_or("a schema is an object")?;
     if object.keys().any(|k| !KEYWORDS.contains(&k.as_str())) {
         return Err("the schema uses a keyword outside the supported subset");
@@ -190,11 +191,6 @@ pub fn violations(schema: &Value, value: &Value) -> Vec<Violation> {
     let mut found = Vec::new();
     validate(schema, value, "$", &mut found);
     found
-}
-
-/// Checks that `schema` uses only the supported subset (see the module).
-pub fn check_schema_subset(schema: &Value) -> Result<(), &'static str> {
-    check_schema(schema)
 }
 
 /// Collects the violations of `value` at `path` (a JSONPath-like location

@@ -119,11 +119,6 @@ impl EffectState {
     pub fn needs_operator(self) -> bool {
         matches!(self, Self::Dead | Self::Unknown | Self::Conflict)
     }
-
-    /// Nothing more happens to it by itself.
-    pub fn is_settled(self) -> bool {
-        matches!(self, Self::Done | Self::Dead | Self::Unknown | Self::Conflict | Self::Expired)
-    }
 }
 
 /// An effect's approval.
@@ -565,9 +560,13 @@ pub enum EffectsState {
     PartialSuccess,
 }
 
-/// Where `effects` stand together (no effects: completed).
-pub fn effects_state(effects: &[Effect]) -> EffectsState {
-    if effects.iter().any(|e| matches!(e.state, EffectState::Ready | EffectState::Claimed)) {
+/// Where a job's stored `effects` stand together, when its type declares
+/// `declared` of them: running while none is planned yet (the answer is in,
+/// its effects are being stored); a type without effects: completed. (Effects
+/// a later deploy added or removed do not count: the stored ones are the plan.)
+pub fn effects_state(effects: &[Effect], declared: usize) -> EffectsState {
+    let unplanned = effects.is_empty() && declared > 0;
+    if unplanned || effects.iter().any(|e| matches!(e.state, EffectState::Ready | EffectState::Claimed)) {
         EffectsState::Running
     } else if effects.iter().any(|e| e.state == EffectState::AwaitingApproval) {
         EffectsState::AwaitingApproval

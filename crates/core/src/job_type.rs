@@ -41,7 +41,6 @@ pub struct JobType {
     user: String,
     /// The answer's schema: an answer outside it fails the job (class `contract`).
     pub output: Contract,
-    output_schema: Value,
     /// The input field naming the job's subject (see the module).
     pub once_per: Option<String>,
     /// What happens once the answer is in, in order.
@@ -161,11 +160,6 @@ impl JobTypes {
     pub fn iter(&self) -> impl Iterator<Item = &JobType> {
         self.types.values()
     }
-
-    /// True when there is none.
-    pub fn is_empty(&self) -> bool {
-        self.types.is_empty()
-    }
 }
 
 impl JobType {
@@ -176,11 +170,11 @@ impl JobType {
         }
         let d: Definition = serde_json::from_value(definition).map_err(|e| fail(e.to_string()))?;
         let _ = d.description;
-        contract::check_schema_subset(&d.input).map_err(|e| fail(format!("input: {e}")))?;
+        contract::check_schema(&d.input).map_err(|e| fail(format!("input: {e}")))?;
         if d.input.get("type") != Some(&Value::from("object")) {
             return Err(fail("input: the input is an object (\"type\": \"object\")".into()));
         }
-        let output = Contract::parse(&json!({ "schema": d.output })).map_err(|e| fail(format!("output: {e}")))?;
+        contract::check_schema(&d.output).map_err(|e| fail(format!("output: {e}")))?;
         if d.model.trim().is_empty() {
             return Err(fail("model is empty".into()));
         }
@@ -206,8 +200,7 @@ impl JobType {
             input: d.input,
             system: d.prompt.system,
             user: d.prompt.user,
-            output,
-            output_schema: d.output,
+            output: Contract::Schema(d.output),
             once_per: d.once_per,
             effects,
         })
@@ -262,11 +255,6 @@ impl JobType {
     /// The longest any of its effects waits for an approval.
     pub fn longest_approval_ms(&self) -> u64 {
         self.effects.iter().filter(|e| e.approve).map(|e| e.approval_ttl_ms).max().unwrap_or(0)
-    }
-
-    /// The output schema, as written.
-    pub fn output_schema(&self) -> &Value {
-        &self.output_schema
     }
 }
 

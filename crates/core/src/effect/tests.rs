@@ -74,7 +74,13 @@ fn transient_failures_back_off_then_die_when_attempts_are_spent() {
     }
     assert_eq!(effect.state, EffectState::Dead);
     assert!(effect.state.needs_operator());
-    assert_eq!(effects_state(&[effect]), EffectsState::PartialSuccess);
+    assert_eq!(effects_state(&[effect], 1), EffectsState::PartialSuccess);
+}
+
+#[test]
+fn effects_not_planned_yet_are_running_and_a_type_without_effects_is_completed() {
+    assert_eq!(effects_state(&[], 2), EffectsState::Running);
+    assert_eq!(effects_state(&[], 0), EffectsState::Completed);
 }
 
 #[test]
@@ -137,7 +143,7 @@ fn approval_runs_it_once_and_only_in_time() {
     assert_eq!(effect.state, EffectState::AwaitingApproval);
     assert_eq!(effect.step(100), Step::WaitUntil(1_100));
     assert_eq!(effect.claim(100), None, "nothing runs unapproved");
-    assert_eq!(effects_state(std::slice::from_ref(&effect)), EffectsState::AwaitingApproval);
+    assert_eq!(effects_state(std::slice::from_ref(&effect), 1), EffectsState::AwaitingApproval);
     let mut twice = effect.clone();
     assert_eq!(twice.approve("ops", 500), Ok(true));
     assert_eq!(twice.approve("ops", 600), Ok(false), "approving twice runs it once");
@@ -149,7 +155,7 @@ fn approval_runs_it_once_and_only_in_time() {
     assert_eq!(late.claim(1_200), None);
     let mut never = effect;
     assert!(never.expire(5_000));
-    assert_eq!(effects_state(&[never]), EffectsState::PartialSuccess);
+    assert_eq!(effects_state(&[never], 1), EffectsState::PartialSuccess);
     let mut plain = planned(false);
     assert_eq!(plain.approve("ops", 100), Err(EffectError::NotAwaitingApproval));
 }
@@ -170,7 +176,7 @@ fn operators_resend_or_mark_done_only_what_needs_them() {
     assert_eq!(attempt, 4);
     effect.finish(attempt, outcome_of_status(200, json!({})), RETRY, 9_001, &mut rng);
     assert_eq!(effect.state, EffectState::Done);
-    assert_eq!(effects_state(&[effect.clone()]), EffectsState::Completed);
+    assert_eq!(effects_state(&[effect.clone()], 1), EffectsState::Completed);
     assert_eq!(effect.mark_done("ops", 9_002), Ok(false));
     let mut conflict = planned(false);
     conflict.claim(100);

@@ -395,15 +395,11 @@ impl Ledger {
         let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status) && !streamed) else {
             return result.into_response(&submission.key, replayed);
         };
-        let output =
-            config.job_types.get(&run.job_type).and_then(|t| t.output_of(&result.body).ok()).unwrap_or(Value::Null);
+        let job_type = config.job_types.get(&run.job_type);
+        let output = job_type.and_then(|t| t.output_of(&result.body).ok()).unwrap_or(Value::Null);
         let effects = self.store().load_effects()?;
-        let has_effects = config.job_types.get(&run.job_type).is_some_and(|t| !t.effects.is_empty());
-        let state = match effect::effects_state(&effects) {
-            // Answered, effects not planned yet (a duplicate got here first).
-            _ if has_effects && effects.is_empty() => effect::EffectsState::Running,
-            state => state,
-        };
+        // A duplicate may get here before the effects are planned: running.
+        let state = effect::effects_state(&effects, job_type.map_or(0, |t| t.effects.len()));
         let body = json!({
             "type": run.job_type,
             "key": submission.key,
@@ -441,7 +437,7 @@ impl Ledger {
     pub(super) fn with_effects(&self, view: &mut JobView) -> Result<()> {
         let effects = self.store().load_effects()?;
         if !effects.is_empty() {
-            view.effects_state = Some(effect::effects_state(&effects));
+            view.effects_state = Some(effect::effects_state(&effects, effects.len()));
             view.effects = effects;
         }
         Ok(())
