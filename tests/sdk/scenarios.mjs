@@ -475,6 +475,27 @@ export const scenarios = [
       equal((await outcome).error?.name, "AbortError");
     },
   },
+  {
+    name: "a body with a lone surrogate is stored as sent and keeps its key",
+    // JSON.stringify writes a lone surrogate as `\ud800`, which core's strict
+    // reader refuses: the record was dropped with a warning and the next
+    // submission went out with a new key. fetch sends it as U+FFFD.
+    async run({ equal, deepEqual }) {
+      script([{ status: 503 }, { status: 200 }]);
+      const oj = client({ ...FAST, retry: { ...FAST.retry, maxAttempts: 1 } });
+      const body = '{"t":"a\ud800b"}';
+      equal((await post(oj, body, "lone")).status, 503);
+      deepEqual(events(), ["attempt", "gave_up"]);
+      const kept = oj.intents();
+      deepEqual(kept.map((i) => i.intent), ["lone"], "the record reads back");
+      equal(kept[0].request.body, '{"t":"a\ufffdb"}', "the body fetch sends");
+      equal((await post(oj, body, "lone")).status, 200);
+      deepEqual(events().filter((e) => e === "warning"), [], "no unreadable entry");
+      const sent = calls();
+      equal(sent.length, 2);
+      equal(sent[0].key, sent[1].key, "the same Idempotency-Key");
+    },
+  },
 
   // What only a browser has (browser.rs): `localStorage` persistence across
   // page loads and resilience to corrupted entries.

@@ -54,9 +54,15 @@ export async function unpackRequest(input, init) {
   return [input.url, merged];
 }
 
-/** What `resume()` needs after a reload, as the engine stores it; the credential is not stored. */
+/**
+ * What `resume()` needs after a reload, as the engine stores it; the
+ * credential is not stored. The body is kept as fetch sends it: a lone
+ * surrogate becomes U+FFFD (JSON.stringify would write it as `\ud800`, which
+ * core's strict reader refuses, and the record, its key with it, would be lost).
+ */
 export function savedJson({ url, method, headers, body }) {
   const kept = headers.filter(([name]) => !["authorization", "idempotency-key"].includes(name.toLowerCase()));
+  if (body !== null) body = body.toWellFormed?.() ?? body.replace(/\p{Cs}/gu, "\ufffd");
   return JSON.stringify({ url, method, headers: kept, body });
 }
 
