@@ -496,6 +496,23 @@ export const scenarios = [
       equal(sent[0].key, sent[1].key, "the same Idempotency-Key");
     },
   },
+  {
+    name: "forgetting an intent during its fetch then aborting leaves no record",
+    // The abort used to save the record again, undoing the forget.
+    async run({ equal, deepEqual }) {
+      script([{ status: 200, delayMs: 300, abortable: true }]);
+      const oj = client(FAST);
+      const controller = new AbortController();
+      const pending = settle(post(oj, '{"f":1}', "forgotten", controller.signal));
+      await sleep(50);
+      equal(calls().length, 1, "the fetch is under way");
+      equal(oj.forget("forgotten"), true);
+      controller.abort();
+      equal((await pending).error?.name, "AbortError");
+      await sleep(50);
+      deepEqual(oj.intents(), []);
+    },
+  },
 
   // What only a browser has (browser.rs): `localStorage` persistence across
   // page loads and resilience to corrupted entries.

@@ -16,7 +16,9 @@ export function useSdk(module) {
 /**
  * Installs a fresh stub on `globalThis.fetch` (the SDK looks `fetch` up when
  * it sends) with `steps`: an array of `{status, headers, body, delayMs,
- * networkError, openBody, drop}`, one per call; past the end, 200.
+ * abortable, networkError, openBody, drop}`, one per call; past the end,
+ * 200. The stub ignores the request's signal unless `abortable` (during
+ * `delayMs`).
  */
 export function script(steps = []) {
   globalThis.__onejob = { script: structuredClone(steps), calls: [], cancelled: 0 };
@@ -32,7 +34,13 @@ export function script(steps = []) {
       at: performance.now(),
     });
     const step = globalThis.__onejob.script.shift() ?? { status: 200 };
-    if (step.delayMs) await new Promise((resolve) => setTimeout(resolve, step.delayMs));
+    if (step.delayMs) {
+      await new Promise((resolve, reject) => {
+        setTimeout(resolve, step.delayMs);
+        // Like a real fetch: the caller's abort rejects the request at once.
+        if (step.abortable) init.signal?.addEventListener("abort", () => reject(init.signal.reason), { once: true });
+      });
+    }
     if (step.networkError) throw new TypeError("fetch failed");
     let body = step.body ?? JSON.stringify({ ok: true, n: globalThis.__onejob.calls.length });
     if (step.openBody) { // a body that stays open until read or cancelled, counting cancels

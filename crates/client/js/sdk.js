@@ -320,14 +320,9 @@ export function bind(wasm, load, loadedNow = false) {
           this.#save(intent, record.attempt(Date.now()));
           sent += 1;
           this.#events.emit("attempt", intent, key, { attempt: record.attempts });
-          let outcome;
-          try {
-            outcome = await tryOnce(request.url, this.#initFor(request, key), signal);
-          } catch (aborted) {
-            this.#save(intent, record.json());
-            throw aborted;
-          }
-          const { response, failure } = outcome;
+          // An abort during the fetch leaves the record as saved just above
+          // (or forgotten meanwhile): the request may have reached the gateway.
+          const { response, failure } = await tryOnce(request.url, this.#initFor(request, key), signal);
           if (response && isAcceptedJob(response)) {
             // A background job was accepted: follow it until it has finished,
             // then ask again with the same key, which replays its result.
