@@ -513,6 +513,25 @@ export const scenarios = [
       deepEqual(oj.intents(), []);
     },
   },
+  {
+    name: "a signal aborted by an event handler before the caller joins rejects at once",
+    // The `offline` event runs the app's onEvent before the submission joins
+    // its send: a caller whose signal aborted there is rejected, nothing sent.
+    async run({ OneJob, equal }) {
+      const controller = new AbortController();
+      const oj = new OneJob({ ...FAST, retry: { offlineWaitMs: 5_000 }, onEvent: (e) => e.type === "offline" && controller.abort() });
+      const restore = goOffline();
+      let outcome;
+      try {
+        outcome = await within(2_000, settle(post(oj, "{}", "aborted-early", controller.signal)));
+      } finally {
+        restore();
+      }
+      equal(outcome.error?.name, "AbortError");
+      await sleep(20);
+      equal(calls().length, 0);
+    },
+  },
 
   // What only a browser has (browser.rs): `localStorage` persistence across
   // page loads and resilience to corrupted entries.
@@ -635,4 +654,15 @@ function storedIntents() {
     if (localStorage.key(i)?.startsWith("onejob:v1:intent:")) count += 1;
   }
   return count;
+}
+
+/** Makes the host report offline (`navigator.onLine` false); returns what undoes it. */
+function goOffline() {
+  const navigator = globalThis.navigator;
+  if (!navigator) {
+    globalThis.navigator = { onLine: false };
+    return () => delete globalThis.navigator;
+  }
+  Object.defineProperty(navigator, "onLine", { value: false, configurable: true });
+  return () => delete navigator.onLine;
 }

@@ -31,6 +31,8 @@ export class Running {
       return this.#wait();
     }
     this.abortable += 1;
+    // Callers check their signal first, but an `onEvent` handler run on the
+    // way (an `offline` or `warning` event) may have aborted it since.
     if (signal.aborted) {
       this.#release(signal.reason);
       return Promise.reject(signal.reason);
@@ -93,9 +95,13 @@ export class Running {
     });
   }
 
-  /** One caller stopped waiting; abort the send when nobody who could is left. */
+  /**
+   * One caller stopped waiting; abort the send when nobody who could is left.
+   * Called at most once per signalled `join` (the listener is `once`), after
+   * its count went up: the count never goes below 0.
+   */
   #release(reason) {
-    this.abortable = Math.max(0, this.abortable - 1);
+    this.abortable -= 1;
     if (this.abortable === 0 && !this.pinned) this.controller.abort(reason);
   }
 }
