@@ -205,11 +205,11 @@ export function bind(wasm, load, loadedNow = false) {
     /**
      * The engine, made on first use: throws `OneJobConfigError` on a policy
      * core refuses. Expired records are pruned then, so apps that never call
-     * resume() do not keep them either.
+     * resume() do not keep them either. Called only once the wasm has loaded
+     * (the constructor checks; everything else runs under `whenLoaded`).
      */
     #core() {
       if (this.#engine) return this.#engine;
-      needEngine("the client");
       const r = this.#retry;
       this.#engine = new wasm.Engine(
         r.baseMs, r.capMs, r.budget.capacity, r.budget.retryCost, r.budget.timeoutRetryCost,
