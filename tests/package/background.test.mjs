@@ -10,7 +10,7 @@ import { DEV_KEY, chat, sleep, startStack } from "../support/harness.mjs";
 
 /**
  * A Web Storage stand-in shared by two clients, as a page's localStorage is
- * across a reload (Node has none; the SDK checks `instanceof Storage`).
+ * across a reload (Node has none).
  */
 class Storage {
   #items = new Map();
@@ -68,7 +68,6 @@ describe("background jobs from the SDK", () => {
   });
 
   test("a caller's AbortSignal ends the wait; a reloaded client resumes the intent and gets the result once", async () => {
-    globalThis.Storage = Storage;
     globalThis.localStorage = new Storage();
     try {
       stack.llm.scriptAll(["delay:1500"]);
@@ -89,7 +88,6 @@ describe("background jobs from the SDK", () => {
     } finally {
       stack.llm.scriptAll([]);
       delete globalThis.localStorage;
-      delete globalThis.Storage;
     }
   });
 });
