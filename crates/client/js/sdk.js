@@ -54,11 +54,14 @@ export function bind(wasm, load, loadedNow = false) {
   };
   /**
    * Runs `go` (which returns a promise) once the engine is loaded; a caller's
-   * abort rejects at once, and whatever `go` throws rejects.
+   * abort rejects at once, and whatever `go` throws rejects. Every send
+   * (`fetch()` and `resume()`) starts here: a runtime without `fetch` fails
+   * before anything is remembered.
    */
   const whenLoaded = (signal, go) => {
     const run = () => {
       try {
+        if (typeof globalThis.fetch !== "function") throw configError("this runtime has no fetch()");
         return go();
       } catch (error) {
         return Promise.reject(error);
@@ -226,7 +229,6 @@ export function bind(wasm, load, loadedNow = false) {
     #submit(request, name) {
       // Nothing is remembered or sent for a request that cannot go out.
       if (request.signal?.aborted) return Promise.reject(request.signal.reason);
-      if (typeof globalThis.fetch !== "function") throw configError("this runtime has no fetch()");
       const core = this.#core();
       const fp = wasm.fingerprint(request.method, request.url, request.body ?? undefined);
       const intent = wasm.intentId(name, fp);

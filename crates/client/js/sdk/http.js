@@ -1,5 +1,4 @@
 // Reading responses and sending requests, the host's way.
-import { configError } from "./errors.js";
 
 /** Job states with a result to replay. */
 export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
@@ -29,7 +28,6 @@ export const isEventStream = (response) =>
  * the way; rejects with the caller's abort reason when it aborted.
  */
 export async function tryOnce(url, init, signal) {
-  if (typeof globalThis.fetch !== "function") throw configError("this runtime has no fetch()");
   try {
     return { response: await globalThis.fetch(url, init) };
   } catch (failure) {
