@@ -12,23 +12,13 @@
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { launchChromium } from "../support/browser.mjs";
-import { DEV_KEY, startStack } from "../support/harness.mjs";
+import { DEV_KEY, freePort, startStack } from "../support/harness.mjs";
 import { bin, makeApp, run, serveStatic } from "../support/pages.mjs";
-
-/** A port nothing listens on. */
-async function freePort() {
-  const probe = net.createServer();
-  await new Promise((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const { port } = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 /** Waits until `url` answers 200. */
 async function waitForHttp(url, timeoutMs = 30_000) {
