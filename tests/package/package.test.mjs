@@ -142,13 +142,11 @@ void [id, patient, inlined, inlineFingerprint, loaded, where];
   let content = "";
   for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
   document.body.textContent = content;`);
-    const server = await serveStatic(dist);
-    const browser = await launchChromium();
+    let opened;
     try {
-      const page = await browser.newPage();
       proxy.cutNextStream(7);
-      await page.goto(`http://localhost:${server.address().port}/?endpoint=${encodeURIComponent(proxy.url)}`);
-      await page.waitForFunction(() => document.body.dataset.result, null, { timeout: 30_000 });
+      opened = await openPage(dist, proxy.url);
+      const { page } = opened;
       const text = await page.textContent("body");
       assert.equal(await page.getAttribute("body", "data-result"), "ok", text);
       assert.equal(proxy.cuts, 1, "the proxy cut the stream");
@@ -156,8 +154,7 @@ void [id, patient, inlined, inlineFingerprint, loaded, where];
       assert.equal(stack.llm.allCalls().length, 1, "one upstream call");
       assert.ok(proxy.seen.some((s) => s.method === "GET" && s.path.includes("/stream?from=")), "the page's SDK asked for the rest");
     } finally {
-      await browser.close();
-      server.close();
+      await opened?.close();
       await proxy.close();
       await stack.stop();
     }
