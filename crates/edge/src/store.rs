@@ -201,13 +201,20 @@ impl Store {
         }
     }
 
-    /// Keeps a background job's request (its submission, as JSON, and its
-    /// body in chunks): the queue message names the job, the Ledger holds
-    /// what to send. Written once, with the job's first write.
+    /// Keeps a job's request (its submission, as JSON, and its body in
+    /// chunks): a background job's (the queue message names the job, the
+    /// Ledger holds what to send) and a job type's (its effects are planned
+    /// from it).
     pub fn save_request(&self, submission: &str, body: &[u8]) -> worker::Result<()> {
         self.create_tables()?;
         self.write(
-            "INSERT INTO request (id, submission) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+            // The newest submission wins: a job-type run keeps its request
+            // when it starts, and a later adoption into the background must
+            // be able to say so (`background`), or the queue would drive it
+            // as a caller's job. The body is the same (same key, same
+            // fingerprint), so its chunks are kept.
+            "INSERT INTO request (id, submission) VALUES (1, ?) \
+             ON CONFLICT (id) DO UPDATE SET submission = excluded.submission",
             vec![Value::String(submission.to_owned())],
         )?;
         for (seq, bytes) in body.chunks(CHUNK_BYTES).enumerate() {
