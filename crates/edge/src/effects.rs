@@ -8,6 +8,8 @@
 //! - `webhook`: a signed POST with `Idempotency-Key: <delivery id>`; the
 //!   receipt is the receiver's status and body, or `GET {receipt_url}/{id}`.
 
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
@@ -69,7 +71,17 @@ pub async fn ask(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str) ->
     }
 }
 
-async fn table_ready(db: &D1Database, table: &str, effect: &Effect) -> worker::Result<()> {
+thread_local! {
+    /// The (database, table) pairs this isolate has created: once each, not
+    /// one more D1 round trip per attempt.
+    static TABLES_READY: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
+}
+
+async fn table_ready(db: &D1Database, database: &str, table: &str, effect: &Effect) -> worker::Result<()> {
+    let pair = (database.to_owned(), table.to_owned());
+    if TABLES_READY.with(|ready| ready.borrow().contains(&pair)) {
+        return Ok(());
+    }
     // Tables and columns come from the job type, checked as SQL names when
     // it was read (onejob_core::job_type::is_sql_name); never from a request.
     let columns: String = payload_columns(effect).iter().map(|c| format!(", \"{c}\"")).collect();
@@ -77,7 +89,9 @@ async fn table_ready(db: &D1Database, table: &str, effect: &Effect) -> worker::R
         "CREATE TABLE IF NOT EXISTS \"{table}\" (source TEXT NOT NULL, delivery_id TEXT NOT NULL, \
          fingerprint TEXT NOT NULL, written_ms INTEGER NOT NULL{columns}, PRIMARY KEY (source, delivery_id))"
     );
-    db.exec(&create.replace('\n', " ")).await.map(|_| ())
+    db.exec(&create).await?;
+    TABLES_READY.with(|ready| ready.borrow_mut().insert(pair));
+    Ok(())
 }
 
 fn payload_columns(effect: &Effect) -> Vec<String> {
@@ -94,7 +108,7 @@ async fn insert_row(
     source: &str,
 ) -> worker::Result<Option<Value>> {
     let db = env.d1(database)?;
-    table_ready(&db, table, effect).await?;
+    table_ready(&db, database, table, effect).await?;
     let columns = payload_columns(effect);
     // Names are quoted: a column may be called `from` or `order`.
     let names: String = columns.iter().map(|c| format!(", \"{c}\"")).collect();
@@ -117,7 +131,7 @@ async fn insert_row(
 async fn find_row(env: &Env, database: &str, table: &str, effect: &Effect, source: &str) -> Found {
     let found = async {
         let db = env.d1(database)?;
-        table_ready(&db, table, effect).await?;
+        table_ready(&db, database, table, effect).await?;
         let sql = format!("SELECT * FROM \"{table}\" WHERE source = ?1 AND delivery_id = ?2");
         db.prepare(&sql).bind(&[source.into(), effect.delivery_id.as_str().into()])?.first::<Value>(None).await
     };
