@@ -687,3 +687,74 @@ describe("job types with effects: the subject gate across users", () => {
     assert.equal(sentFor(stack, ticket).length, 1);
   });
 });
+
+describe("job types with effects: an operator settles an unknown run; its ticket is remembered after the job expired", () => {
+  // The shortest retention the settings allow with these timeouts
+  // (longer than UPSTREAM_TIMEOUT_MS + 10 s + UNKNOWN_LEASE_MS).
+  const RETENTION_SECONDS = 15;
+  const RESOLVE = "/onejob/v1/admin/jobs/resolve";
+  let stack;
+
+  before(async () => {
+    stack = await startStack({
+      mail: true,
+      vars: {
+        UNKNOWN_POLICY: "block",
+        UPSTREAM_TIMEOUT_MS: "1500",
+        UNKNOWN_LEASE_MS: "500",
+        RETENTION_SECONDS: String(RETENTION_SECONDS),
+      },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("12. the model call times out (unknown); the operator's answer runs the effects once and answers the ticket: after the job expired, its key or another for that ticket → 409 already-run, nothing runs again", { timeout: 120_000 }, async () => {
+    const key = newKey();
+    const input = triageInput(newTicket());
+    stack.llm.script(key, ["hang"]);
+    assertAccepted(await stack.run("triage", key, input, { headers: RESPOND_ASYNC }), key);
+    await stack.waitForJob(key, (j) => j.state === "unknown", { timeoutMs: DELIVERY_MS });
+
+    const operatorAnswer = {
+      id: "chatcmpl-from-the-dashboard",
+      object: "chat.completion",
+      created: 1767225600,
+      model: "demo",
+      choices: [{ index: 0, message: { role: "assistant", content: JSON.stringify(TRIAGE) }, finish_reason: "stop" }],
+    };
+    const resolved = await stack.admin(RESOLVE, {
+      key: newKey(),
+      body: { tenant: "dev", key, action: "succeeded", response: { status: 200, body: operatorAnswer } },
+    });
+    assert.equal(resolved.status, 200, resolved.text);
+    const job = await stack.waitForJob(key, (j) => j.effects_state === "completed", { timeoutMs: 30_000 });
+    assert.equal(job.state, "completed");
+    assertRow(await stack.tickets(input.ticket_id), input, effectOf(job, "record"));
+    assertOneEmail(stack, input, effectOf(job, "email"));
+    assert.equal(modelCalls(stack, key), 1, "an operator's answer calls no model");
+
+    // The job expires; its answered ticket does not become free with it.
+    await waitFor(
+      "the job gone after its retention",
+      async () => {
+        const { status } = await stack.getJob(key);
+        return { ok: status === 404, value: status };
+      },
+      RETENTION_SECONDS * 1000 + 20_000,
+      500,
+    );
+    // Not with its own key either (its job is gone: only the ticket remembers).
+    const sameKey = assertProblem(await stack.run("triage", key, input), 409, "already-run");
+    assert.equal(sameKey.job_key, key);
+    const again = newKey();
+    const refused = assertProblem(await stack.run("triage", again, input), 409, "already-run");
+    assert.equal(refused.job_key, key, "the expired job's key, to the same user");
+    assert.equal(modelCalls(stack, key), 1, "the model is not called again");
+    assert.equal(modelCalls(stack, again), 0);
+    assert.equal(postsFor(stack, input.ticket_id).length, 1, "still one email");
+    assert.equal((await stack.tickets(input.ticket_id)).length, 1, "still one row");
+  });
+});

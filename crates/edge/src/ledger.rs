@@ -102,7 +102,7 @@ impl DurableObject for Ledger {
                 None => http::problem_of(ProblemType::Internal, "malformed submission"),
             },
             "/deliver" => self.deliver(&config).await,
-            "/effects" => self.after_stream(&config).await,
+            "/effects" => self.follow_up(&config).await.and_then(|()| Response::empty()),
             "/facts" => self.facts(),
             "/admin-view" => self.admin_view(),
             route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => {
@@ -171,10 +171,11 @@ impl DurableObject for Ledger {
                     self.enqueue(&config, &job).await?;
                 }
                 self.dead_letter_once(&job).await?;
-                // A job type's effects that are due (a retry, an approval's
-                // expiry, or a claim left by a runtime that is gone).
-                if !self.driving.get() && !self.plan_effects(&config)?.is_empty() {
-                    self.run_effects(&config).await?;
+                // A job type's answer not followed up yet (its stream's pump
+                // could not ask), or effects that are due (a retry, an
+                // approval's expiry, a claim left by a runtime that is gone).
+                if !self.driving.get() {
+                    self.follow_up(&config).await?;
                 }
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
@@ -604,13 +605,11 @@ impl Ledger {
         }
         let verdict = match background::on_delivery(job.as_ref(), now, self.driving.get()) {
             Delivery::Ack => {
-                // A redelivery of a finished job type's job: effects that are
-                // due, or claimed by a runtime that is gone, are settled now.
-                if job.as_ref().is_some_and(|j| j.state() == JobState::Completed)
-                    && !self.driving.get()
-                    && !self.plan_effects(config)?.is_empty()
-                {
-                    self.run_effects(config).await?;
+                // A redelivery of a finished job type's job: what follows its
+                // answer, and effects due or claimed by a runtime that is
+                // gone, are settled now.
+                if job.as_ref().is_some_and(|j| j.state() == JobState::Completed) && !self.driving.get() {
+                    self.follow_up(config).await?;
                 }
                 verdict_after(job.as_ref())
             }
@@ -775,10 +774,9 @@ impl Ledger {
                     if job.is_background() && job.state() == JobState::Failed {
                         self.enqueue(config, &job).await?;
                     }
-                    // Resolved with an answer: a job type's effects follow it.
-                    if !self.plan_effects(config)?.is_empty() {
-                        self.run_effects(config).await?;
-                    }
+                    // Resolved with an answer: a job type's subject is
+                    // answered and its effects follow.
+                    self.follow_up(config).await?;
                 }
                 let view = JobView::new(self.parse_key(&request.key)?, &job);
                 http::with_cors(Response::from_json(&view)?)

@@ -178,22 +178,30 @@ impl Ledger {
         }
     }
 
-    /// `/effects`: a streamed job type's answer has ended (its pump asks):
-    /// plan and run the effects, or free the subject of a stream that ended
-    /// without an answer.
-    pub(super) async fn after_stream(&self, config: &Config) -> Result<Response> {
-        let (Some(job), Some(submission)) = (self.store().load_job()?, self.stored_submission()?) else {
-            return Response::empty();
-        };
+    /// What follows a run job's model part, read from storage: while no
+    /// effect is planned, [`Self::after_answer`] (the subject marked answered
+    /// or freed, a streamed answer's contract checked, the effects planned
+    /// and run); then only the effects that are due. Every path that finds a
+    /// job's answer in (a stream's pump through `/effects`, the alarm, a queue
+    /// redelivery, an operator's resolve) comes here, so none skips a step.
+    pub(super) async fn follow_up(&self, config: &Config) -> Result<()> {
+        let store = self.store();
+        if !store.load_effects()?.is_empty() {
+            return self.run_effects(config).await;
+        }
+        let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else { return Ok(()) };
+        if submission.run.is_none() || !job.state().is_terminal() {
+            return Ok(());
+        }
         let attempt = job.replayed_attempt();
         let ended = Ended {
             state: job.state(),
             status: attempt.and_then(|a| a.status).unwrap_or(0),
             attempt: attempt.map_or(1, |a| a.number),
-            streamed: true,
+            streamed: attempt.is_some_and(|a| a.streamed),
         };
         self.after_answer(config, &submission, ended).await;
-        Response::empty()
+        Ok(())
     }
 
     /// The violation of the stored answer, if it breaks its type's output
@@ -207,32 +215,31 @@ impl Ledger {
     }
 
     /// Plans the effects of a finished run job, once, from its stored input
-    /// and answer. Returns them.
-    pub(super) fn plan_effects(&self, config: &Config) -> Result<Vec<Effect>> {
+    /// and answer.
+    fn plan_effects(&self, config: &Config) -> Result<()> {
         let store = self.store();
-        let planned = store.load_effects()?;
-        if !planned.is_empty() {
-            return Ok(planned);
+        if !store.load_effects()?.is_empty() {
+            return Ok(());
         }
         let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let Some(run) = submission.run.as_ref() else { return Ok(Vec::new()) };
+        let Some(run) = submission.run.as_ref() else { return Ok(()) };
         let Some(job_type) = config.job_types.get(&run.job_type) else {
             worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
-            return Ok(Vec::new());
+            return Ok(());
         };
         if job_type.effects.is_empty() || !answered(&job) {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let Some(response) = job.replayed_attempt().and_then(|a| store.load_response(a.number).transpose()) else {
-            return Ok(Vec::new());
+            return Ok(());
         };
         let output = match job_type.output_of(&response?.body) {
             Ok(output) => output,
             Err(violation) => {
                 worker::console_warn!("ledger: the stored answer breaks the contract now: {}", violation.0);
-                return Ok(Vec::new());
+                return Ok(());
             }
         };
         let storage_id = onejob_core::key::StorageId::of(
@@ -247,8 +254,7 @@ impl Ledger {
             .iter()
             .map(|spec| Effect::plan(spec, storage_id.as_str(), &run.input, &output, now))
             .collect();
-        store.plan_effects(&effects)?;
-        store.load_effects()
+        store.plan_effects(&effects)
     }
 
     /// Runs every effect that is due, waiting in between for retries due
@@ -585,8 +591,8 @@ fn state_name(state: EffectState) -> String {
     serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
-/// Asks the Ledger of `submission`'s job to run its effects (after its
-/// stream ended; see `Ledger::after_stream`).
+/// Asks the Ledger of `submission`'s job to follow its answer up (after its
+/// stream ended; see `Ledger::follow_up`).
 pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
     let Ok(key) = onejob_core::key::IdempotencyKey::parse(&submission.key) else { return };
     let storage_id = onejob_core::key::StorageId::of(&submission.tenant, submission.user.as_deref(), &key);
