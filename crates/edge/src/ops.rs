@@ -553,22 +553,24 @@ struct SubjectRow {
 /// The subject for a new job: `None` if the job may have it — it is free,
 /// or held by this very job before it got an answer (a retry after a
 /// crash) — else who holds it (another job, or this key's answered job,
-/// which expired). One row per (tenant, type, subject): D1 serialises the
-/// two statements of every claimant.
+/// which expired). One row per (tenant, type, subject): the insert and the
+/// read go in one batch (one round trip, one transaction), so D1 serialises
+/// every claimant's pair.
 pub async fn claim_subject(env: &Env, claim: &SubjectClaim<'_>) -> Result<Option<SubjectHolder>> {
     let db = database(env).await?;
-    db.prepare(
-        "INSERT INTO subjects (tenant, job_type, subject, job_key, user, claimed_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (tenant, job_type, subject) DO NOTHING",
-    )
-    .bind(&claim.params())?
-    .run()
-    .await?;
-    let holder = db
+    let insert = db
+        .prepare(
+            "INSERT INTO subjects (tenant, job_type, subject, job_key, user, claimed_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (tenant, job_type, subject) DO NOTHING",
+        )
+        .bind(&claim.params())?;
+    let read = db
         .prepare("SELECT job_key, user, answered_ms FROM subjects WHERE tenant = ?1 AND job_type = ?2 AND subject = ?3")
-        .bind(&claim.params()[..3])?
-        .first::<SubjectRow>(None)
-        .await?;
+        .bind(&claim.params()[..3])?;
+    let results = db.batch(vec![insert, read]).await?;
+    // No answer to the read is an error, never a free subject.
+    let read = results.get(1).ok_or_else(|| worker::Error::RustError("the subject's read returned nothing".into()))?;
+    let holder = read.results::<SubjectRow>()?.into_iter().next();
     let user = claim.user.unwrap_or("");
     Ok(holder
         .filter(|row| row.job_key != claim.key || row.user != user || row.answered_ms.is_some())
