@@ -221,7 +221,7 @@ fn job_types(
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
             let resolve = |value: &str| resolve_env(value, var, secret);
-            *url = resolve_env(url, var, secret);
+            *url = resolve(url);
             if !is_effect_url(url) {
                 return Err(format!("the url of {at} is not set, or not an http(s) URL"));
             }

@@ -364,10 +364,18 @@ fn fnv1a(bytes: &[u8]) -> u32 {
 /// `/demo/inbox` lists them.
 pub const INBOX_URL: &str = "demo:inbox";
 
+thread_local! {
+    /// This isolate created the inbox's table already.
+    static INBOX_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
     let db = env.d1(crate::config::binding::TICKETS)?;
-    db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
-        .await?;
+    if !INBOX_READY.with(std::cell::Cell::get) {
+        db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
+            .await?;
+        INBOX_READY.with(|ready| ready.set(true));
+    }
     Ok(db)
 }
 
@@ -393,9 +401,9 @@ pub async fn mail_receipt(env: &worker::Env, delivery_id: &str) -> worker::Resul
 /// `GET /demo/tickets` and `GET /demo/inbox`: the triage job type's rows
 /// and the mails it sent, for the demo page (only with `DEMO_TOKEN_ISSUER=on`).
 pub async fn read_out(env: &worker::Env, what: &str) -> worker::Result<worker::Response> {
-    let db = env.d1(crate::config::binding::TICKETS)?;
     let rows: Vec<Value> = match what {
         "tickets" => {
+            let db = env.d1(crate::config::binding::TICKETS)?;
             let query = "SELECT * FROM ticket_triage ORDER BY written_ms DESC LIMIT 200";
             match db.prepare(query).all().await {
                 Ok(result) => result.results::<Value>()?,
@@ -421,6 +429,5 @@ pub async fn read_out(env: &worker::Env, what: &str) -> worker::Result<worker::R
                 .collect()
         }
     };
-    let _ = db;
     crate::http::with_cors(worker::Response::from_json(&json!({ "rows": rows }))?)
 }
