@@ -115,6 +115,20 @@ pub enum EffectState {
 }
 
 impl EffectState {
+    /// The state's name on the wire (`awaiting_approval`, `done`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Ready => "ready",
+            Self::Claimed => "claimed",
+            Self::Done => "done",
+            Self::Dead => "dead",
+            Self::Unknown => "unknown",
+            Self::Conflict => "conflict",
+            Self::Expired => "expired",
+        }
+    }
+
     /// An operator must look at it (a dead letter).
     pub fn needs_operator(self) -> bool {
         matches!(self, Self::Dead | Self::Unknown | Self::Conflict)

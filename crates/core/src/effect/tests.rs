@@ -207,3 +207,11 @@ fn the_next_wake_is_the_earliest_due_effect() {
     assert_eq!(next_wake_ms(&[waiting, ready], 100), Some(100));
     assert_eq!(next_wake_ms(&[], 100), None);
 }
+
+#[test]
+fn a_state_s_name_is_its_wire_name() {
+    use EffectState::*;
+    for state in [AwaitingApproval, Ready, Claimed, Done, Dead, Unknown, Conflict, Expired] {
+        assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+    }
+}

@@ -369,7 +369,7 @@ impl Ledger {
             dead: true,
             error_class: "effect".into(),
             last_status: last.and_then(|a| a.status),
-            detail: format!("effect {} ({}): {why}", effect.name, state_name(effect.state)),
+            detail: format!("effect {} ({}): {why}", effect.name, effect.state.as_str()),
             attempts: effect.attempts.len() as u32,
         };
         let message = JobMessage {
@@ -585,10 +585,6 @@ fn claim_of<'a>(submission: &'a Submission, job_type: &'a str, subject: &'a str)
 fn answered(job: &Job) -> bool {
     job.state() == JobState::Completed
         && job.replayed_attempt().and_then(|a| a.status).is_some_and(|s| (200..300).contains(&s))
-}
-
-fn state_name(state: EffectState) -> String {
-    serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// Asks the Ledger of `submission`'s job to follow its answer up (after its
