@@ -58,7 +58,7 @@ pub enum EffectTarget {
     /// `INSERT … ON CONFLICT (source, delivery_id) DO NOTHING RETURNING *`
     /// into `table` of the D1 database bound as `database`.
     #[allow(missing_docs)] // the binding, the table, and each column's template
-    D1 { database: String, table: String, columns: Vec<(String, Value)> },
+    D1 { database: String, table: String, columns: serde_json::Map<String, Value> },
     /// A signed POST of `payload` to `url` (`Idempotency-Key: <delivery id>`);
     /// `receipt_url`/`{delivery id}` answers whether it arrived.
     #[allow(missing_docs)] // `secret` names the secret its signature uses
@@ -259,6 +259,40 @@ impl std::fmt::Display for EffectError {
     }
 }
 
+impl EffectError {
+    /// The problem an API answers it with.
+    pub fn problem_type(self) -> crate::protocol::ProblemType {
+        use crate::protocol::ProblemType;
+        match self {
+            Self::NotAwaitingApproval => ProblemType::NotAwaitingApproval,
+            Self::ApprovalExpired => ProblemType::ApprovalExpired,
+            Self::NotSettleable => ProblemType::NotResolvable,
+        }
+    }
+}
+
+/// An approval of a job: given to each of its `effects` that waits for one
+/// (the caller writes those whose version changed, errors included: a lapsed
+/// approval expires its effect). `Ok(true)` when it lets some effect run,
+/// `Ok(false)` when they were approved before; an error when no effect
+/// waits for one, or every approval came too late.
+pub fn approve_all(effects: &mut [Effect], by: &str, now_ms: u64) -> Result<bool, EffectError> {
+    let (mut approved, mut approved_before, mut expired) = (false, false, false);
+    for effect in effects.iter_mut() {
+        match effect.approve(by, now_ms) {
+            Ok(true) => approved = true,
+            Ok(false) => approved_before = true,
+            Err(EffectError::ApprovalExpired) => expired = true,
+            Err(_) => {}
+        }
+    }
+    match (approved || approved_before, expired) {
+        (true, _) => Ok(approved),
+        (false, true) => Err(EffectError::ApprovalExpired),
+        (false, false) => Err(EffectError::NotAwaitingApproval),
+    }
+}
+
 /// The stored record of one effect of one job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Effect {
@@ -297,12 +331,9 @@ impl Effect {
     /// answer are `input` and `output`.
     pub fn plan(spec: &EffectSpec, storage_id: &str, input: &Value, output: &Value, now_ms: u64) -> Self {
         let (kind, payload) = match &spec.target {
+            // The row is its columns' templates, rendered.
             EffectTarget::D1 { columns, .. } => {
-                let row: serde_json::Map<String, Value> = columns
-                    .iter()
-                    .map(|(column, template)| (column.clone(), crate::job_type::render(template, input, output)))
-                    .collect();
-                (EffectKind::D1, Value::Object(row))
+                (EffectKind::D1, crate::job_type::render(&Value::Object(columns.clone()), input, output))
             }
             EffectTarget::Webhook { payload, .. } => {
                 (EffectKind::Webhook, crate::job_type::render(payload, input, output))

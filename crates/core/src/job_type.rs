@@ -379,7 +379,6 @@ fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, Str
                 }
                 known.check_payload(template).map_err(|m| at(&m))?;
             }
-            let columns = columns.into_iter().collect();
             (EffectRetry::DATABASE, EffectTarget::D1 { database, table, columns })
         }
         "webhook" => {

@@ -161,6 +161,22 @@ fn approval_runs_it_once_and_only_in_time() {
 }
 
 #[test]
+fn a_job_s_approval_reaches_every_effect_that_waits_and_says_why_when_none_does() {
+    let waiting = || vec![planned(false), planned(true)];
+    let mut effects = waiting();
+    assert_eq!(approve_all(&mut effects, "ops", 500), Ok(true));
+    assert_eq!(effects[1].state, EffectState::Ready);
+    assert_eq!(effects[0], planned(false), "an effect without an approval is left alone");
+    assert_eq!(approve_all(&mut effects, "ops", 600), Ok(false), "approved before: runs once");
+    let mut late = waiting();
+    assert_eq!(approve_all(&mut late, "ops", 1_100), Err(EffectError::ApprovalExpired));
+    assert_eq!(late[1].state, EffectState::Expired, "the lapsed approval expired its effect");
+    assert_eq!(approve_all(&mut [planned(false)], "ops", 100), Err(EffectError::NotAwaitingApproval));
+    assert_eq!(EffectError::ApprovalExpired.problem_type(), crate::protocol::ProblemType::ApprovalExpired);
+    assert_eq!(EffectError::NotSettleable.problem_type(), crate::protocol::ProblemType::NotResolvable);
+}
+
+#[test]
 fn operators_resend_or_mark_done_only_what_needs_them() {
     let mut rng = SplitMix64::new(9);
     let mut effect = planned(false);

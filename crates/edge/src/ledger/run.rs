@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use onejob_core::effect::{self, Effect, EffectError, EffectState, Step};
+use onejob_core::effect::{self, Effect, EffectState, Step};
 use onejob_core::job::{Job, JobState};
 use onejob_core::job_type::JobType;
 use onejob_core::protocol::{JobView, Problem, ProblemType};
@@ -456,26 +456,18 @@ impl Ledger {
         let Some(job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        let now = now_ms();
-        let (mut approved, mut expired, mut waiting) = (false, false, false);
-        for mut effect in store.load_effects()? {
-            let read = effect.version;
-            match effect.approve(&request.by, now) {
-                Ok(true) => approved = true,
-                Ok(false) => waiting = true,
-                Err(EffectError::ApprovalExpired) => expired = true,
-                Err(_) => continue,
-            }
+        let mut effects = store.load_effects()?;
+        let read: Vec<u64> = effects.iter().map(|e| e.version).collect();
+        let approval = effect::approve_all(&mut effects, &request.by, now_ms());
+        for (effect, read) in effects.iter().zip(read) {
             if effect.version != read {
-                store.update_effect(read, &effect)?;
+                store.update_effect(read, effect)?;
             }
         }
-        if expired && !approved && !waiting {
-            return http::problem_of(ProblemType::ApprovalExpired, "the approval came after its expiry; nothing runs");
-        }
-        if !approved && !waiting {
-            return http::problem_of(ProblemType::NotAwaitingApproval, "no effect of this job waits for an approval");
-        }
+        let approved = match approval {
+            Ok(approved) => approved,
+            Err(error) => return http::problem_of(error.problem_type(), error.to_string()),
+        };
         if approved {
             worker::console_log!("ledger: {} approved the effects of job {}", request.by, request.key);
         }
@@ -508,7 +500,7 @@ impl Ledger {
                 }
                 self.answer_as_run(config, &job)
             }
-            Err(error) => http::problem_of(ProblemType::NotResolvable, error.to_string()),
+            Err(error) => http::problem_of(error.problem_type(), error.to_string()),
         }
     }
 
