@@ -303,23 +303,53 @@ fn single_placeholder(text: &str) -> Option<&str> {
 
 fn render_text(text: &str, scope: &Scope<'_>) -> String {
     let mut out = String::with_capacity(text.len());
+    for piece in pieces(text) {
+        match piece {
+            // (A checked template has every `{{` closed.)
+            Piece::Literal(text) | Piece::Unclosed(text) => out.push_str(text),
+            Piece::Place(place) => match scope.lookup(place) {
+                Some(Value::String(text)) => out.push_str(text),
+                Some(Value::Null) | None => {}
+                Some(other) => out.push_str(&other.to_string()),
+            },
+        }
+    }
+    out
+}
+
+/// A part of a template's text.
+enum Piece<'a> {
+    /// Text as it is.
+    Literal(&'a str),
+    /// What a `{{ … }}` names, trimmed.
+    Place(&'a str),
+    /// The rest of the text from a `{{` that is never closed.
+    Unclosed(&'a str),
+}
+
+/// A template's text in pieces, in order: what rendering and checking both read.
+fn pieces(text: &str) -> impl Iterator<Item = Piece<'_>> {
     let mut rest = text;
-    while let Some(start) = rest.find("{{") {
-        out.push_str(&rest[..start]);
+    let mut place = None;
+    std::iter::from_fn(move || {
+        if let Some(inner) = place.take() {
+            return Some(Piece::Place(inner));
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(start) = rest.find("{{") else {
+            return Some(Piece::Literal(std::mem::take(&mut rest)));
+        };
         let after = &rest[start + 2..];
         let Some(end) = after.find("}}") else {
-            out.push_str(&rest[start..]);
-            return out;
+            return Some(Piece::Unclosed(std::mem::take(&mut rest)));
         };
-        match scope.lookup(after[..end].trim()) {
-            Some(Value::String(text)) => out.push_str(text),
-            Some(Value::Null) | None => {}
-            Some(other) => out.push_str(&other.to_string()),
-        }
+        let literal = &rest[..start];
+        place = Some(after[..end].trim());
         rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out
+        Some(Piece::Literal(literal))
+    })
 }
 
 /// The schemas placeholders are checked against.
@@ -337,17 +367,17 @@ impl Known<'_> {
     /// Every placeholder of `text` names a declared property (`output` only
     /// where the answer is known, i.e. not in the prompt).
     fn check_template(&self, text: &str, output_allowed: bool) -> Result<(), String> {
-        let mut rest = text;
-        while let Some(start) = rest.find("{{") {
-            let after = &rest[start + 2..];
-            let end = after.find("}}").ok_or("a {{ is not closed")?;
-            let place = after[..end].trim();
+        for piece in pieces(text) {
+            let place = match piece {
+                Piece::Literal(_) => continue,
+                Piece::Unclosed(_) => return Err("a {{ is not closed".into()),
+                Piece::Place(place) => place,
+            };
             let (root, field) = place.split_once('.').ok_or_else(|| format!("{{{{{place}}}}} names no field"))?;
             let allowed = root == "input" || (root == "output" && output_allowed);
             if !allowed || !self.has(root, field) {
                 return Err(format!("{{{{{place}}}}} names no declared property"));
             }
-            rest = &after[end + 2..];
         }
         Ok(())
     }

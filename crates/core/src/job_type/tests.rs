@@ -133,6 +133,8 @@ fn bad_definitions_are_refused_by_name() {
     };
     refused(|t| t["prompt"]["user"] = json!("{{input.nope}}"), "names no declared property");
     refused(|t| t["prompt"]["user"] = json!("{{output.category}}"), "names no declared property");
+    refused(|t| t["prompt"]["user"] = json!("Ticket {{input.ticket_id}} {{input.text"), "is not closed");
+    refused(|t| t["prompt"]["user"] = json!("{{ticket_id}}"), "names no field");
     refused(|t| t["once_per"] = json!("customer"), "once_per");
     refused(|t| t["effects"][0]["table"] = json!("t; DROP TABLE x"), "SQL name");
     refused(|t| t["effects"][0]["columns"] = json!({"source": "x"}), "onejob writes");
