@@ -179,7 +179,7 @@ impl DurableObject for Ledger {
                 }
                 self.index_in_background();
                 let last_sent_ms = self.store().queue_sends()?.1;
-                let effects_due = self.effects_due();
+                let effects_due = self.effects_due(&config);
                 alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms, effects_due)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
@@ -590,7 +590,7 @@ impl Ledger {
     fn arm(&self, config: &Config, job: &Job) {
         let store = self.store();
         let last_sent_ms = store.queue_sends().map_or(0, |(_, at)| at);
-        let effects_due = self.effects_due();
+        let effects_due = self.effects_due(config);
         let at = alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms, effects_due);
         alarms::set_in_background(&self.state, at);
     }

@@ -57,9 +57,9 @@ impl Ledger {
     }
 
     /// The job type of this object's job (as the deployment defines it now).
-    fn stored_job_type(&self, config: &Config) -> Option<JobType> {
+    fn stored_job_type<'c>(&self, config: &'c Config) -> Option<&'c JobType> {
         let run = self.stored_submission().ok()??.run?;
-        config.job_types.get(&run.job_type).cloned()
+        config.job_types.get(&run.job_type)
     }
 
     /// A new job of a type with `once_per`: its subject must be free (or
@@ -426,15 +426,14 @@ impl Ledger {
 
     /// When the effects next need a look: the earliest due one, but no
     /// sooner than the watch while they run here (their runner is busy).
-    pub(super) fn effects_due(&self) -> Option<u64> {
+    pub(super) fn effects_due(&self, config: &Config) -> Option<u64> {
         let mut effects = self.store().load_effects().ok()?;
         if effects.is_empty() {
             return None;
         }
         // An effect whose definition a deploy removed is never run: it wakes nothing.
-        let config = crate::config::load(&self.env).ok()?;
-        let job_type = self.stored_job_type(&config);
-        effects.retain(|e| job_type.as_ref().is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
+        let job_type = self.stored_job_type(config);
+        effects.retain(|e| job_type.is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
         let due = effect::next_wake_ms(&effects, now_ms())?;
         Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
     }
@@ -529,7 +528,7 @@ impl Ledger {
     }
 
     fn retry_of(&self, config: &Config, effect: &Effect) -> effect::EffectRetry {
-        let spec = self.stored_job_type(config).and_then(|t| t.effects.into_iter().find(|s| s.name == effect.name));
+        let spec = self.stored_job_type(config).and_then(|t| t.effects.iter().find(|s| s.name == effect.name));
         spec.map_or(effect::EffectRetry::WEBHOOK, |s| s.retry)
     }
 
