@@ -574,6 +574,52 @@ describe("job types with effects: the mail API keeps failing", () => {
     assert.equal(receiver.deliveries.length, 1, "no new alert");
     assert.equal((await stack.getJob(key)).body.effects_state, "completed");
   });
+
+  test("13. an operator marks a dead email done (nothing is sent) or resends one after the fix (sent once); the same action again changes nothing; an effect the job does not have → 404", { timeout: 180_000 }, async () => {
+    const effectRoute = (key, name, action) => `/onejob/v1/admin/jobs/dev/${encodeURIComponent(key)}/effects/${name}/${action}`;
+    const deadEmail = async () => {
+      const key = newKey();
+      const input = triageInput(newTicket());
+      assertRun(await stack.run("triage_fast", key, input), { type: "triage_fast", key });
+      const job = await stack.waitForJob(key, (j) => j.effects_state === "partial_success");
+      assert.equal(effectOf(job, "email").state, "dead");
+      return { key, input, email: effectOf(job, "email") };
+    };
+    stack.mail.failAlways(503);
+    const marked = await deadEmail();
+    const resent = await deadEmail();
+
+    // Marked done: the operator checked the mailbox; nothing is sent.
+    const mark = await stack.admin(effectRoute(marked.key, "email", "mark_done"), { method: "POST", key: newKey() });
+    assert.equal(mark.status, 200, mark.text);
+    assert.equal(mark.body.state, "completed", mark.text);
+    const markedEmail = effectOf(mark.body, "email");
+    assert.equal(markedEmail.state, "done");
+    assert.deepEqual(markedEmail.receipt, { marked_done_by: "dev-admin" });
+    assert.deepEqual(markedEmail.events.filter((e) => e.what === "marked_done").map((e) => e.by), ["dev-admin"]);
+    const markAgain = await stack.admin(effectRoute(marked.key, "email", "mark_done"), { method: "POST", key: newKey() });
+    assert.equal(markAgain.status, 200, markAgain.text);
+    assert.deepEqual(effectOf(markAgain.body, "email").events, markedEmail.events, "done already: nothing changes");
+
+    // Resent after the fix: sent once, under the same delivery id.
+    stack.mail.heal();
+    const resend = await stack.admin(effectRoute(resent.key, "email", "resend"), { method: "POST", key: newKey() });
+    assert.equal(resend.status, 200, resend.text);
+    const done = await stack.waitForJob(resent.key, (j) => j.effects_state === "completed");
+    const resentEmail = effectOf(done, "email");
+    assert.equal(resentEmail.state, "done");
+    assert.deepEqual(resentEmail.attempts.map((a) => a.end), ["transient", "transient", "transient", "done"]);
+    assert.equal(stack.mail.delivered(resent.email.delivery_id).length, 1, "exactly one email delivered");
+    const resendAgain = await stack.admin(effectRoute(resent.key, "email", "resend"), { method: "POST", key: newKey() });
+    assert.equal(resendAgain.status, 200, resendAgain.text);
+
+    assertProblem(await stack.admin(effectRoute(resent.key, "nope", "resend"), { method: "POST", key: newKey() }), 404, "not-found");
+    await sleep(SETTLE_MS);
+    assert.equal(stack.mail.delivered(marked.email.delivery_id).length, 0, "marking done sends nothing");
+    assert.equal(postsFor(stack, marked.input.ticket_id).length, 3, "only the three failed attempts");
+    assert.equal(stack.mail.delivered(resent.email.delivery_id).length, 1, "still one");
+    assert.equal(postsFor(stack, resent.input.ticket_id).length, 4);
+  });
 });
 
 describe("job types with effects: a streamed answer", () => {
