@@ -435,6 +435,33 @@ export const scenarios = [
     },
   },
   {
+    name: "a stream whose resumes keep failing is given up after maxAttempts",
+    // The read that failed counts as the first try: with maxAttempts 2 one
+    // resume is asked for, it answers 503, and the body errors by name.
+    async run({ equal, deepEqual }) {
+      script([
+        { headers: { "Content-Type": "text/event-stream" }, body: "data: a\n\ndata: b", drop: true },
+        { status: 503 },
+        { status: 503 },
+      ]);
+      const oj = client({ ...FAST, retry: { ...FAST.retry, maxAttempts: 2 } });
+      const response = await post(oj, '{"stream":true}');
+      // Read by a reader: Chromium's text() rejects with its own TypeError
+      // whatever the stream's error was.
+      const reader = response.body.getReader();
+      equal(new TextDecoder().decode((await reader.read()).value), "data: a\n\n");
+      const outcome = await within(2_000, settle(reader.read()));
+      equal(outcome.error?.name, "OneJobNetworkError");
+      const sent = calls();
+      deepEqual(sent.map((c) => c.method), ["POST", "GET"], "one resume, then no more");
+      equal(sent[1].url, `https://gateway.test/onejob/v1/jobs/${sent[0].key}/stream?from=1`);
+      deepEqual(events(), ["attempt", "settled", "backoff", "gave_up"]);
+      const gaveUp = globalThis.__onejob_events.at(-1);
+      equal(gaveUp.status, 503);
+      equal(oj.intents().length, 1, "not read to its end: resume() can ask again");
+    },
+  },
+  {
     name: "a caller's signal keeps no listener of a request that failed",
     async run({ equal }) {
       script(Array.from({ length: 5 }, () => ({ networkError: true })));

@@ -351,8 +351,7 @@ export function bind(wasm, load, loadedNow = false) {
             lastNetworkError = failure;
           }
           const status = response?.status ?? 0;
-          const step = core.next(attempts, status, ...retryHeaders(response), Date.now(), sent < this.#retry.maxAttempts);
-          const why = attempts.reason;
+          const [step, why] = await this.#step(core, attempts, response, sent, { intent, key, signal });
           if (step === DELIVER && response) {
             this.#events.emit("settled", intent, key, { status });
             if (!isEventStream(response)) {
@@ -374,12 +373,7 @@ export function bind(wasm, load, loadedNow = false) {
               signal,
             });
           }
-          if (step >= 0) {
-            // The answer is not delivered: release its connection now.
-            if (response) discardBody(response);
-            await this.#backOff(intent, key, step, why, attempts.serverAsked, signal);
-            continue;
-          }
+          if (step >= 0) continue;
           // Out of attempts or budget (a final answer always has a response).
           const gaveUp = giveUp(why, status, lastNetworkError);
           if (response) return response;
@@ -451,24 +445,41 @@ export function bind(wasm, load, loadedNow = false) {
       let sent = 1;
       try {
         for (;;) {
-          const status = response?.status ?? 0;
-          const step = core.next(attempts, status, ...retryHeaders(response), Date.now(), sent < this.#retry.maxAttempts);
-          const why = `stream interrupted: ${attempts.reason}`;
+          const [step, why] = await this.#step(core, attempts, response, sent, { intent, key, signal, about: "stream interrupted: " });
           if (step < 0) {
-            this.#events.emit("gave_up", intent, key, { reason: why, status });
+            if (response) discardBody(response);
+            this.#events.emit("gave_up", intent, key, { reason: why, status: response?.status ?? 0 });
             throw named("OneJobNetworkError", `onejob: ${why}; could not resume it after ${sent} tries`, lastError);
           }
-          await this.#backOff(intent, key, step, why, attempts.serverAsked, signal);
           sent += 1;
           const outcome = await tryOnce(url, init, signal);
           response = outcome.response;
           if (response?.status === 200) return response;
-          if (response) discardBody(response);
           lastError = outcome.failure;
         }
       } finally {
         attempts.free();
       }
+    }
+
+    /**
+     * One turn of a retry loop (`#send`'s and `#reopenStream`'s): core
+     * decides from the last try's answer (`response`; none when it failed on
+     * the way) and the `sent` tries so far. Resolves to `[step, why]`: step
+     * is DELIVER, another negative (stop: out of attempts or budget, or a
+     * final answer), or a delay already waited out, the answer's body
+     * released first (its connection freed) and a `backoff` event emitted.
+     * `why` is core's reason, after `about`.
+     */
+    async #step(core, attempts, response, sent, { intent, key, signal, about = "" }) {
+      const status = response?.status ?? 0;
+      const step = core.next(attempts, status, ...retryHeaders(response), Date.now(), sent < this.#retry.maxAttempts);
+      const why = about + attempts.reason;
+      if (step >= 0) {
+        if (response) discardBody(response);
+        await this.#backOff(intent, key, step, why, attempts.serverAsked, signal);
+      }
+      return [step, why];
     }
 
     /** Says why and how long it waits (a `backoff` event), then waits; the caller's signal ends the wait at once. */
