@@ -398,6 +398,35 @@ describe("job types with effects: kill -9 after the D1 row is committed, before 
     assert.equal(job.state, "completed");
     console.log(JSON.stringify({ before: beforeKill, after_restart: job.effects_state, effects: rows.length, attempts: calls }));
   });
+
+  test("4b. the same crash under a caller's own request (no respond-async, so no queue message): the caller's connection drops; after the restart the Ledger's watch alarm finds the row; one row, one model call, one email", { timeout: 180_000 }, async () => {
+    const key = newKey();
+    const input = triageInput(newTicket());
+    const caller = stack.run("triage", key, input).then(
+      (answer) => ({ status: answer.status }),
+      (error) => ({ error: String(error) }),
+    );
+    await waitFor(
+      "the row committed while the record effect is still claimed",
+      async () => {
+        const rows = await stack.tickets(input.ticket_id);
+        const { body: job } = await stack.getJob(key);
+        const record = job.effects?.find((e) => e.name === "record");
+        return { ok: rows.length === 1 && record?.state === "claimed", value: { rows: rows.length, record: record?.state } };
+      },
+      30_000,
+      250,
+    );
+    await stack.crashAndRestart();
+    assert.ok((await caller).error, "the caller's request ended with the runtime");
+    const job = await stack.waitForJob(key, (j) => j.effects_state === "completed", { timeoutMs: 60_000 });
+    const record = effectOf(job, "record");
+    assert.equal(record.reconciled, true, "done by a reconciliation, not by a second write");
+    assert.deepEqual(record.attempts.map((a) => [a.number, a.end]), [[1, "done"]], "one attempt");
+    assertRow(await stack.tickets(input.ticket_id), input, record);
+    assertOneEmail(stack, input, effectOf(job, "email"));
+    assert.equal(modelCalls(stack, key), 1, "the model is not called again");
+  });
 });
 
 describe("job types with effects: kill -9 after the mail API accepted the email, before it is recorded", () => {
