@@ -14,6 +14,8 @@ import { calls, cancelled, client, coreFingerprint, events, post, script, settle
 
 const FAST = { endpoint: "https://gateway.test", token: "tenant-key", storage: "memory", retry: { baseMs: 1, capMs: 5 } };
 const LOCAL = { endpoint: "https://gateway.test", storage: "local", retry: { maxAttempts: 1 } };
+/** A background job accepted (`Prefer: respond-async`), to be polled at once. */
+const ACCEPTED = { status: 202, headers: { "Preference-Applied": "respond-async", "Retry-After": "0" } };
 
 export const scenarios = [
   {
@@ -381,6 +383,64 @@ export const scenarios = [
       const sent = calls().map((c) => c.method);
       equal(sent.join(" "), "POST GET POST GET POST", "two jobs followed, the third refused");
       equal(events().at(-1), "gave_up");
+    },
+  },
+  {
+    name: "a background job's poll answered 503 is polled again then its result asked for",
+    async run({ equal, deepEqual }) {
+      script([
+        ACCEPTED,
+        { status: 503, headers: { "Retry-After": "0" } },
+        { body: '{"state":"completed"}' },
+        { body: '{"answer":42}', headers: { "Idempotent-Replayed": "true" } },
+      ]);
+      const oj = client(FAST);
+      const response = await oj.fetch("/v1/chat/completions", { method: "POST", body: "{}" }, { background: true });
+      equal(response.status, 200);
+      equal(await response.text(), '{"answer":42}');
+      const sent = calls();
+      deepEqual(sent.map((c) => c.method), ["POST", "GET", "GET", "POST"], "two polls");
+      equal(sent[1].url, `https://gateway.test/onejob/v1/jobs/${sent[0].key}`);
+      equal(sent[2].url, sent[1].url);
+      equal(new Set(sent.map((c) => c.key)).size, 1, "one key throughout");
+      deepEqual(events(), ["attempt", "backoff", "backoff", "attempt", "replayed", "settled"]);
+      equal(oj.intents().length, 0, "delivered");
+    },
+  },
+  {
+    name: "a background job's poll whose connection fails is polled again",
+    async run({ equal, deepEqual }) {
+      script([
+        ACCEPTED,
+        { networkError: true },
+        { body: '{"state":"completed"}' },
+        { body: '{"answer":7}', headers: { "Idempotent-Replayed": "true" } },
+      ]);
+      const oj = client(FAST);
+      const response = await oj.fetch("/v1/chat/completions", { method: "POST", body: "{}" }, { background: true });
+      equal(await response.text(), '{"answer":7}');
+      deepEqual(calls().map((c) => c.method), ["POST", "GET", "GET", "POST"], "two polls");
+      const backoffs = globalThis.__onejob_events.filter((e) => e.type === "backoff");
+      deepEqual(backoffs.map((e) => e.serverAsked), [true, false], "the poll after the failure waits by jitter");
+      deepEqual(events(), ["attempt", "backoff", "backoff", "attempt", "replayed", "settled"]);
+    },
+  },
+  {
+    name: "a background job waiting for an operator stops the polls",
+    // UNKNOWN_POLICY=block: nothing will run the job again; asking again
+    // gives the gateway's final answer (409 outcome-blocked).
+    async run({ equal, deepEqual }) {
+      script([
+        ACCEPTED,
+        { body: '{"state":"unknown","waiting_for_operator":true}', headers: { "Retry-After": "0" } },
+        { status: 409, headers: { "x-should-retry": "false" }, body: '{"type":"outcome-blocked"}' },
+        { body: "never asked for" },
+      ]);
+      const oj = client(FAST);
+      const response = await oj.fetch("/v1/chat/completions", { method: "POST", body: "{}" }, { background: true });
+      equal(response.status, 409);
+      deepEqual(calls().map((c) => c.method), ["POST", "GET", "POST"], "one poll");
+      deepEqual(events(), ["attempt", "backoff", "attempt", "settled"]);
     },
   },
   {
