@@ -267,6 +267,48 @@ export const scenarios = [
     },
   },
   {
+    name: "a post request object is sent once and is the same intent as its url and init",
+    // unpackRequest reads the Request's body (from a clone) before it is
+    // fingerprinted: the same fingerprint, so the same intent and key.
+    async run({ fingerprint, equal, deepEqual }) {
+      script([{ status: 503 }, { status: 200 }]);
+      const oj = client({ ...FAST, retry: { maxAttempts: 1 } });
+      const url = "https://gateway.test/v1/chat/completions";
+      const body = '{"q":"request object"}';
+      const headers = { "Content-Type": "application/json" };
+      const first = await oj.fetch(new Request(url, { method: "POST", body, headers }));
+      equal(first.status, 503);
+      const kept = oj.intents();
+      equal(kept.length, 1);
+      equal(kept[0].fingerprint, fingerprint("POST", url, body));
+      equal(kept[0].request.body, body);
+      const second = await oj.fetch(url, { method: "POST", body, headers });
+      equal(second.status, 200);
+      const sent = calls();
+      equal(sent.length, 2, "one call each");
+      deepEqual(sent.map((c) => [c.method, c.body]), [["POST", body], ["POST", body]], "the body sent once, whole");
+      equal(sent[0].key, sent[1].key, "the same intent: the same key");
+      equal(oj.intents().length, 0, "delivered");
+    },
+  },
+  {
+    name: "resume during a send of the same intent joins it",
+    async run({ equal, deepEqual }) {
+      script([{ status: 200, delayMs: 100 }, { status: 200 }]);
+      const oj = client(FAST);
+      const posted = post(oj, '{"q":"joined by resume"}', "joined");
+      const resumed = oj.resume();
+      const [response, results] = await Promise.all([posted, resumed]);
+      equal(calls().length, 1, "one upstream call");
+      equal(results.length, 1);
+      deepEqual([results[0].intent, results[0].key], ["joined", calls()[0].key]);
+      equal(response.status, 200);
+      equal(results[0].response.status, 200);
+      equal(await response.text(), '{"ok":true,"n":1}');
+      equal(await results[0].response.text(), '{"ok":true,"n":1}');
+    },
+  },
+  {
     name: "the fingerprint is cores request identity",
     // Bug 10: the SDK had its own copy of "which part of the URL counts";
     // the edge and the SDK now share core's `Fingerprint::of_url`. The
