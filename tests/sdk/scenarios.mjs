@@ -688,6 +688,55 @@ export const scenarios = [
     },
   },
   {
+    name: "a delivered post reads and writes localStorage once each",
+    browserOnly: true,
+    async run({ equal, deepEqual, log }) {
+      localStorage.clear();
+      script([{ status: 200 }]);
+      const oj = client(LOCAL);
+      const counts = countStorage();
+      let response;
+      try {
+        response = await post(oj, '{"counted":1}', "counted");
+      } finally {
+        counts.restore();
+      }
+      equal(response.status, 200);
+      log(`getItem ${counts.getItem}, setItem ${counts.setItem}, removeItem ${counts.removeItem}`);
+      deepEqual([counts.getItem, counts.setItem, counts.removeItem], [1, 1, 1]);
+      equal(localStorage.getItem("onejob:v1:intent:counted"), null, "delivered: nothing stored");
+    },
+  },
+  {
+    name: "a reload during the first fetch or an offline wait finds the intent",
+    browserOnly: true,
+    async run({ equal }) {
+      localStorage.clear();
+      script([{ status: 200, delayMs: 100 }]);
+      const sending = client(LOCAL);
+      const pending = post(sending, '{"during":"fetch"}', "during-fetch");
+      await sleep(20);
+      equal(calls().length, 1, "the fetch is under way");
+      equal(client(LOCAL).intents().length, 1, "a reloaded page finds it");
+      equal((await pending).status, 200);
+
+      localStorage.clear();
+      script([{ status: 200 }]);
+      const restore = goOffline();
+      let waiting;
+      try {
+        const offlineClient = client({ ...LOCAL, retry: { maxAttempts: 1, offlineWaitMs: 200 } });
+        waiting = post(offlineClient, '{"during":"offline"}', "during-offline");
+        await sleep(20);
+        equal(calls().length, 0, "waiting to be online");
+        equal(client(LOCAL).intents().length, 1, "a reloaded page finds it");
+      } finally {
+        restore();
+      }
+      equal((await waiting).status, 200);
+    },
+  },
+  {
     name: "corrupted and foreign entries are dropped with a warning",
     browserOnly: true,
     async run({ equal, deepEqual }) {
@@ -774,6 +823,21 @@ async function planted(intent, updatedMs, expiresMs) {
     expires_ms: expiresMs,
     request: null,
   });
+}
+
+/** Counts `localStorage` calls from now until `restore()`. */
+function countStorage() {
+  const counts = { getItem: 0, setItem: 0, removeItem: 0 };
+  const originals = {};
+  for (const name of Object.keys(counts)) {
+    originals[name] = Storage.prototype[name];
+    Storage.prototype[name] = function (...args) {
+      counts[name] += 1;
+      return originals[name].apply(this, args);
+    };
+  }
+  counts.restore = () => Object.assign(Storage.prototype, originals);
+  return counts;
 }
 
 /** How many `localStorage` entries are intent records. */

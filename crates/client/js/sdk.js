@@ -169,7 +169,7 @@ export function bind(wasm, load, loadedNow = false) {
             response = running.join(undefined);
             record.free();
           } else if (saved !== undefined) {
-            response = this.#start(record, fromSaved(saved)).join(undefined);
+            response = this.#start(record, fromSaved(saved), true).join(undefined);
           } else {
             record.free();
             continue;
@@ -234,8 +234,9 @@ export function bind(wasm, load, loadedNow = false) {
       const intent = wasm.intentId(name, fp);
       const running = this.#inflight.get(intent);
       if (running) return running.join(request.signal);
-      const record = core.submit(this.#load(intent), intent, fp, savedJson(request), Date.now());
-      return this.#start(record, request).join(request.signal);
+      const loaded = this.#load(intent);
+      const record = core.submit(loaded, intent, fp, savedJson(request), Date.now());
+      return this.#start(record, request, loaded !== undefined).join(request.signal);
     }
 
     /** Every readable stored record; unreadable ones are dropped with a warning. */
@@ -265,19 +266,26 @@ export function bind(wasm, load, loadedNow = false) {
       }
     }
 
-    /** Persists a record's JSON; a full store or quota becomes a warning. */
-    #save(intent, text) {
+    /**
+     * Persists a record's JSON; a full store or quota becomes a warning.
+     * `isNew`: whether the store lacks it (then room is made), when known.
+     */
+    #save(intent, text, isNew) {
       try {
-        for (const d of this.#store.save(intent, text)) this.#events.warning(d.intent, d.reason);
+        for (const d of this.#store.save(intent, text, isNew)) this.#events.warning(d.intent, d.reason);
       } catch (reason) {
         this.#events.warning(intent, `intent not persisted: ${reason}`);
       }
     }
 
-    /** Starts sending and registers the send so later submissions join it. It has its own abort controller. */
-    #start(record, request) {
+    /**
+     * Starts sending and registers the send so later submissions join it. It
+     * has its own abort controller. `stored`: whether the store already holds
+     * the record (the send saves it before it fetches or waits, synchronously
+     * when online).
+     */
+    #start(record, request, stored) {
       const intent = record.id;
-      this.#save(intent, record.json());
       const controller = new AbortController();
       const running = new Running(controller);
       this.#inflight.set(intent, running);
@@ -287,7 +295,7 @@ export function bind(wasm, load, loadedNow = false) {
         this.#inflight.delete(intent);
         running.settle(result);
       };
-      this.#send(record, { ...request, signal: controller.signal }).then(
+      this.#send(record, { ...request, signal: controller.signal }, stored).then(
         (response) => settle({ response }),
         (error) => settle({ error }),
       );
@@ -295,7 +303,7 @@ export function bind(wasm, load, loadedNow = false) {
     }
 
     /** The retry loop of one intent. */
-    async #send(record, request) {
+    async #send(record, request, stored) {
       const [intent, key, signal] = [record.id, record.key, request.signal];
       let attempts;
       let sent = 0;
@@ -305,8 +313,14 @@ export function bind(wasm, load, loadedNow = false) {
       // While the browser says it is offline, the send waits for `online`
       // instead of spending attempts; all such waits share one deadline.
       const offlineDeadline = Date.now() + this.#retry.offlineWaitMs;
+      // The first save makes room for a record the store lacks; later ones
+      // overwrite it.
+      const save = (text) => {
+        this.#save(intent, text, !stored);
+        stored = true;
+      };
       const giveUp = (why, status, cause) => {
-        this.#save(intent, record.giveUp(Date.now()));
+        save(record.giveUp(Date.now()));
         this.#events.emit("gave_up", intent, key, { reason: why, status });
         return named(
           "OneJobNetworkError",
@@ -318,8 +332,9 @@ export function bind(wasm, load, loadedNow = false) {
         const core = this.#core();
         attempts = core.attempts();
         for (;;) {
-          await this.#waitWhileOffline(intent, key, offlineDeadline, signal);
-          this.#save(intent, record.attempt(Date.now()));
+          // Online (the usual case), nothing is awaited before the fetch.
+          if (offline()) await this.#waitWhileOffline(intent, key, offlineDeadline, signal, () => save(record.json()));
+          save(record.attempt(Date.now()));
           sent += 1;
           this.#events.emit("attempt", intent, key, { attempt: record.attempts });
           // An abort during the fetch leaves the record as saved just above
@@ -357,7 +372,7 @@ export function bind(wasm, load, loadedNow = false) {
             if (!isEventStream(response)) {
               // Delivered: nothing left to remember, and the next identical
               // submission is a new intent with a new key.
-              this.#store.remove(intent);
+              this.#store.discard(intent);
               return response;
             }
             // A stream is delivered once it has been read to its end: until
@@ -369,7 +384,7 @@ export function bind(wasm, load, loadedNow = false) {
                 const either = anyOf(signal, stop);
                 return this.#reopenStream(intent, key, url + from, { ...init, signal: either }, either, error);
               },
-              read: () => this.#store.remove(intent),
+              read: () => this.#store.discard(intent),
               signal,
             });
           }
@@ -387,11 +402,13 @@ export function bind(wasm, load, loadedNow = false) {
 
     /**
      * Waits while the browser reports offline for its `online` event, until
-     * `deadline` at most; the caller's signal ends the wait at once.
+     * `deadline` at most; the caller's signal ends the wait at once. Calls
+     * `save` before it waits: a reload meanwhile finds the intent.
      */
-    async #waitWhileOffline(intent, key, deadline, signal) {
+    async #waitWhileOffline(intent, key, deadline, signal, save) {
       const started = Date.now();
       if (!offline() || started >= deadline) return;
+      save();
       this.#events.emit("offline", intent, key, {});
       while (offline() && Date.now() < deadline) await online(deadline - Date.now(), signal);
       this.#events.emit("online", intent, key, { waitedMs: Date.now() - started });

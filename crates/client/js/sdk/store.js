@@ -57,10 +57,14 @@ export class IntentStore {
     }
   }
 
-  /** Saves a record, first making room for a new one; returns the records dropped for room. */
-  save(intent, text) {
+  /**
+   * Saves a record, first making room for a new one (`isNew`: the caller
+   * knows whether the store lacks it; else it is looked up); returns the
+   * records dropped for room.
+   */
+  save(intent, text, isNew) {
     const name = PREFIX + intent;
-    const dropped = this.get(name) === undefined ? this.#makeRoom() : [];
+    const dropped = (isNew ?? this.get(name) === undefined) ? this.#makeRoom() : [];
     if (!this.storage) {
       this.memory.set(name, text);
       return dropped;
@@ -87,11 +91,18 @@ export class IntentStore {
     return dropped;
   }
 
+  /** Removes a record without asking whether it was there (`remove` does). */
+  discard(intent) {
+    const name = PREFIX + intent;
+    if (this.storage) this.storage.removeItem(name);
+    else this.memory.delete(name);
+  }
+
+  /** Removes a record; whether it was there. */
   remove(intent) {
     const name = PREFIX + intent;
     const existed = this.get(name) !== undefined;
-    if (this.storage) this.storage.removeItem(name);
-    else this.memory.delete(name);
+    this.discard(intent);
     return existed;
   }
 
