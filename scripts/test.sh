@@ -45,6 +45,8 @@ run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
 run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
+# The edge's own logic that needs no runtime (the Ledger's drive lock), natively.
+run edge-native cargo test -p onejob-edge --lib
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 run client-node wasm-pack test --node crates/client -- --nocapture
 run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs

@@ -56,6 +56,9 @@ describe("user tokens", () => {
     await refused(token({ tenant: "tenant-b" }), 401, "unauthorized");
     await refused(token({}, DEV_TOKEN_SECRET, { alg: "HS512" }), 401, "unauthorized");
     await refused(token({ exp: now() + 7 * 86_400 }), 401, "unauthorized");
+    // Not valid for another hour (nbf), beyond the 30 s clock-skew allowance.
+    await refused(token({ nbf: now() + 3_600, exp: now() + 7_200 }), 401, "unauthorized");
+    await refused(token({ nbf: now() + 120 }), 401, "unauthorized");
     await refused(token({ models: ["gpt-allowed"] }), 403, "forbidden", chat("x", { model: "gpt-other" }));
     await refused(token({ paths: ["/v1/messages"] }), 403, "forbidden");
     assert.equal(stack.llm.allCalls().length, before, "no refused token reached the provider");
@@ -64,6 +67,11 @@ describe("user tokens", () => {
       token: token({ models: ["gpt-allowed"], paths: ["/v1/chat/*"] }),
     });
     assert.equal(ok.res.status, 200, ok.text);
+    // nbf within the skew allowance, or past: valid.
+    const skewed = await stack.post(newKey(), chat("nbf skew"), { token: token({ nbf: now() + 10 }) });
+    assert.equal(skewed.res.status, 200, skewed.text);
+    const started = await stack.post(newKey(), chat("nbf past"), { token: token({ nbf: now() - 60 }) });
+    assert.equal(started.res.status, 200, started.text);
   });
 });
 

@@ -303,7 +303,8 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       const h = { ...headers };
       if (token) h.Authorization = `Bearer ${token}`;
       if (key !== undefined) h["Idempotency-Key"] = key;
-      if (body !== undefined) h["Content-Type"] = "application/json";
+      const typed = Object.keys(h).some((name) => name.toLowerCase() === "content-type");
+      if (body !== undefined && !typed) h["Content-Type"] = "application/json";
       const res = await fetch(`${worker.url}${route}`, {
         method: method ?? (body === undefined ? "GET" : "POST"),
         headers: h,

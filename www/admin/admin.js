@@ -501,11 +501,15 @@ function jobActions(job) {
     retry.addEventListener("click", () =>
       act(retry, "job", async () => {
         await api("/jobs/resolve", { body: { ...who, action: "retry" } });
-        return "One new attempt allowed: the next caller (or the queue) runs the job again.";
+        // A caller's own job is not re-sent by onejob (it keeps no caller's
+        // request): its next request with the key runs the attempt.
+        return job.background
+          ? "One new attempt allowed: the queue runs the job again now."
+          : "One new attempt allowed: the next request with this key runs it (onejob does not re-send a caller's request on its own).";
       }),
     );
     card.append(
-      el("p", { class: "lead" }, "The last attempt's outcome is unknown: the provider may have answered (and billed) it. If you found the answer (in the provider's dashboard or logs), paste it and resolve the job; otherwise allow one new attempt, at the risk of paying twice."),
+      el("p", { class: "lead" }, `The last attempt's outcome is unknown: the provider may have answered (and billed) it. If you found the answer (in the provider's dashboard or logs), paste it and resolve the job; otherwise allow one new attempt, at the risk of paying twice${job.background ? " (the queue runs it at once)" : " (it runs when the caller next sends the request with this key)"}."),
       el("label", { for: "resolve-body" }, "The provider's response (JSON body, sent with status 200)"),
       response,
       error,

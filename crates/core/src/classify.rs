@@ -126,6 +126,11 @@ impl ErrorClass {
     pub fn name(self) -> String {
         serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
     }
+
+    /// The class named `name` ([`ErrorClass::name`]), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::from(name)).ok()
+    }
 }
 
 /// The decision and the class of an outcome.

@@ -25,9 +25,23 @@ pub enum Body<'a> {
 
 /// SHA-256 over a request's method, path and canonical body, shown as 64
 /// lower-case hex digits.
+/// Read back (from a hand-off or storage) only if it is 64 hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct Fingerprint(String);
+
+impl TryFrom<String> for Fingerprint {
+    type Error = &'static str;
+    fn try_from(text: String) -> Result<Self, &'static str> {
+        Self::parse(&text).ok_or("a fingerprint is 64 lower-case hex digits")
+    }
+}
+
+impl From<Fingerprint> for String {
+    fn from(fingerprint: Fingerprint) -> String {
+        fingerprint.0
+    }
+}
 
 /// Domain separation: these bytes start every fingerprinted message, so a
 /// fingerprint can never collide with another hash this crate computes.

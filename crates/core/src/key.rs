@@ -125,9 +125,24 @@ impl fmt::Display for IdempotencyKey {
 /// Where a job lives: SHA-256 of (scope, key) as 64 hex digits. The edge names
 /// its Durable Object and KV entries by it, so the same key string in two
 /// tenants lands in two different places.
+/// Read back (from a hand-off) only if it is 64 hex digits.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
+#[serde(try_from = "String", into = "String")]
 pub struct StorageId(String);
+
+impl TryFrom<String> for StorageId {
+    type Error = &'static str;
+    fn try_from(text: String) -> Result<Self, &'static str> {
+        let hex = text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if hex { Ok(Self(text)) } else { Err("a storage id is 64 lower-case hex digits") }
+    }
+}
+
+impl From<StorageId> for String {
+    fn from(id: StorageId) -> String {
+        id.0
+    }
+}
 
 impl StorageId {
     /// Derives the storage id of `key` within `scope` (the tenant). Each part
@@ -273,5 +288,22 @@ mod tests {
             StorageId::derive_for_user("acme", "xalice", &key),
             StorageId::derive_for_user("acmex", "alice", &key)
         );
+    }
+
+    #[test]
+    fn keys_storage_ids_and_fingerprints_are_validated_when_read_back() {
+        use crate::fingerprint::{Body, Fingerprint};
+        let k = key("0123456789abcdef");
+        let id = StorageId::derive("acme", &k);
+        let fingerprint = Fingerprint::of_request("POST", "/v1/x", Body::Json(b"{}")).unwrap();
+        let json = serde_json::to_string(&(&k, &id, &fingerprint)).unwrap();
+        let back: (IdempotencyKey, StorageId, Fingerprint) = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, (k, id, fingerprint));
+        assert!(serde_json::from_str::<IdempotencyKey>("\"short\"").is_err());
+        assert!(serde_json::from_str::<IdempotencyKey>("\"\"").is_err());
+        for bad in ["\"\"", "\"abc\"", &format!("\"{}\"", "G".repeat(64)), &format!("\"{}\"", "A".repeat(64))] {
+            assert!(serde_json::from_str::<StorageId>(bad).is_err(), "{bad}");
+            assert!(serde_json::from_str::<Fingerprint>(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! (delays are returned).
 //!
 //! - [`admin`]: admin keys (by digest), their names and scopes.
+//! - [`admin_query`]: the operator lists' query filters, read strictly.
 //! - [`alert`]: when dead letters become an alert, and its delivery id.
 //! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
@@ -34,6 +35,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod admin_query;
 pub mod admission;
 pub mod alert;
 pub mod background;

@@ -39,6 +39,35 @@ impl Api {
     }
 }
 
+/// Checks that `path` (path and query) is an API path that stays under a
+/// provider's base URL once joined to it: it starts with `/v1/`, and its
+/// path has no empty, `.` or `..` segment, no backslash and no
+/// percent-encoded dot, slash or backslash (which URL parsers or providers
+/// may decode into one). The provider's key goes with every request, so a
+/// path that could resolve elsewhere on the provider's host is refused
+/// before any call.
+pub fn check_api_path(path: &str) -> Result<(), &'static str> {
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
+    let Some(rest) = path.strip_prefix("/v1/") else { return Err("the path must start with /v1/") };
+    if path.bytes().any(|b| b == b'\\' || b == b'#' || !b.is_ascii_graphic()) {
+        return Err("the path may hold only visible ASCII, without backslashes or #");
+    }
+    if query.is_some_and(|q| q.bytes().any(|b| b == b'#' || !b.is_ascii_graphic())) {
+        return Err("the query may hold only visible ASCII, without #");
+    }
+    let lower = path.to_ascii_lowercase();
+    if ["%2e", "%2f", "%5c"].iter().any(|escape| lower.contains(escape)) {
+        return Err("the path may not percent-encode dots, slashes or backslashes");
+    }
+    if rest.split('/').any(|segment| segment.is_empty() || segment == "." || segment == "..") {
+        return Err("the path may not have empty, . or .. segments");
+    }
+    Ok(())
+}
+
 /// What a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderKind {
@@ -430,6 +459,49 @@ pub fn is_base_url(url: &str) -> bool {
 pub fn host_of(base_url: &str) -> &str {
     let rest = base_url.split_once("://").map_or(base_url, |(_, rest)| rest);
     rest.split('/').next().unwrap_or(rest)
+}
+
+#[cfg(test)]
+mod api_path_tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::check_api_path;
+
+    #[test]
+    fn api_paths_that_stay_under_the_base_url_are_accepted() {
+        for path in ["/v1/chat/completions", "/v1/messages", "/v1/responses?stream=true", "/v1/files/file-abc.json"] {
+            assert_eq!(check_api_path(path), Ok(()), "{path}");
+        }
+    }
+
+    #[test]
+    fn paths_that_could_leave_the_base_url_are_refused() {
+        for path in [
+            "/v1/../../x",
+            "/v1/chat/../../admin",
+            "/v1/./chat/completions",
+            "/v1/..",
+            "/v1//evil.example/x",
+            "/v1/chat//completions",
+            "/v1/",
+            "/v1/%2e%2e/x",
+            "/v1/%2E./x",
+            "/v1/.%2e/x",
+            "/v1/a%2fb",
+            "/v1/a%2F..%2Fb",
+            "/v1/a%5cb",
+            "/v1/a\\..\\b",
+            "/v1/a#frag",
+            "/v1/a b",
+            "/v1/a?q=#x",
+            "/v2/chat/completions",
+            "v1/chat/completions",
+            "",
+        ] {
+            assert!(check_api_path(path).is_err(), "{path}");
+        }
+    }
 }
 
 #[cfg(test)]

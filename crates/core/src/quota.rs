@@ -8,6 +8,9 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+use crate::job::Attempt;
+use crate::reply::Usage;
+
 /// Milliseconds in a quota day.
 pub const DAY_MS: u64 = 86_400_000;
 
@@ -96,12 +99,35 @@ impl Meter {
     }
 }
 
+/// The job's tokens not yet counted against its quotas: every paid
+/// attempt's total (a hedge's loser included) past the `metered` already
+/// counted; `None` when there are none.
+pub fn unmetered(attempts: &[Attempt], metered: u64) -> Option<u64> {
+    unmetered_of(attempts.iter().map(|a| a.usage), metered)
+}
+
+fn unmetered_of(usages: impl IntoIterator<Item = Option<Usage>>, metered: u64) -> Option<u64> {
+    let tokens: u64 = usages.into_iter().flatten().map(|u| u.total_tokens).sum();
+    tokens.checked_sub(metered).filter(|&new| new > 0)
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn only_tokens_not_counted_yet_are_metered() {
+        let usage = |total_tokens| Some(Usage { prompt_tokens: 0, completion_tokens: total_tokens, total_tokens });
+        let attempts = [usage(10), None, usage(5)];
+        assert_eq!(unmetered_of(attempts, 0), Some(15));
+        assert_eq!(unmetered_of(attempts, 10), Some(5));
+        assert_eq!(unmetered_of(attempts, 15), None);
+        assert_eq!(unmetered_of(attempts, 20), None);
+        assert_eq!(unmetered(&[], 0), None);
+    }
 
     #[test]
     fn limits_by_tenant_with_a_default() {

@@ -1,8 +1,8 @@
 //! Short-lived user tokens, so a browser never holds a tenant key: the app's
 //! server mints `Authorization: Bearer <token>`, an HS256 JWT signed with its
 //! tenant's secret (`TOKEN_SECRETS`), naming the user (`sub`), the tenant,
-//! when it expires (`exp`, seconds) and, optionally, the models and paths
-//! it may use. Jobs are then scoped by tenant **and** user.
+//! when it expires (`exp`, seconds), optionally when it starts to be valid
+//! (`nbf`, seconds) and the models and paths it may use. Jobs are then scoped by tenant **and** user.
 //!
 //! Only `HS256` is accepted (never `none`, never another algorithm named by
 //! the token), the signature is compared in constant time, and a token
@@ -35,6 +35,10 @@ pub struct UserToken {
     /// Issued at, seconds since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<u64>,
+    /// Not valid before, seconds since the epoch (RFC 7519 §4.1.5), with
+    /// the same clock-skew allowance as `exp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
     /// Models it may ask for; absent: any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<Vec<String>>,
@@ -59,6 +63,8 @@ pub enum TokenError {
     BadSignature,
     /// Past `exp`.
     Expired,
+    /// Before `nbf`.
+    NotYetValid,
     /// Lives longer than [`MAX_LIFETIME_S`].
     TooLong,
     /// The token does not allow this model.
@@ -83,6 +89,7 @@ impl std::fmt::Display for TokenError {
             Self::UnknownTenant => "the token's tenant has no token secret",
             Self::BadSignature => "the token's signature does not match",
             Self::Expired => "the token has expired",
+            Self::NotYetValid => "the token is not valid yet (nbf is in the future)",
             Self::TooLong => "the token lives longer than a day",
             Self::ModelNotAllowed => "this token does not allow that model",
             Self::PathNotAllowed => "this token does not allow that path",
@@ -166,6 +173,9 @@ pub fn verify(token: &str, secrets: &TokenSecrets, now_s: u64) -> Result<UserTok
     if claims.exp.saturating_add(LEEWAY_S) <= now_s {
         return Err(TokenError::Expired);
     }
+    if claims.nbf.is_some_and(|nbf| nbf > now_s.saturating_add(LEEWAY_S)) {
+        return Err(TokenError::NotYetValid);
+    }
     let issued = claims.iat.unwrap_or(now_s).min(now_s);
     if claims.exp.saturating_sub(issued) > MAX_LIFETIME_S + LEEWAY_S {
         return Err(TokenError::TooLong);
@@ -224,6 +234,7 @@ mod tests {
             user: "alice".into(),
             exp: NOW + 600,
             iat: Some(NOW),
+            nbf: None,
             models: None,
             paths: None,
             approve: false,
@@ -265,6 +276,20 @@ mod tests {
         let mut long = claims();
         long.exp = NOW + 7 * 86_400;
         assert_eq!(verify(&mint(&long, SECRET), &secrets(), NOW), Err(TokenError::TooLong));
+    }
+
+    #[test]
+    fn a_token_is_refused_before_nbf_with_the_same_leeway_as_exp() {
+        let mut later = claims();
+        later.nbf = Some(NOW + 3_600);
+        later.exp = NOW + 7_200;
+        let token = mint(&later, SECRET);
+        assert_eq!(verify(&token, &secrets(), NOW), Err(TokenError::NotYetValid));
+        assert!(TokenError::NotYetValid.is_unauthenticated());
+        // Within the leeway of nbf, and after it: valid.
+        assert!(verify(&token, &secrets(), NOW + 3_600 - LEEWAY_S).is_ok());
+        assert_eq!(verify(&token, &secrets(), NOW + 3_600 - LEEWAY_S - 1), Err(TokenError::NotYetValid));
+        assert!(verify(&token, &secrets(), NOW + 3_601).is_ok());
     }
 
     #[test]

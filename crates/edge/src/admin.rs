@@ -12,12 +12,14 @@
 //! job also records the request, so even two at once change a job once).
 
 use onejob_core::admin::Admin;
+use onejob_core::admin_query::{CostsQuery, DeadLettersQuery, JobsQuery, QueryError};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{ProblemType, header};
 use serde::Deserialize;
 use worker::{Env, Method, Request, Response, Result};
 
 use crate::auth::admin_of;
+use crate::body;
 use crate::config;
 use crate::gateway::percent_decode;
 use crate::handoff::{JobMessage, OperatorRequest, route};
@@ -28,6 +30,61 @@ use crate::ops;
 /// The most jobs one replay of a cause touches.
 const MAX_REPLAY: u32 = 100;
 
+/// The operator routes, by path: each takes one method.
+enum Route<'a> {
+    /// `GET dead-letters`.
+    DeadLetters,
+    /// `GET jobs`: the jobs index, filtered.
+    Jobs,
+    /// `GET costs`.
+    Costs,
+    /// `POST dead-letters/replay` (keyed).
+    Replay,
+    /// `POST jobs/resolve` (keyed).
+    Resolve,
+    /// `GET jobs/{tenant}/{key}`.
+    JobView(&'a str),
+    /// `POST jobs/{tenant}/{key}/approve`.
+    Approve(&'a str),
+    /// `POST jobs/{tenant}/{key}/enqueue`.
+    Enqueue(&'a str),
+    /// `POST jobs/{tenant}/{key}/effects/{name}/{resend | mark_done}` (keyed).
+    Effect { job: &'a str, effect: &'a str, action: &'a str },
+}
+
+impl Route<'_> {
+    fn of(rest: &str) -> Option<Route<'_>> {
+        Some(match rest {
+            "dead-letters" => Route::DeadLetters,
+            "jobs" => Route::Jobs,
+            "costs" => Route::Costs,
+            "dead-letters/replay" => Route::Replay,
+            "jobs/resolve" => Route::Resolve,
+            _ => {
+                let inner = rest.strip_prefix("jobs/")?;
+                if let Some(job) = inner.strip_suffix("/approve") {
+                    Route::Approve(job)
+                } else if let Some(job) = inner.strip_suffix("/enqueue") {
+                    Route::Enqueue(job)
+                } else if let Some((job, effect, action)) = effect_route(inner) {
+                    Route::Effect { job, effect, action }
+                } else if inner.matches('/').count() == 1 {
+                    Route::JobView(inner)
+                } else {
+                    return None;
+                }
+            }
+        })
+    }
+
+    fn method(&self) -> Method {
+        match self {
+            Route::DeadLetters | Route::Jobs | Route::Costs | Route::JobView(_) => Method::Get,
+            _ => Method::Post,
+        }
+    }
+}
+
 /// Routes `rest` (the path after `/onejob/v1/admin/`).
 pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
@@ -35,21 +92,32 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
         Ok(admin) => admin.clone(),
         Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
     };
-    match (req.method(), rest) {
-        (Method::Get, "dead-letters") => {
-            let url = req.url()?;
-            let param = |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned());
-            let tenant = match scoped_tenant(&admin, param("tenant")) {
+    let Some(route) = Route::of(rest) else { return problem_of(ProblemType::NotFound, "no such admin route") };
+    if req.method() != route.method() {
+        return http::method_not_allowed(&req.method(), &route.method());
+    }
+    let url = req.url()?;
+    let pairs: Vec<(String, String)> = url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect();
+    let limit = config.settings.max_body_bytes;
+    match route {
+        Route::DeadLetters => {
+            let query = match DeadLettersQuery::parse(&pairs) {
+                Ok(query) => query,
+                Err(error) => return invalid_query(&error),
+            };
+            let tenant = match scoped_tenant(&admin, query.tenant) {
                 Ok(tenant) => tenant,
                 Err(response) => return response,
             };
-            let letters = ops::dead_letters(env, tenant.as_deref(), param("error_class").as_deref(), 500).await?;
+            let letters = ops::dead_letters(env, tenant.as_deref(), query.error_class.as_deref(), 500).await?;
             let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
             http::with_cors(Response::from_json(&body)?)
         }
-        (Method::Get, "jobs") => {
-            let url = req.url()?;
-            let mut filter: ops::JobFilter = serde_urlencoded_filter(&url);
+        Route::Jobs => {
+            let mut filter = match JobsQuery::parse(&pairs) {
+                Ok(query) => query,
+                Err(error) => return invalid_query(&error),
+            };
             filter.tenant = match scoped_tenant(&admin, filter.tenant.take()) {
                 Ok(tenant) => tenant,
                 Err(response) => return response,
@@ -68,44 +136,43 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 .collect();
             http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)
         }
-        (Method::Get, "costs") => {
-            let url = req.url()?;
-            let param = |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned());
-            let since_ms = param("since_ms").and_then(|v| v.parse().ok()).unwrap_or(0);
-            let tenant = match scoped_tenant(&admin, param("tenant")) {
+        Route::Costs => {
+            let query = match CostsQuery::parse(&pairs) {
+                Ok(query) => query,
+                Err(error) => return invalid_query(&error),
+            };
+            let tenant = match scoped_tenant(&admin, query.tenant) {
                 Ok(tenant) => tenant,
                 Err(response) => return response,
             };
-            http::with_cors(Response::from_json(&ops::costs(env, since_ms, tenant.as_deref()).await?)?)
+            http::with_cors(Response::from_json(&ops::costs(env, query.since_ms, tenant.as_deref()).await?)?)
         }
-        (Method::Get, path) if let Some(inner) = path.strip_prefix("jobs/") => match job_of_path(&req, &admin, inner) {
+        Route::JobView(inner) => match job_of_path(&pairs, &admin, inner) {
             Ok(job) => to_job(env, &admin, &job, route::ADMIN_VIEW).await,
             Err(refused) => refused,
         },
-        (Method::Post, "dead-letters/replay") => {
+        Route::Replay => {
             let Some(request_key) = operator_key(&req)? else { return missing_key() };
-            let body: ReplayBody = match req.json().await {
+            let shape = "{\"tenant\", \"key\", \"user\"?} or {\"error_class\", \"tenant\"?}";
+            let body: ReplayBody = match body::read_json(&mut req, limit, shape).await? {
                 Ok(body) => body,
-                Err(_) => {
-                    return problem_of(
-                        ProblemType::InvalidJson,
-                        "send {\"tenant\", \"key\"} or {\"error_class\", \"tenant\"?}",
-                    );
-                }
+                Err(refused) => return Ok(refused),
             };
+            if let Err(refused) = check_job_names(body.tenant.as_deref(), body.user.as_deref(), body.key.as_deref()) {
+                return refused;
+            }
             once(env, &admin, &request_key, replay(env, &admin, &request_key, body)).await
         }
-        (Method::Post, "jobs/resolve") => {
+        Route::Resolve => {
             let Some(request_key) = operator_key(&req)? else { return missing_key() };
-            let body: ResolveBody = match req.json().await {
+            let shape = "{\"tenant\", \"key\", \"user\"?, \"action\": \"succeeded\" | \"retry\", \"response\"?}";
+            let body: ResolveBody = match body::read_json(&mut req, limit, shape).await? {
                 Ok(body) => body,
-                Err(_) => {
-                    return problem_of(
-                        ProblemType::InvalidJson,
-                        "send {\"tenant\", \"key\", \"action\": \"succeeded\" | \"retry\", \"response\"?}",
-                    );
-                }
+                Err(refused) => return Ok(refused),
             };
+            if let Err(refused) = check_job_names(Some(&body.tenant), body.user.as_deref(), Some(&body.key)) {
+                return refused;
+            }
             if !admin.reaches(&body.tenant) {
                 return problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant");
             }
@@ -129,19 +196,13 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             };
             once(env, &admin, &request_key, resolve).await
         }
-        // A job type's effects: `…/jobs/{tenant}/{key}/approve`, and
-        // `…/jobs/{tenant}/{key}/effects/{name}/resend` (or `/mark_done`).
-        (Method::Post, path)
-            if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/approve")) =>
-        {
-            match job_of_path(&req, &admin, inner) {
-                Ok(job) => to_job(env, &admin, &job, route::APPROVE).await,
-                Err(refused) => refused,
-            }
-        }
-        (Method::Post, path) if let Some((inner, effect, action)) = effect_route(path) => {
+        Route::Approve(inner) => match job_of_path(&pairs, &admin, inner) {
+            Ok(job) => to_job(env, &admin, &job, route::APPROVE).await,
+            Err(refused) => refused,
+        },
+        Route::Effect { job, effect, action } => {
             let Some(request_key) = operator_key(&req)? else { return missing_key() };
-            let job = match job_of_path(&req, &admin, inner) {
+            let job = match job_of_path(&pairs, &admin, job) {
                 Ok(job) => job,
                 Err(refused) => return refused,
             };
@@ -156,16 +217,15 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             };
             once(env, &admin, &request_key, forward(env, &job, route::EFFECT, &request)).await
         }
-        (Method::Post, path)
-            if let Some(inner) = path.strip_prefix("jobs/").and_then(|p| p.strip_suffix("/enqueue")) =>
-        {
-            match job_of_path(&req, &admin, inner) {
-                Ok(job) => to_job(env, &admin, &job, route::ENQUEUE).await,
-                Err(refused) => refused,
-            }
-        }
-        _ => problem_of(ProblemType::NotFound, "no such admin route"),
+        Route::Enqueue(inner) => match job_of_path(&pairs, &admin, inner) {
+            Ok(job) => to_job(env, &admin, &job, route::ENQUEUE).await,
+            Err(refused) => refused,
+        },
     }
+}
+
+fn invalid_query(error: &QueryError) -> Result<Response> {
+    problem_of(ProblemType::InvalidQuery, error.to_string())
 }
 
 #[derive(Deserialize)]
@@ -192,24 +252,56 @@ struct ResolvedResponse {
 }
 
 /// The job `{tenant}/{key}` (percent-encoded; `?user=` for a user's) an
-/// admin route names, if this admin reaches its tenant.
-fn job_of_path(req: &Request, admin: &Admin, inner: &str) -> std::result::Result<JobMessage, Result<Response>> {
-    let Some((tenant, key)) = inner.split_once('/') else {
+/// admin route names, if its names are well formed (`400` otherwise, as on
+/// the tenant routes) and this admin reaches its tenant.
+fn job_of_path(
+    pairs: &[(String, String)],
+    admin: &Admin,
+    inner: &str,
+) -> std::result::Result<JobMessage, Result<Response>> {
+    let Some((tenant, key)) = inner.split_once('/').filter(|(_, key)| !key.contains('/')) else {
         return Err(problem_of(ProblemType::NotFound, "use /onejob/v1/admin/jobs/{tenant}/{key}"));
     };
     let (tenant, key) = (percent_decode(tenant), percent_decode(key));
+    let users: Vec<&String> = pairs.iter().filter(|(n, _)| n == "user").map(|(_, v)| v).collect();
+    if users.len() > 1 {
+        return Err(problem_of(ProblemType::InvalidQuery, "query parameter user: given more than once"));
+    }
+    let user = users.first().map(|u| (*u).clone());
+    check_job_names(Some(&tenant), user.as_deref(), Some(&key))?;
     if !admin.reaches(&tenant) {
         return Err(problem_of(ProblemType::Forbidden, "this admin key does not reach that tenant"));
     }
-    let url = req.url().map_err(Err)?;
-    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
     Ok(JobMessage { tenant, user, key })
 }
 
-/// `jobs/{tenant}/{key}/effects/{name}/{resend | mark_done}`: the job's
+/// A job's tenant, user and key as an operator names them: the key as the
+/// tenant routes take it (`400 invalid-idempotency-key`), the tenant and the
+/// user as non-empty, bounded text (`400 invalid-query`).
+fn check_job_names(
+    tenant: Option<&str>,
+    user: Option<&str>,
+    key: Option<&str>,
+) -> std::result::Result<(), Result<Response>> {
+    for (name, value) in [("tenant", tenant), ("user", user)] {
+        if let Some(value) = value
+            && (value.is_empty() || value.len() > 256 || value.chars().any(char::is_control))
+        {
+            let detail = format!("{name} must be 1 to 256 bytes of text");
+            return Err(problem_of(ProblemType::InvalidQuery, detail));
+        }
+    }
+    if let Some(key) = key
+        && let Err(error) = IdempotencyKey::parse(key)
+    {
+        return Err(problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()));
+    }
+    Ok(())
+}
+
+/// `{tenant}/{key}/effects/{name}/{resend | mark_done}` (after `jobs/`): the job's
 /// part, the effect's name and the action.
-fn effect_route(path: &str) -> Option<(&str, &str, &str)> {
-    let inner = path.strip_prefix("jobs/")?;
+fn effect_route(inner: &str) -> Option<(&str, &str, &str)> {
     let (rest, action) = inner.rsplit_once('/')?;
     let (job, effect) = rest.rsplit_once("/effects/")?;
     matches!(action, "resend" | "mark_done").then_some((job, effect, action))
@@ -229,24 +321,6 @@ async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Resu
     };
     let (status, body) = forward(env, job, route, &request).await?;
     json_response(status, &body)
-}
-
-/// The jobs list's filters from the query string.
-fn serde_urlencoded_filter(url: &worker::Url) -> ops::JobFilter {
-    let param =
-        |name: &str| url.query_pairs().find(|(n, _)| n == name).map(|(_, v)| v.into_owned()).filter(|v| !v.is_empty());
-    let number = |name: &str| param(name).and_then(|v| v.parse().ok());
-    ops::JobFilter {
-        tenant: param("tenant"),
-        user: param("user"),
-        state: param("state"),
-        model: param("model"),
-        error_class: param("error_class"),
-        since_ms: number("since_ms"),
-        until_ms: number("until_ms"),
-        cursor: param("cursor"),
-        limit: param("limit").and_then(|v| v.parse().ok()),
-    }
 }
 
 /// The tenant an admin asks about: its own when scoped (403 for another).

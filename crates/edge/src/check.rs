@@ -9,11 +9,12 @@
 use onejob_core::backoff::retries::Observation;
 use onejob_core::classify::Decision;
 use onejob_core::protocol::ProblemType;
-use onejob_core::providers::Api;
+use onejob_core::providers::{Api, check_api_path};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use worker::{Request, Response, Result};
 
+use crate::body;
 use crate::clock::now_ms;
 use crate::config::Config;
 use crate::http::{self, problem_of};
@@ -55,18 +56,22 @@ struct ProviderResult {
 }
 
 pub async fn run(mut req: Request, config: &Config) -> Result<Response> {
-    let Ok(check) = req.json::<CheckRequest>().await else {
-        return problem_of(
-            ProblemType::InvalidJson,
-            "send {\"model\": …, \"samples\": [request bodies], \"path\"?: …}",
-        );
+    let shape = "{\"model\": …, \"samples\": [request bodies], \"path\"?: …}";
+    let check = match body::read_json::<CheckRequest>(&mut req, config.settings.max_body_bytes, shape).await? {
+        Ok(check) => check,
+        Err(refused) => return Ok(refused),
     };
     if check.samples.is_empty() || check.samples.len() > MAX_SAMPLES {
         return problem_of(ProblemType::InvalidQuery, format!("send 1 to {MAX_SAMPLES} samples"));
     }
+    // Every sample is a request body: nothing is paid for before all are.
+    if let Some(index) = check.samples.iter().position(|sample| !sample.is_object()) {
+        return problem_of(ProblemType::InvalidQuery, format!("sample {index} is not a JSON object (a request body)"));
+    }
     let path = check.path.unwrap_or_else(|| "/v1/chat/completions".into());
-    if !path.starts_with("/v1/") {
-        return problem_of(ProblemType::InvalidQuery, "path must start with /v1/");
+    // The provider's key goes with each call: the path must stay under its base URL.
+    if let Err(why) = check_api_path(&path) {
+        return problem_of(ProblemType::InvalidQuery, format!("path: {why}"));
     }
     let providers = &config.settings.providers;
     let Some(route) = providers.route(Some(&check.model)) else {

@@ -4,11 +4,13 @@
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
+use onejob_core::providers::check_api_path;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::{self, UserToken};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
+use crate::body;
 use crate::cache;
 use crate::check;
 use crate::config::{self, Config, binding};
@@ -32,6 +34,10 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Some(query) => format!("{}?{query}", url.path()),
         None => url.path().to_owned(),
     };
+    // Forwarded with the provider's key: it must stay under the provider's base URL.
+    if let Err(why) = check_api_path(&target) {
+        return problem_of(ProblemType::InvalidQuery, format!("path: {why}"));
+    }
     let fingerprint = match Fingerprint::of_url("POST", &target, Body::Json(&body)) {
         Ok(fp) => fp,
         Err(error) => return problem_of(ProblemType::InvalidJson, format!("the body is not valid JSON: {error}")),
@@ -117,10 +123,7 @@ async fn read_keyed(
     config: &Config,
 ) -> Result<std::result::Result<(IdempotencyKey, String, Vec<u8>), Response>> {
     if req.method() != Method::Post {
-        let mut response =
-            problem_of(ProblemType::MethodNotAllowed, format!("{} is not allowed here; use POST", req.method()))?;
-        response.headers_mut().set("Allow", "POST, OPTIONS")?;
-        return Ok(Err(response));
+        return http::method_not_allowed(&req.method(), &Method::Post).map(Err);
     }
     let Some(raw_key) = req.headers().get(header::IDEMPOTENCY_KEY)? else {
         return problem_of(
@@ -133,25 +136,14 @@ async fn read_keyed(
         Ok(key) => key,
         Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()).map(Err),
     };
-    let content_type = req.headers().get("Content-Type")?.unwrap_or_else(|| "application/json".into());
-    if !is_json(&content_type) {
-        return problem_of(ProblemType::UnsupportedMediaType, "the body must be application/json").map(Err);
-    }
-    let limit = config.settings.max_body_bytes;
-    let too_large = || {
-        http::problem(
-            &Problem::new(ProblemType::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
-                .with_max_bytes(limit),
-        )
+    let content_type = match body::json_content_type(req)? {
+        Ok(content_type) => content_type,
+        Err(refused) => return Ok(Err(refused)),
     };
-    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit) {
-        return too_large().map(Err);
-    }
-    let body = req.bytes().await?;
-    if body.len() as u64 > limit {
-        return too_large().map(Err);
-    }
+    let body = match body::read_bounded(req, config.settings.max_body_bytes).await? {
+        Ok(body) => body,
+        Err(refused) => return Ok(Err(refused)),
+    };
     Ok(Ok((key, content_type, body)))
 }
 
@@ -197,10 +189,13 @@ async fn submit(env: &Env, storage_id: &StorageId, submission: &Submission, body
 
 /// `GET /demo/tickets` and `/demo/inbox` (see [`crate::demo::read_out`]),
 /// only where the demo is on (`DEMO_TOKEN_ISSUER=on`).
-pub async fn demo_read_out(env: &Env, what: &str) -> Result<Response> {
+pub async fn demo_read_out(req: &Request, env: &Env, what: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
     if !config.demo_token_issuer {
         return problem_of(ProblemType::NotFound, "no such route");
+    }
+    if req.method() != Method::Get {
+        return http::method_not_allowed(&req.method(), &Method::Get);
     }
     crate::demo::read_out(env, what).await
 }
@@ -216,7 +211,7 @@ pub async fn providers(req: Request, env: &Env) -> Result<Response> {
         return problem_of(ProblemType::Unauthorized, detail);
     }
     if req.method() != Method::Get {
-        return problem_of(ProblemType::MethodNotAllowed, "use GET");
+        return http::method_not_allowed(&req.method(), &Method::Get);
     }
     health::providers_page(env, &config).await
 }
@@ -234,11 +229,7 @@ pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
         Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
     }
     if req.method() != Method::Post {
-        return problem_of(ProblemType::MethodNotAllowed, "use POST");
-    }
-    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > config.settings.max_body_bytes) {
-        return problem_of(ProblemType::PayloadTooLarge, "the samples are larger than MAX_BODY_BYTES");
+        return http::method_not_allowed(&req.method(), &Method::Post);
     }
     check::run(req, &config).await
 }
@@ -250,6 +241,9 @@ pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
     if !config.demo_token_issuer {
         return problem_of(ProblemType::NotFound, "no such route");
+    }
+    if req.method() != Method::Get {
+        return http::method_not_allowed(&req.method(), &Method::Get);
     }
     let url = req.url()?;
     let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned()).unwrap_or_default();
@@ -267,6 +261,7 @@ pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
         user,
         exp: now_s + 3_600,
         iat: Some(now_s),
+        nbf: None,
         models: None,
         paths: None,
         approve: false,
@@ -303,7 +298,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
         JobRoute::Approve => (Method::Post, route::APPROVE),
     };
     if req.method() != method {
-        return problem_of(ProblemType::MethodNotAllowed, format!("use {method}"));
+        return http::method_not_allowed(&req.method(), &method);
     }
     let key = match IdempotencyKey::parse(&percent_decode(raw_key)) {
         Ok(key) => key,
@@ -362,7 +357,10 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
 /// `type` URI resolves to something a developer can read.
-pub fn problem_doc(slug: &str) -> Result<Response> {
+pub fn problem_doc(req: &Request, slug: &str) -> Result<Response> {
+    if req.method() != Method::Get {
+        return http::method_not_allowed(&req.method(), &Method::Get);
+    }
     match ProblemType::from_type_uri(slug) {
         Some(kind) => {
             let text = format!(
@@ -395,11 +393,6 @@ fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Co
 /// Sends `init` to `route` of the Ledger that owns `storage_id`.
 async fn call_ledger(env: &Env, storage_id: &StorageId, route: &str, init: &RequestInit) -> Result<Response> {
     objects::call(env, binding::LEDGER, storage_id.as_str(), route, init).await
-}
-
-fn is_json(content_type: &str) -> bool {
-    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
 }
 
 /// Decodes `%XX` escapes of a path segment (keys may contain reserved characters).

@@ -25,6 +25,7 @@ use onejob_core::job::{Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
+use onejob_core::quota;
 use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
@@ -42,7 +43,10 @@ use crate::store::{JobMeta, Store, StoredResponse};
 use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
 
+mod lock;
 mod run;
+
+use lock::{Coordination, DriveLock};
 
 #[durable_object]
 pub struct Ledger {
@@ -63,6 +67,8 @@ pub struct Ledger {
     cancel: Rc<Cell<bool>>,
     /// The job version last written to the operators' index from here.
     indexed_version: Cell<u64>,
+    /// True while the job's tokens are being counted against its quotas.
+    metering: Rc<Cell<bool>>,
     /// A background submission that arrived while a caller ran the job:
     /// if that run does not finish it, it becomes a background job.
     adopt_later: RefCell<Option<(Submission, Vec<u8>)>>,
@@ -87,6 +93,7 @@ impl DurableObject for Ledger {
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
             indexed_version: Cell::new(u64::MAX),
+            metering: Rc::new(Cell::new(false)),
             adopt_later: RefCell::new(None),
             effects_running: Cell::new(false),
         }
@@ -269,26 +276,32 @@ impl Ledger {
                         (job, false)
                     }
                 };
-                self.drive(config, &store, job, stored, &submission, &body).await
+                let lock = self.coordination().lock((!stored).then(|| job.clone()));
+                self.drive(config, lock, &store, job, stored, &submission, &body).await
             }
         }
     }
 
-    /// Becomes the job's driver, then fans the one result out to every
-    /// duplicate that waited for it.
+    /// The in-memory coordination the drive lock guards.
+    fn coordination(&self) -> Coordination<'_> {
+        Coordination { driving: &self.driving, creating: &self.creating, waiters: &self.waiters, live: &self.live }
+    }
+
+    /// Drives the job under `lock`, then fans the one result out to every
+    /// duplicate that waited for it. Every return either hands the result
+    /// out (`finish`), hands the lock to a stream's pump, or drops the lock,
+    /// which releases it and fails the waiters (see [`lock`]).
+    #[allow(clippy::too_many_arguments)]
     async fn drive(
         &self,
         config: &Config,
+        lock: DriveLock<'_>,
         store: &Store,
         mut job: Job,
         stored: bool,
         submission: &Submission,
         body: &[u8],
     ) -> Result<Response> {
-        self.driving.set(true);
-        if !stored {
-            *self.creating.borrow_mut() = Some(job.clone());
-        }
         // A new attempt draws on the tenant's (and user's) token budgets:
         // refused before the claim once one is spent.
         if let Some(problem) = self.over_quota(config, submission).await {
@@ -296,16 +309,14 @@ impl Ledger {
             // waiters get the body, which says when, without the header).
             let mut result = JobResult::problem(&problem, job.state(), None);
             result.retry_after_ms = None;
-            self.creating.borrow_mut().take();
-            self.finish_driving(&result);
+            lock.finish(&result);
             return http::problem_about(&problem, &submission.key, job.state());
         }
         if !stored && submission.run.is_some() {
             // A job type's subject is run once (`once_per`).
             if let Some(problem) = self.subject_taken(config, submission).await {
                 let result = JobResult::problem(&problem, job.state(), None);
-                self.creating.borrow_mut().take();
-                self.finish_driving(&result);
+                lock.finish(&result);
                 return http::problem_about(&problem, &submission.key, job.state());
             }
             // Its input and request are kept: the effects are planned from
@@ -314,15 +325,14 @@ impl Ledger {
         }
         let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
-        self.creating.borrow_mut().take();
+        lock.created();
         if let Some(late) = driver.take_late() {
             // A hedge's loser is still out: audit what it cost when it answers.
             self.state.wait_until(driver::audit_late(self.store(), late));
         }
-        let result = match driven {
-            Ok(Driven::Result(result)) => result,
-            Ok(Driven::Stream { ticket, streaming }) => {
-                // The pump owns the stream from here and clears `driving` at its end.
+        let result = match driven? {
+            Driven::Result(result) => result,
+            Driven::Stream { ticket, streaming } => {
                 stream::open(&self.live, ticket.attempt, &streaming.content_type);
                 let pump = Pump::new(
                     Rc::clone(&self.live),
@@ -334,19 +344,29 @@ impl Ledger {
                     streaming,
                 )
                 .speaking(Dialect::from(Api::of_path(&submission.target)));
-                let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
-                for waiter in waiters {
+                // Subscribed before the pump starts, so no event is missed;
+                // a failure here drops the pump (the upstream call ends) and
+                // the lock (the stream is closed, the waiters released).
+                let own = stream::subscribe(&self.live, store, 0)?
+                    .ok_or_else(|| worker::Error::RustError("the stream closed before it was followed".into()))?;
+                let mut handed = Vec::new();
+                for _ in 0..self.waiters.borrow().len() {
                     if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {
-                        let _ = waiter.send(Handed::Stream(subscription));
+                        handed.push(subscription);
                     }
                 }
-                let own = stream::subscribe(&self.live, store, 0)?;
-                let (env, store) = (self.env.clone(), self.store());
+                let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
+                for (waiter, subscription) in waiters.into_iter().zip(handed) {
+                    let _ = waiter.send(Handed::Stream(subscription));
+                }
+                // The pump owns the stream from here and clears `driving` at its end.
+                lock.hand_to_pump();
+                let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
                 let job_type_job = submission.run.is_some().then(|| submission.clone());
                 self.state.wait_until(async move {
                     pump.run().await;
                     // The stream's end is the job's last change: index it.
-                    index_now(&env, &store).await;
+                    index_now(&env, &store, &metering).await;
                     // A job type's effects wait for the whole answer: the
                     // Ledger is asked to run them now (its alarm would, later).
                     if let Some(submission) = job_type_job {
@@ -354,21 +374,12 @@ impl Ledger {
                     }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
-                return match own {
-                    Some(subscription) => http::stream_response(subscription, &submission.key, false),
-                    None => Err(worker::Error::RustError("the stream closed before it was followed".into())),
-                };
-            }
-            Err(error) => {
-                self.driving.set(false);
-                // Dropping the senders releases the waiters with "in progress".
-                self.waiters.borrow_mut().clear();
-                return Err(error);
+                return http::stream_response(own, &submission.key, false);
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
         self.after_answer(config, submission, run::Ended::of(&result)).await;
-        self.finish_driving(&result);
+        lock.finish(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
         let adopt = self.adopt_later.borrow_mut().take();
@@ -383,15 +394,6 @@ impl Ledger {
             self.cache_in_background(submission, &job, &result);
         }
         self.run_answer(config, submission, result, false)
-    }
-
-    /// No one drives the job any more: every duplicate that waited gets `result`.
-    fn finish_driving(&self, result: &JobResult) {
-        self.driving.set(false);
-        let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
-        for waiter in waiters {
-            let _ = waiter.send(Handed::Result(result.clone()));
-        }
     }
 
     async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
@@ -424,7 +426,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         let streaming_here = self.live.borrow().is_some();
-        if !job.state().is_terminal() && !streaming_here {
+        // Cancelling again a stream that has ended (cancelled or not) changes
+        // nothing and says so with 200; a job whose answer did not stream
+        // was never cancellable, finished or not.
+        let streamed = job.replayed_attempt().is_some_and(|attempt| attempt.streamed);
+        let cancellable = streaming_here || (job.state().is_terminal() && streamed);
+        if !cancellable {
             return http::problem_about(
                 &Problem::new(ProblemType::NotCancellable, "only a job whose answer is streaming can be cancelled"),
                 key,
@@ -619,16 +626,16 @@ impl Ledger {
                     let submission: Submission = serde_json::from_str(&submission)?;
                     // This delivery runs the job from here: a duplicate that
                     // arrives while the quota is asked must find it taken.
-                    self.driving.set(true);
+                    let lock = self.coordination().lock(None);
                     if let Some(problem) = self.over_quota(config, &submission).await {
-                        self.driving.set(false);
+                        drop(lock);
                         // Over budget: the job waits for the next day (the
                         // alarm sends it again then).
                         self.defer(config, &mut job, problem.retry_after_ms.unwrap_or(0))?;
                         return Response::from_json(&Verdict::Ack);
                     }
                     // The caller is the queue: its response is not what matters, the job is.
-                    let answer = self.drive(config, &store, job, true, &submission, &body).await?;
+                    let answer = self.drive(config, lock, &store, job, true, &submission, &body).await?;
                     let mut job = store.load_job()?;
                     // No attempt could be made (no route, every provider's
                     // breaker open): the job waits rather than being sent
@@ -837,8 +844,8 @@ impl Ledger {
             return;
         }
         self.indexed_version.set(version);
-        let env = self.env.clone();
-        self.state.wait_until(async move { index_now(&env, &store).await });
+        let (env, metering) = (self.env.clone(), Rc::clone(&self.metering));
+        self.state.wait_until(async move { index_now(&env, &store, &metering).await });
     }
 
     /// The job for an operator: its view, whose it is, and its stored result.
@@ -861,6 +868,9 @@ impl Ledger {
             None => None,
         };
         let mut view = JobView::new(self.parse_key(&meta.key)?, &job);
+        // The same count the tenant's view shows (the operator's console says
+        // "background (N queue messages)" from it).
+        view.enqueued = store.queue_sends()?.0;
         self.with_effects(&mut view)?;
         let mut view = serde_json::to_value(view)?;
         if let Some(object) = view.as_object_mut() {
@@ -895,27 +905,41 @@ fn verdict_after(job: Option<&Job>) -> Verdict {
 }
 
 /// Writes the job's row in the operators' index (errors are logged: the
-/// index is for looking, the Ledger stays the authority).
-async fn index_now(env: &Env, store: &Store) {
-    let (Ok(config), Ok(Some(mut meta)), Ok(Some(job))) = (config::load(env), store.load_meta(), store.load_job())
-    else {
-        return;
-    };
-    // Quotas count each token of the job once: the new ones since the last
-    // count, recorded before anything awaits (two of these never overlap).
-    let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
-    if !config.quotas.is_empty() && tokens > meta.metered {
-        let new = tokens - meta.metered;
-        meta.metered = tokens;
-        if store.update_meta(&meta).is_ok()
-            && let Err(error) = meter::add(env, &meta.tenant, meta.user.as_deref(), new).await
-        {
-            worker::console_warn!("ledger: counting tokens against quotas failed: {error}");
-        }
+/// index is for looking, the Ledger stays the authority), after counting
+/// the job's new tokens against its quotas.
+async fn index_now(env: &Env, store: &Store, metering: &Cell<bool>) {
+    let Ok(config) = config::load(env) else { return };
+    if !config.quotas.is_empty() {
+        meter_new_tokens(env, store, metering).await;
     }
+    let (Ok(Some(meta)), Ok(Some(job))) = (store.load_meta(), store.load_job()) else { return };
     if let Err(error) = ops::index_job(env, &config, &meta, &job).await {
         worker::console_warn!("ledger: indexing the job failed: {error}");
     }
+}
+
+/// Counts the job's tokens not counted yet against its tenant's and user's
+/// quotas: added, then marked as counted, so a failed add leaves them to
+/// the next index of the job instead of losing them. One count at a time
+/// per object (`metering`): a count that finds one running leaves its
+/// tokens to it, and the running one looks again before it stops.
+async fn meter_new_tokens(env: &Env, store: &Store, metering: &Cell<bool>) {
+    if metering.replace(true) {
+        return;
+    }
+    while let (Ok(Some(mut meta)), Ok(Some(job))) = (store.load_meta(), store.load_job()) {
+        let Some(new) = quota::unmetered(job.attempts(), meta.metered) else { break };
+        if let Err(error) = meter::add(env, &meta.tenant, meta.user.as_deref(), new).await {
+            worker::console_warn!("ledger: counting tokens against quotas failed (counted later): {error}");
+            break;
+        }
+        meta.metered += new;
+        if let Err(error) = store.update_meta(&meta) {
+            worker::console_warn!("ledger: marking tokens as counted failed: {error}");
+            break;
+        }
+    }
+    metering.set(false);
 }
 
 /// The message of an error body, for a dead letter: a problem's `detail`,

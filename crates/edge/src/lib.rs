@@ -19,6 +19,7 @@
 mod admin;
 mod alarms;
 mod auth;
+mod body;
 mod budgets;
 mod cache;
 mod check;
@@ -105,10 +106,10 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
     }
     if let Some(what @ ("tickets" | "inbox")) = path.strip_prefix("/demo/") {
         let what = what.to_owned();
-        return gateway::demo_read_out(env, &what).await;
+        return gateway::demo_read_out(&req, env, &what).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
-        return gateway::problem_doc(slug);
+        return gateway::problem_doc(&req, slug);
     }
     http::problem_of(ProblemType::NotFound, "no such route")
 }

@@ -8,6 +8,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
+use onejob_core::admin_query::{JobsQuery, cursor_of};
 use onejob_core::alert;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
@@ -312,31 +313,14 @@ pub struct IndexedJob {
     pub updated_ms: u64,
 }
 
-/// Filters of the jobs list (each optional).
-#[derive(Debug, Default, Deserialize)]
-pub struct JobFilter {
-    pub tenant: Option<String>,
-    pub user: Option<String>,
-    pub state: Option<String>,
-    pub model: Option<String>,
-    pub error_class: Option<String>,
-    pub since_ms: Option<u64>,
-    pub until_ms: Option<u64>,
-    /// `created_ms:key` of the last row of the previous page.
-    pub cursor: Option<String>,
-    pub limit: Option<u32>,
-}
-
 /// A page of the jobs list, newest first, and the cursor of the next.
-pub async fn jobs(env: &Env, filter: &JobFilter) -> Result<(Vec<IndexedJob>, Option<String>)> {
+pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Option<String>)> {
     let db = database(env).await?;
-    let limit = filter.limit.unwrap_or(50).clamp(1, 200);
+    let limit = filter.limit;
     let (cursor_ms, cursor_key) = filter
         .cursor
-        .as_deref()
-        .and_then(|c| c.split_once(':'))
-        .and_then(|(ms, key)| Some((ms.parse::<u64>().ok()?, key.to_owned())))
-        .map_or((JsValue::NULL, JsValue::NULL), |(ms, key)| (JsValue::from(ms as f64), JsValue::from(key)));
+        .as_ref()
+        .map_or((JsValue::NULL, JsValue::NULL), |(ms, key)| (JsValue::from(*ms as f64), JsValue::from(key.as_str())));
     let text = |value: &Option<String>| value.as_deref().map_or(JsValue::NULL, JsValue::from);
     let number = |value: Option<u64>| value.map_or(JsValue::NULL, |v| JsValue::from(v as f64));
     let rows = db
@@ -354,7 +338,7 @@ pub async fn jobs(env: &Env, filter: &JobFilter) -> Result<(Vec<IndexedJob>, Opt
         .bind(&[
             text(&filter.tenant),
             text(&filter.user),
-            text(&filter.state),
+            filter.state.map_or(JsValue::NULL, |state| JsValue::from(state.as_str())),
             text(&filter.model),
             text(&filter.error_class),
             number(filter.since_ms),
@@ -366,8 +350,7 @@ pub async fn jobs(env: &Env, filter: &JobFilter) -> Result<(Vec<IndexedJob>, Opt
         .all()
         .await?
         .results::<IndexedJob>()?;
-    let next =
-        (rows.len() as u32 == limit).then(|| rows.last().map(|j| format!("{}:{}", j.created_ms, j.key))).flatten();
+    let next = (rows.len() as u32 == limit).then(|| rows.last().map(|j| cursor_of(j.created_ms, &j.key))).flatten();
     Ok((rows, next))
 }
 

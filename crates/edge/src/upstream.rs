@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use onejob_core::providers::{Api, Endpoint, Provider};
+use onejob_core::providers::{Api, Endpoint, Provider, check_api_path};
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::demo;
@@ -135,6 +135,10 @@ fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<R
         true => call.target.strip_prefix("/v1").unwrap_or(&call.target),
         false => &call.target,
     };
+    // The key goes with the request: a target that resolves outside the base
+    // URL (dot segments, encoded slashes) is never sent. The gateway checks
+    // every target first; this is the last line.
+    check_api_path(&call.target).map_err(str::to_owned)?;
     let url = format!("{base_url}{target}");
     let headers = Headers::new();
     let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());

@@ -79,6 +79,11 @@ impl JobState {
             Self::Cancelled => "cancelled",
         }
     }
+
+    /// The state named `name` on the wire ([`JobState::as_str`]), if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        serde_json::from_value(serde_json::Value::from(name)).ok()
+    }
 }
 
 /// What to do once an unknown attempt's lease has ended.

@@ -1,0 +1,193 @@
+//! The drive lock: one request (or a queue delivery, then a stream's pump)
+//! at a time runs a job's attempts; duplicates that arrive meanwhile wait
+//! for its result.
+//!
+//! It is a guard, so no early return can leave it held: whatever path leaves
+//! `drive` without handing the result out (an error's `?`, a panic-free
+//! early exit) drops it, and the drop releases the lock, forgets the job
+//! being created, fails every waiter (their wait ends with "in progress" at
+//! once, not after their whole wait) and closes a live stream no pump feeds.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use futures_channel::oneshot;
+use onejob_core::job::Job;
+
+use super::Handed;
+use crate::http::JobResult;
+use crate::stream::LiveSlot;
+
+/// What the Ledger coordinates in memory while a job is driven (its fields).
+pub(super) struct Coordination<'a> {
+    /// True while one request (or a stream's pump) is running the job's attempts.
+    pub driving: &'a Rc<Cell<bool>>,
+    /// The job being created by the driver, until its first write.
+    pub creating: &'a RefCell<Option<Job>>,
+    /// Duplicates waiting for the driver's result.
+    pub waiters: &'a RefCell<Vec<oneshot::Sender<Handed>>>,
+    /// The running attempt's stream, while it streams.
+    pub live: &'a LiveSlot,
+}
+
+impl<'a> Coordination<'a> {
+    /// Takes the lock; `creating` is the job not stored yet, if it is new.
+    /// The caller has checked that no one holds it (admission saw
+    /// `driving` false) with no await in between.
+    pub fn lock(self, creating: Option<Job>) -> DriveLock<'a> {
+        self.driving.set(true);
+        *self.creating.borrow_mut() = creating;
+        DriveLock { coordination: self, held: true }
+    }
+}
+
+/// The held drive lock (see the module's documentation).
+pub(super) struct DriveLock<'a> {
+    coordination: Coordination<'a>,
+    /// False once the lock was handed on (to a stream's pump) or released
+    /// with a result.
+    held: bool,
+}
+
+impl DriveLock<'_> {
+    /// The job has been written (or will not be): duplicates read it from
+    /// storage from now on.
+    pub fn created(&self) {
+        self.coordination.creating.borrow_mut().take();
+    }
+
+    /// Releases the lock and hands every waiting duplicate `result`.
+    pub fn finish(mut self, result: &JobResult) {
+        self.held = false;
+        let coordination = &self.coordination;
+        coordination.creating.borrow_mut().take();
+        coordination.driving.set(false);
+        let waiters: Vec<_> = coordination.waiters.borrow_mut().drain(..).collect();
+        for waiter in waiters {
+            let _ = waiter.send(Handed::Result(result.clone()));
+        }
+    }
+
+    /// The stream's pump owns the lock from here and clears `driving` at
+    /// the stream's end ([`crate::stream::Pump::run`]).
+    pub fn hand_to_pump(mut self) {
+        self.held = false;
+        self.coordination.creating.borrow_mut().take();
+    }
+}
+
+impl Drop for DriveLock<'_> {
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        let coordination = &self.coordination;
+        coordination.creating.borrow_mut().take();
+        // Dropping the senders ends each waiter's wait with "in progress".
+        coordination.waiters.borrow_mut().clear();
+        // A stream opened for this drive has no pump: its subscribers end.
+        coordination.live.borrow_mut().take();
+        coordination.driving.set(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    use futures_channel::oneshot;
+    use onejob_core::fingerprint::{Body, Fingerprint};
+    use onejob_core::job::{Job, JobPolicy, JobState, UnknownPolicy};
+    use onejob_core::protocol::{Problem, ProblemType};
+
+    use super::{Coordination, Handed};
+    use crate::http::JobResult;
+    use crate::stream::{self, LiveSlot};
+
+    /// The Ledger's coordination fields, as the Durable Object holds them.
+    struct Fields {
+        driving: Rc<Cell<bool>>,
+        creating: RefCell<Option<Job>>,
+        waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
+        live: LiveSlot,
+    }
+
+    impl Fields {
+        fn new() -> Self {
+            Self {
+                driving: Rc::new(Cell::new(false)),
+                creating: RefCell::new(None),
+                waiters: RefCell::new(Vec::new()),
+                live: Rc::new(RefCell::new(None)),
+            }
+        }
+
+        fn coordination(&self) -> Coordination<'_> {
+            Coordination { driving: &self.driving, creating: &self.creating, waiters: &self.waiters, live: &self.live }
+        }
+
+        /// A duplicate that arrived while the job is driven.
+        fn wait(&self) -> oneshot::Receiver<Handed> {
+            let (sender, receiver) = oneshot::channel();
+            self.waiters.borrow_mut().push(sender);
+            receiver
+        }
+    }
+
+    fn new_job() -> Job {
+        let policy = JobPolicy::new(4, 30_000, 60_000, 86_400_000, UnknownPolicy::RetryAfterLease).unwrap();
+        Job::new(Fingerprint::of_request("POST", "/v1/x", Body::Json(b"{}")).unwrap(), 1_000, policy)
+    }
+
+    /// What an early `?` in `drive` does: the lock goes out of scope unused.
+    fn drive_that_fails(fields: &Fields) -> Result<(), &'static str> {
+        let _lock = fields.coordination().lock(Some(new_job()));
+        stream::open(&fields.live, 1, "text/event-stream");
+        let saved: Result<(), &'static str> = Err("saving the job type's request failed");
+        saved?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_drive_that_returns_early_releases_the_lock_and_fails_its_waiters() {
+        let fields = Fields::new();
+        let mut waiter = fields.wait();
+        assert!(drive_that_fails(&fields).is_err());
+        assert!(!fields.driving.get(), "the next request is admitted to run, not to wait");
+        assert!(fields.creating.borrow().is_none(), "no half-created job is seen by the next request");
+        assert!(fields.live.borrow().is_none(), "no stream is left open that nothing feeds");
+        assert!(fields.waiters.borrow().is_empty());
+        // The waiter's wait ends now ("in progress"), not after its whole wait.
+        assert!(matches!(waiter.try_recv(), Err(oneshot::Canceled)));
+    }
+
+    #[test]
+    fn finishing_hands_every_waiter_the_result() {
+        let fields = Fields::new();
+        let waiters = [fields.wait(), fields.wait()];
+        let lock = fields.coordination().lock(Some(new_job()));
+        assert!(fields.driving.get() && fields.creating.borrow().is_some());
+        lock.created();
+        assert!(fields.creating.borrow().is_none() && fields.driving.get());
+        let problem = Problem::new(ProblemType::QuotaExceeded, "spent");
+        lock.finish(&JobResult::problem(&problem, JobState::Pending, None));
+        assert!(!fields.driving.get());
+        for mut waiter in waiters {
+            match waiter.try_recv() {
+                Ok(Some(Handed::Result(result))) => assert_eq!(result.status, 429),
+                _ => panic!("the waiter got no result"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_lock_handed_to_the_pump_stays_held_until_the_pump_ends() {
+        let fields = Fields::new();
+        let lock = fields.coordination().lock(None);
+        stream::open(&fields.live, 1, "text/event-stream");
+        lock.hand_to_pump();
+        assert!(fields.driving.get(), "the pump clears it at the stream's end");
+        assert!(fields.live.borrow().is_some());
+    }
+}
