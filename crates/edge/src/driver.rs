@@ -30,7 +30,6 @@ use onejob_core::breaker::{Permit, is_failure};
 use onejob_core::classify::{Classification, Decision, ErrorClass, TransportFailure};
 use onejob_core::contract::Contract;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
-use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::providers::{Api, Placement, Route};
 use onejob_core::random::RandomSource;
@@ -109,9 +108,7 @@ pub struct LateAttempt {
 
 impl<'a> Driver<'a> {
     pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
-        let upstream_key = IdempotencyKey::parse(&submission.key)
-            .map(|key| StorageId::of(&submission.tenant, submission.user.as_deref(), &key).upstream_key())
-            .unwrap_or_default();
+        let upstream_key = submission.storage_id().upstream_key();
         let request = serde_json::from_slice::<Value>(body).ok();
         let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
         let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(Value::as_bool) == Some(true);
@@ -272,7 +269,7 @@ impl<'a> Driver<'a> {
         JobMeta {
             tenant: self.submission.tenant.clone(),
             user: self.submission.user.clone(),
-            key: self.submission.key.clone(),
+            key: self.submission.key.to_string(),
             model: self.model.clone(),
             metered: 0,
         }
@@ -531,7 +528,7 @@ impl<'a> Driver<'a> {
         if job.state().is_terminal() {
             return stored::finished_result(self.store, job);
         }
-        let problem = admission::in_progress(&self.submission.key, admission::DEFAULT_RETRY_AFTER_MS);
+        let problem = admission::in_progress(self.submission.key.as_str(), admission::DEFAULT_RETRY_AFTER_MS);
         Ok(JobResult::problem(&problem, job.state(), None))
     }
 }

@@ -165,8 +165,8 @@ fn submission_of(
     Ok(Submission {
         tenant: caller.tenant,
         user: caller.user,
-        key: key.to_string(),
-        fingerprint: fingerprint.to_string(),
+        key: key.clone(),
+        fingerprint: fingerprint.clone(),
         target,
         content_type,
         wait_ms,

@@ -5,6 +5,8 @@
 //! A submission travels as one body: the struct's JSON, length-prefixed
 //! (u32, big-endian), followed by the request's bytes as they arrived.
 
+use onejob_core::fingerprint::Fingerprint;
+use onejob_core::key::{IdempotencyKey, StorageId};
 use serde::{Deserialize, Serialize};
 
 /// Ledger routes.
@@ -90,16 +92,18 @@ pub struct DeadFacts {
     pub attempts: u32,
 }
 
-/// A keyed request the gateway has authenticated and validated.
+/// A keyed request the gateway has authenticated and validated. Its key and
+/// fingerprint are the core's validated types (checked again when the
+/// message is read back, so a malformed one never reaches the Ledger's
+/// decisions), and nothing downstream parses them again.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Submission {
     pub tenant: String,
     /// The user of a user token: jobs are scoped by tenant and user.
     #[serde(default)]
     pub user: Option<String>,
-    pub key: String,
-    /// 64 hex digits ([`onejob_core::fingerprint::Fingerprint`]).
-    pub fingerprint: String,
+    pub key: IdempotencyKey,
+    pub fingerprint: Fingerprint,
     /// Path and query, as sent upstream.
     pub target: String,
     pub content_type: String,
@@ -115,6 +119,18 @@ pub struct Submission {
     /// the body is the chat request rendered from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunOf>,
+}
+
+impl Submission {
+    /// Where its job lives: the storage id of (tenant, user, key).
+    pub fn storage_id(&self) -> StorageId {
+        StorageId::of(&self.tenant, self.user.as_deref(), &self.key)
+    }
+
+    /// The job's queue message.
+    pub fn message(&self) -> JobMessage {
+        JobMessage { tenant: self.tenant.clone(), user: self.user.clone(), key: self.key.to_string() }
+    }
 }
 
 /// The job type a submission runs, and its input.
@@ -171,4 +187,61 @@ pub fn decode(mut bytes: Vec<u8>) -> Option<(Submission, Vec<u8>)> {
     let submission = serde_json::from_slice(header).ok()?;
     let body = bytes.split_off(4 + len);
     Some((submission, body))
+}
+
+#[cfg(test)]
+mod tests {
+    use onejob_core::fingerprint::{Body, Fingerprint};
+    use onejob_core::key::IdempotencyKey;
+
+    use super::{Submission, decode, encode};
+
+    fn submission() -> Submission {
+        Submission {
+            tenant: "dev".into(),
+            user: Some("alice".into()),
+            key: IdempotencyKey::parse("test-0123456789abcdef").unwrap(),
+            fingerprint: Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap(),
+            target: "/v1/chat/completions".into(),
+            content_type: "application/json".into(),
+            wait_ms: 30_000,
+            provider_headers: Vec::new(),
+            background: false,
+            run: None,
+        }
+    }
+
+    /// A hand-off whose header is `header` (JSON), followed by `body`.
+    fn hand_off(header: &serde_json::Value, body: &[u8]) -> Vec<u8> {
+        let header = serde_json::to_vec(header).unwrap();
+        let mut bytes = (header.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(&header);
+        bytes.extend_from_slice(body);
+        bytes
+    }
+
+    #[test]
+    fn a_submission_travels_with_its_typed_key_and_fingerprint() {
+        let sent = submission();
+        let (read, body) = decode(encode(&sent, b"{\"model\":\"m\"}")).unwrap();
+        assert_eq!(
+            (read.key, read.fingerprint, body),
+            (sent.key.clone(), sent.fingerprint.clone(), b"{\"model\":\"m\"}".to_vec())
+        );
+        assert_eq!(read.user.as_deref(), Some("alice"));
+        // The provider's key is derived from the typed key: never empty.
+        assert!(sent.storage_id().upstream_key().len() > "onejob-".len());
+    }
+
+    #[test]
+    fn a_submission_with_a_malformed_key_or_fingerprint_is_not_read() {
+        let good = serde_json::to_value(submission()).unwrap();
+        for (field, bad) in [("key", "short"), ("key", ""), ("fingerprint", "abc"), ("fingerprint", "")] {
+            let mut header = good.clone();
+            header[field] = serde_json::Value::from(bad);
+            assert!(decode(hand_off(&header, b"{}")).is_none(), "{field}: {bad:?}");
+        }
+        assert!(decode(hand_off(&good, b"{}")).is_some());
+        assert!(decode(vec![0, 0]).is_none());
+    }
 }

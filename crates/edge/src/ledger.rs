@@ -22,7 +22,7 @@ use onejob_core::background::{self, Delivery};
 use onejob_core::classify::ErrorClass;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
-use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::quota;
@@ -34,7 +34,7 @@ use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver};
-use crate::handoff::{self, DeadFacts, JobMessage, JobQuery, OperatorRequest, Submission, Verdict};
+use crate::handoff::{self, DeadFacts, JobQuery, OperatorRequest, Submission, Verdict};
 use crate::http::{self, JobResult};
 use crate::meter;
 use crate::ops;
@@ -226,9 +226,7 @@ impl Ledger {
 
     /// A keyed request: the core admits it, the Ledger performs the decision.
     async fn submit(&self, config: &Config, submission: Submission, body: Vec<u8>) -> Result<Response> {
-        let Some(fingerprint) = Fingerprint::parse(&submission.fingerprint) else {
-            return http::problem_of(ProblemType::Internal, "malformed fingerprint");
-        };
+        let fingerprint = submission.fingerprint.clone();
         let store = self.store();
         let now = now_ms();
         // From here to the claim nothing awaits: no other request interleaves.
@@ -310,14 +308,14 @@ impl Ledger {
             let mut result = JobResult::problem(&problem, job.state(), None);
             result.retry_after_ms = None;
             lock.finish(&result);
-            return http::problem_about(&problem, &submission.key, job.state());
+            return http::problem_about(&problem, submission.key.as_str(), job.state());
         }
         if !stored && submission.run.is_some() {
             // A job type's subject is run once (`once_per`).
             if let Some(problem) = self.subject_taken(config, submission).await {
                 let result = JobResult::problem(&problem, job.state(), None);
                 lock.finish(&result);
-                return http::problem_about(&problem, &submission.key, job.state());
+                return http::problem_about(&problem, submission.key.as_str(), job.state());
             }
             // Its input and request are kept: the effects are planned from
             // them, also after a restart.
@@ -374,7 +372,7 @@ impl Ledger {
                     }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
-                return http::stream_response(own, &submission.key, false);
+                return http::stream_response(own, submission.key.as_str(), false);
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
@@ -385,9 +383,8 @@ impl Ledger {
         let adopt = self.adopt_later.borrow_mut().take();
         if let Some((later, later_body)) = adopt
             && !result.state.is_terminal()
-            && let Some(fingerprint) = Fingerprint::parse(&later.fingerprint)
         {
-            self.adopt(config, &later, &later_body, fingerprint).await?;
+            self.adopt(config, &later, &later_body, later.fingerprint.clone()).await?;
         }
         // (A job type's answer is more than the stored response: not cached.)
         if result.state.is_terminal() && config.settings.result_cache && submission.run.is_none() {
@@ -462,8 +459,7 @@ impl Ledger {
     /// Writes a finished result to KV after the response (a read-through
     /// cache for replays; the Ledger stays the authority).
     fn cache_in_background(&self, submission: &Submission, job: &Job, result: &JobResult) {
-        let Ok(key) = IdempotencyKey::parse(&submission.key) else { return };
-        let storage_id = StorageId::of(&submission.tenant, submission.user.as_deref(), &key).to_string();
+        let storage_id = submission.storage_id().to_string();
         let fingerprint = job.fingerprint().to_string();
         let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;
         let (env, result) = (self.env.clone(), result.clone());
@@ -543,7 +539,7 @@ impl Ledger {
                 store.save_meta(&JobMeta {
                     tenant: submission.tenant.clone(),
                     user: submission.user.clone(),
-                    key: submission.key.clone(),
+                    key: submission.key.to_string(),
                     model,
                     metered: 0,
                 })?;
@@ -582,7 +578,7 @@ impl Ledger {
         let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
             return Err(worker::Error::RustError("unreadable stored request".into()));
         };
-        let message = JobMessage { tenant: submission.tenant, user: submission.user, key: submission.key };
+        let message = submission.message();
         // Counted before the send, beside the job, never in it: a send must
         // not change the version an attempt in flight holds.
         store.note_send(now_ms())?;
@@ -677,7 +673,7 @@ impl Ledger {
         }
         let Some((submission, _)) = store.load_request()? else { return Ok(()) };
         let submission: Submission = serde_json::from_str(&submission)?;
-        let message = JobMessage { tenant: submission.tenant, user: submission.user, key: submission.key };
+        let message = submission.message();
         match queue::send_dead_letter(&self.env, &message).await {
             Ok(()) => store.note_dead_lettered(now_ms())?,
             // The next alarm or delivery tries again.
@@ -829,7 +825,7 @@ impl Ledger {
         let retry_after_ms = onejob_core::quota::until_next_day_ms(now_ms());
         Some(
             Problem::new(ProblemType::QuotaExceeded, "this tenant's or user's token budget for today is spent")
-                .with_key(&submission.key)
+                .with_key(submission.key.as_str())
                 .with_retry_after_ms(retry_after_ms),
         )
     }

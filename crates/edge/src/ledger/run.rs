@@ -77,7 +77,7 @@ impl Ledger {
                     ProblemType::AlreadyRun,
                     format!("{field} {subject:?} already has a {} job; it is not run again", run.job_type),
                 )
-                .with_key(&submission.key);
+                .with_key(submission.key.as_str());
                 // The holder's key only to its own user (another user's key
                 // names a job this caller cannot read).
                 Some(if holder.user == user.unwrap_or("") { problem.with_job_key(&holder.key) } else { problem })
@@ -88,7 +88,7 @@ impl Ledger {
                 worker::console_error!("ledger: checking a job type's subject failed: {error}");
                 Some(
                     Problem::new(ProblemType::Internal, "the job type's subject could not be checked; retry")
-                        .with_key(&submission.key)
+                        .with_key(submission.key.as_str())
                         .with_retry_after_ms(1_000),
                 )
             }
@@ -153,7 +153,7 @@ impl Ledger {
                     let message = JobMessage {
                         tenant: submission.tenant.clone(),
                         user: submission.user.clone(),
-                        key: submission.key.clone(),
+                        key: submission.key.to_string(),
                     };
                     ops::record_dead_letter(&self.env, &message, &facts).await?;
                     return ops::alert_if_due(&self.env, config, "contract").await;
@@ -242,12 +242,7 @@ impl Ledger {
                 return Ok(());
             }
         };
-        let storage_id = onejob_core::key::StorageId::of(
-            &submission.tenant,
-            submission.user.as_deref(),
-            &onejob_core::key::IdempotencyKey::parse(&submission.key)
-                .map_err(|e| worker::Error::RustError(e.to_string()))?,
-        );
+        let storage_id = submission.storage_id();
         let now = now_ms();
         let effects: Vec<Effect> = job_type
             .effects
@@ -375,7 +370,7 @@ impl Ledger {
         let message = JobMessage {
             tenant: submission.tenant.clone(),
             user: submission.user.clone(),
-            key: submission.key.clone(),
+            key: submission.key.to_string(),
         };
         let recorded = async {
             ops::record_dead_letter(&self.env, &message, &facts).await?;
@@ -399,7 +394,7 @@ impl Ledger {
         // `GET /onejob/v1/jobs/{key}` shows them).
         let streamed = result.content_type.starts_with("text/event-stream");
         let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status) && !streamed) else {
-            return result.into_response(&submission.key, replayed);
+            return result.into_response(submission.key.as_str(), replayed);
         };
         let job_type = config.job_types.get(&run.job_type);
         let output = job_type.and_then(|t| t.output_of(&result.body).ok()).unwrap_or(Value::Null);
@@ -421,7 +416,7 @@ impl Ledger {
             attempt: result.attempt,
             retry_after_ms: None,
         };
-        answer.into_response(&submission.key, replayed)
+        answer.into_response(submission.key.as_str(), replayed)
     }
 
     /// When the effects next need a look: the earliest due one, but no
@@ -568,7 +563,7 @@ fn claim_of<'a>(submission: &'a Submission, job_type: &'a str, subject: &'a str)
         user: submission.user.as_deref(),
         job_type,
         subject,
-        key: &submission.key,
+        key: submission.key.as_str(),
     }
 }
 
@@ -581,8 +576,7 @@ fn answered(job: &Job) -> bool {
 /// Asks the Ledger of `submission`'s job to follow its answer up (after its
 /// stream ended; see `Ledger::follow_up`).
 pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
-    let Ok(key) = onejob_core::key::IdempotencyKey::parse(&submission.key) else { return };
-    let storage_id = onejob_core::key::StorageId::of(&submission.tenant, submission.user.as_deref(), &key);
+    let storage_id = submission.storage_id();
     let mut init = worker::RequestInit::new();
     init.with_method(worker::Method::Post);
     let asked =
