@@ -13,12 +13,33 @@ const TOKEN = (await (await fetch(`/demo/token?user=${encodeURIComponent(DEMO_US
 
 const $ = (id) => document.getElementById(id);
 
-// "Go offline 3 s" makes this page's network fail the way a dropped
-// connection does, so the SDK's retries can be watched without devtools.
-let offlineUntil = 0;
+// "Go offline 3 s" takes this page offline the way a browser reports it:
+// `navigator.onLine` reads false and `offline` fires on window; 3 s later
+// the browser's own value is back and `online` fires. The SDK then does
+// what it does when a browser really goes offline: it waits for `online`
+// (its `offline` and `online` events) instead of spending attempts. Failing
+// fetches instead would show the opposite: attempts spent on a network the
+// page says is gone.
+let simulatedOffline = null; // the timer that ends the simulation, while it runs
 const networkFetch = globalThis.fetch.bind(globalThis);
+// While simulated offline, nothing this page asks for reaches the network,
+// as when the browser really is offline: the same flag as navigator.onLine.
 globalThis.fetch = (...args) =>
-  Date.now() < offlineUntil ? Promise.reject(new TypeError("Failed to fetch (offline)")) : networkFetch(...args);
+  simulatedOffline ? Promise.reject(new TypeError("Failed to fetch (offline)")) : networkFetch(...args);
+
+function goOffline(ms) {
+  clearTimeout(simulatedOffline);
+  // An own property shadows Navigator.prototype's getter; deleting it
+  // restores the browser's value.
+  Object.defineProperty(navigator, "onLine", { configurable: true, get: () => false });
+  simulatedOffline = setTimeout(() => {
+    simulatedOffline = null;
+    delete navigator.onLine;
+    // Still offline for real: the browser fires `online` itself later.
+    if (navigator.onLine) dispatchEvent(new Event("online"));
+  }, ms);
+  dispatchEvent(new Event("offline"));
+}
 
 const oj = new OneJob({
   endpoint: location.origin,
@@ -88,7 +109,8 @@ async function pollJob(key) {
     // moment to create the job before asking for it.
     await new Promise((r) => setTimeout(r, 150));
     for (;;) {
-      const res = await networkFetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
+      // Offline, the poll fails and is asked again (a failed poll is not an attempt).
+      const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
       if (key !== shown.key) return;
       if (res?.ok) {
         const job = await res.json();
@@ -262,7 +284,9 @@ function showRun(run, replayed, note) {
 }
 
 async function followRun(key, note) {
-  const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } });
+  const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
+  // Offline (or the network failed): ask again in a second.
+  if (!res) return void setTimeout(() => followRun(key, note), 1000);
   if (!res.ok) return;
   const job = await res.json();
   showRun({ key, state: job.effects_state ?? "running", output: null, effects: job.effects ?? [] }, false, note);
@@ -283,9 +307,7 @@ $("reload").addEventListener("click", () => {
   setTimeout(() => location.reload(), 1200);
 });
 $("offline").addEventListener("click", () => {
-  offlineUntil = Date.now() + 3000;
-  setNet(false);
-  setTimeout(() => setNet(navigator.onLine), 3000);
+  goOffline(3000);
   $("classify").click();
 });
 
@@ -293,8 +315,8 @@ function setNet(online) {
   $("net").textContent = online ? "online" : "offline";
   $("net").className = `pill ${online ? "ok" : "bad"}`;
 }
-addEventListener("online", () => setNet(Date.now() >= offlineUntil));
-addEventListener("offline", () => setNet(false));
+addEventListener("online", () => setNet(navigator.onLine));
+addEventListener("offline", () => setNet(navigator.onLine));
 setNet(navigator.onLine);
 $("storage").textContent = `intents kept in ${oj.storage === "local" ? "localStorage" : "memory"}`;
 

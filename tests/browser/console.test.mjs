@@ -46,13 +46,21 @@ after(async () => {
 
 /**
  * A new browser tab on the console of `stack`, signed in through the form
- * with `key`: `{ context, page, errors }` (uncaught page errors).
+ * with `key`: `{ context, page, errors }` (uncaught page errors and console
+ * errors, which include every Content-Security-Policy violation).
  */
 async function openConsole(stack, key = DEV_ADMIN_KEY) {
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" });
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (error) => errors.push(error.message));
+  // Chromium reports a CSP violation ("… violates the following Content
+  // Security Policy directive …") as a console error. It also logs every
+  // non-2xx answer as one; the tests ask for some of those (401, 403, 404)
+  // on purpose and check them, so those lines are left out.
+  page.on("console", (message) => {
+    if (message.type() === "error" && !/^Failed to load resource: the server responded with a status of \d+/.test(message.text())) errors.push(message.text());
+  });
   await page.goto(`${stack.url}/admin/`);
   await page.waitForSelector("body[data-ready=true]");
   if (key) await signIn(page, key);
@@ -94,6 +102,16 @@ const rowCells = (page, table, attribute, value) =>
 const problemOf = (page, view) => page.textContent(`#view-${view} [data-role=problem]`);
 const integer = new Intl.NumberFormat("en-US");
 
+/**
+ * What the console's pages are served with (www/_headers): it holds an admin
+ * key, so it runs only its own scripts and styles, talks only to its own
+ * origin, cannot be framed, and sends no Referer.
+ */
+const CONSOLE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'; object-src 'none'";
+const CONSOLE_HEADERS = { "content-security-policy": CONSOLE_CSP, "referrer-policy": "no-referrer", "x-content-type-options": "nosniff" };
+const consoleHeaders = (headers) => Object.fromEntries(Object.keys(CONSOLE_HEADERS).map((name) => [name, headers.get(name)]));
+
 /** An admin GET that must answer 200 (the API the page shows). */
 async function adminGet(stack, route, token = DEV_ADMIN_KEY) {
   const answer = await stack.admin(route, { token });
@@ -134,6 +152,56 @@ describe("operations console on the demo provider: sign-in, jobs, a job's page, 
 
   after(async () => {
     await stack?.stop();
+  });
+
+  test("browser protections: the console's pages carry a strict CSP, no-referrer and nosniff; the console works under it, an inline script or style is refused", async () => {
+    // /admin/index.html is redirected to /admin/ (the assets' html_handling); both carry them.
+    for (const [route, status] of [["/admin/", 200], ["/admin/index.html", 307], ["/admin/admin.js", 200], ["/admin/admin.css", 200]]) {
+      const res = await fetch(`${stack.url}${route}`, { redirect: "manual" });
+      await res.arrayBuffer();
+      assert.equal(res.status, status, route);
+      if (status === 307) assert.equal(res.headers.get("location"), "/admin/");
+      assert.deepEqual(consoleHeaders(res.headers), CONSOLE_HEADERS, route);
+    }
+    // The file that sets them is read by the assets server, not served.
+    const file = await fetch(`${stack.url}/_headers`);
+    assert.equal(file.status, 404);
+    assert.doesNotMatch(await file.text(), /Content-Security-Policy/);
+
+    // In the browser: the whole console runs under the policy (openConsole
+    // collects any violation as an error), and the policy is in force.
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    const reloaded = await page.reload();
+    assert.deepEqual(consoleHeaders({ get: (name) => reloaded.headers()[name] ?? null }), CONSOLE_HEADERS);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    assert.deepEqual(errors, [], "no violation and no error while the console signs in and lists jobs");
+    const refused = await page.evaluate(async () => {
+      const violations = [];
+      // Violation events are dispatched as tasks, after the refusal: wait for both (5 s at most).
+      const both = new Promise((resolve) => {
+        document.addEventListener("securitypolicyviolation", (e) => {
+          violations.push([e.effectiveDirective, e.blockedURI, e.disposition]);
+          if (violations.length === 2) resolve();
+        });
+        setTimeout(resolve, 5000);
+      });
+      const script = document.createElement("script");
+      script.textContent = "window.inlineRan = true";
+      document.head.append(script);
+      document.body.setAttribute("style", "background: red");
+      await both;
+      return { violations, inlineRan: window.inlineRan === true, background: getComputedStyle(document.body).backgroundColor };
+    });
+    assert.deepEqual(refused.violations, [["script-src-elem", "inline", "enforce"], ["style-src-attr", "inline", "enforce"]]);
+    assert.equal(refused.inlineRan, false, "the inline script did not run");
+    assert.notEqual(refused.background, "rgb(255, 0, 0)", "the inline style was not applied");
+    // The console lines travel to this process apart from evaluate's answer: wait for them.
+    await waitFor("the two refusals on the console", () => ({ ok: errors.length >= 2, value: errors }), 5000, 50);
+    assert.equal(errors.length, 2, errors.join("\n"));
+    assert.match(errors[0], /inline script violates the following Content Security Policy directive 'script-src 'self''/);
+    assert.match(errors[1], /inline style violates the following Content Security Policy directive 'style-src 'self''/);
+    await context.close();
   });
 
   test("sign-in: a tenant key is 'not an admin key'; the admin key is kept in sessionStorage only and sent as a Bearer token", async () => {

@@ -20,9 +20,11 @@ after(async () => {
   await worker?.stop();
 });
 
-async function openDemo() {
+/** A new tab on the demo page; `initScript` runs in it before the page's own scripts. */
+async function openDemo({ initScript } = {}) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 1000 } });
   const page = await context.newPage();
+  if (initScript) await page.addInitScript(initScript);
   const errors = [];
   page.on("pageerror", (error) => errors.push(error.message));
   await page.goto(`${worker.url}/`);
@@ -38,7 +40,33 @@ async function job(key, page) {
   return body;
 }
 
+/** Asserts that the job of `key` completed after one upstream call (one attempt in the gateway's audit). */
+async function assertCompletedOnce(key, page) {
+  const record = await job(key, page);
+  assert.equal(record.state, "completed");
+  assert.equal(record.attempts.length, 1, "one upstream call");
+}
+
 const waitFor = (page, fn, arg, timeout = 20_000) => page.waitForFunction(fn, arg, { timeout });
+
+/** The timeline's entries made by the SDK's events (not the page's own, such as the gateway's audit), in order. */
+const SDK_EVENTS = ["attempt", "backoff", "replayed", "settled", "gave_up", "offline", "online", "warning"];
+const sdkEvents = (page) => page.$$eval("#timeline li[data-kind]", (items, kinds) => items.map((li) => li.dataset.kind).filter((k) => kinds.includes(k)), SDK_EVENTS);
+
+/**
+ * Installed before the page's scripts, so it sits between the page (its own
+ * fetch guard, the SDK) and the browser's network: records every fetch the
+ * page lets through, with what navigator.onLine said at that moment.
+ */
+function fetchProbe() {
+  const fetch = globalThis.fetch.bind(globalThis);
+  globalThis.fetched = [];
+  globalThis.fetch = (input, init) => {
+    const url = new URL(input instanceof Request ? input.url : String(input), location.href);
+    globalThis.fetched.push({ path: url.pathname, onLine: navigator.onLine });
+    return fetch(input, init);
+  };
+}
 
 describe("demo page", () => {
   test("triage and notify, clicked 5 times: one job, one row, one mail; the inbox page shows them", async () => {
@@ -94,9 +122,7 @@ describe("demo page", () => {
     await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
     assert.equal((await page.textContent("#key")).trim(), key, "the same key after the reload");
     assert.ok((await page.locator("li[data-kind=resumed]").count()) >= 1);
-    const record = await job(key, page);
-    assert.equal(record.state, "completed");
-    assert.equal(record.attempts.length, 1, "one upstream call");
+    await assertCompletedOnce(key, page);
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
     await screenshot(page, "reload-mid-request");
     assert.deepEqual(errors, []);
@@ -162,11 +188,41 @@ describe("demo page", () => {
     assert.equal(await page.locator("li[data-kind=backoff]").count(), 0, "no backoff: the outage was waited out");
     assert.equal(await page.locator("li[data-kind=attempt]").count(), 1, "one request, sent once back online");
     const key = (await page.textContent("#key")).trim();
-    const record = await job(key, page);
-    assert.equal(record.state, "completed");
-    assert.equal(record.attempts.length, 1);
+    await assertCompletedOnce(key, page);
     await waitFor(page, () => document.getElementById("state").dataset.state === "completed");
     await screenshot(page, "offline-3s");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test('"Go offline 3 s" goes offline as a browser reports it: the SDK waits (no attempt spent, nothing sent), then one request and one upstream call', async () => {
+    const { context, page, errors } = await openDemo({ initScript: fetchProbe });
+    // What reached the network for the chat route, as the browser sent it.
+    const chatRequests = [];
+    page.on("request", (r) => {
+      if (new URL(r.url()).pathname === "/v1/chat/completions") chatRequests.push(r.method());
+    });
+    await page.fill("#ticket", "Offline button ticket: the export to CSV is empty.");
+    await page.click("#offline");
+    // The click handler has run: for the next 3 s the page reads offline.
+    assert.equal(await page.evaluate(() => navigator.onLine), false, "navigator.onLine reads false while offline");
+    assert.equal(await page.textContent("#net"), "offline");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1", null, 40_000);
+    // The SDK's own events: it waited for the network, then sent once.
+    assert.deepEqual(await sdkEvents(page), ["offline", "online", "attempt", "settled"]);
+    assert.match(await page.textContent("li[data-kind=offline]"), /the browser is offline: waiting for the network \(no attempt spent\)/);
+    assert.match(await page.textContent("li[data-kind=online]"), /back online after \d+\.\d s: sending with the same key/);
+    assert.equal(await page.evaluate(() => navigator.onLine), true, "the browser's own value is back");
+    assert.equal(await page.textContent("#net"), "online");
+    // Nothing left the page while it said it was offline; one chat request in all.
+    const fetched = await page.evaluate(() => globalThis.fetched);
+    assert.deepEqual(fetched.filter((f) => !f.onLine), [], "no fetch reached the network while offline");
+    assert.equal(fetched.filter((f) => f.path === "/v1/chat/completions").length, 1);
+    assert.deepEqual(chatRequests, ["POST"], "one chat request on the network");
+    const key = (await page.textContent("#key")).trim();
+    await assertCompletedOnce(key, page);
+    await waitFor(page, () => document.getElementById("calls").dataset.count === "1");
+    await screenshot(page, "offline-button");
     assert.deepEqual(errors, []);
     await context.close();
   });
