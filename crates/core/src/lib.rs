@@ -20,6 +20,7 @@
 //! - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //! - [`job`]: the job/attempt state machine with compare-and-swap.
+//! - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //! - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
 //! - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //! - [`pricing`]: a price table per model, for spend estimates.
@@ -51,6 +52,7 @@ pub mod intent;
 pub mod job;
 pub mod job_type;
 pub mod key;
+pub mod ledger;
 pub mod pricing;
 pub mod protocol;
 pub mod providers;

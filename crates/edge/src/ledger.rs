@@ -23,6 +23,7 @@ use onejob_core::classify::ErrorClass;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::IdempotencyKey;
+use onejob_core::ledger::dead_letter;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::quota;
@@ -797,7 +798,7 @@ impl Ledger {
         let last = job.attempts().last();
         let detail = last
             .and_then(|a| store.load_response(a.number).ok().flatten())
-            .map(|response| error_detail(&response.body))
+            .map(|response| dead_letter::detail_of_body(&response.body))
             .unwrap_or_default();
         let error_class = last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name);
         let facts = DeadFacts {
@@ -936,32 +937,4 @@ async fn meter_new_tokens(env: &Env, store: &Store, metering: &Cell<bool>) {
         }
     }
     metering.set(false);
-}
-
-/// The message of an error body, for a dead letter: a problem's `detail`,
-/// a provider's `error.message`, or the start of the body; at most 300
-/// characters.
-fn error_detail(body: &[u8]) -> String {
-    let value: Option<serde_json::Value> = serde_json::from_slice(body).ok();
-    let text = value
-        .as_ref()
-        .and_then(|v| {
-            v.get("detail")
-                .or_else(|| v.pointer("/error/message"))
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_owned)
-        })
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    // A provider's 401 may quote (part of) the deployment's key.
-    let redacted: Vec<String> =
-        text.split(' ')
-            .map(|word| {
-                if word.starts_with("sk-") || word.starts_with("sk_") {
-                    "[redacted]".to_owned()
-                } else {
-                    word.to_owned()
-                }
-            })
-            .collect();
-    redacted.join(" ").chars().take(300).collect()
 }

@@ -354,17 +354,11 @@ impl Ledger {
         if before.needs_operator() || !effect.state.needs_operator() {
             return;
         }
-        let last = effect.attempts.last();
-        let why = match effect.state {
-            EffectState::Conflict => "the destination holds a different payload under its delivery id".to_owned(),
-            EffectState::Unknown => "it may or may not have arrived, and the receiver has no receipt URL".to_owned(),
-            _ => last.and_then(|a| a.detail.clone()).unwrap_or_else(|| "it failed".into()),
-        };
         let facts = DeadFacts {
             dead: true,
             error_class: "effect".into(),
-            last_status: last.and_then(|a| a.status),
-            detail: format!("effect {} ({}): {why}", effect.name, effect.state.as_str()),
+            last_status: effect.attempts.last().and_then(|a| a.status),
+            detail: onejob_core::ledger::dead_letter::detail_of_effect(effect),
             attempts: effect.attempts.len() as u32,
         };
         let message = JobMessage {
