@@ -40,6 +40,8 @@ run() {
 echo "=== build: worker and client for wasm32"
 make -s build-edge build-client || { echo "build: FAILED"; status=1; }
 
+# Formatting is part of the code (rustfmt.toml): a diff fails the run.
+run format cargo fmt --all -- --check
 run core-native cargo test -p onejob-core --all-targets
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
