@@ -555,12 +555,19 @@ pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> st
 }
 
 /// Awaits a hedged attempt that lost the race and audits its answer (status,
-/// usage) as `lost_race`: it was paid for, and never used.
-pub async fn audit_late(store: Store, late: LateAttempt) {
+/// usage) as `lost_race`: it was paid for, and never used. Returns whether
+/// the audit was written.
+pub async fn audit_late(store: &Store, late: LateAttempt) -> bool {
     let attempted = late.call.await.unwrap_or_else(|_| transport_failure("streamed"));
-    match audit_discarded(&store, late.attempt, attempted.report) {
-        Ok(_) => worker::console_log!("onejob: attempt {} answered after losing the race", late.attempt),
-        Err(error) => worker::console_error!("onejob: auditing attempt {} failed: {error}", late.attempt),
+    match audit_discarded(store, late.attempt, attempted.report) {
+        Ok(_) => {
+            worker::console_log!("onejob: attempt {} answered after losing the race", late.attempt);
+            true
+        }
+        Err(error) => {
+            worker::console_error!("onejob: auditing attempt {} failed: {error}", late.attempt);
+            false
+        }
     }
 }
 
