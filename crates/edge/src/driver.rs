@@ -25,11 +25,12 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::{Either, select};
 use onejob_core::admission;
+use onejob_core::answer;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::breaker::{Permit, is_failure};
 use onejob_core::classify::{Classification, Decision, ErrorClass, TransportFailure};
 use onejob_core::contract::Contract;
-use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
+use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::providers::{Api, Placement, Route};
@@ -239,16 +240,16 @@ impl<'a> Driver<'a> {
                 }
                 // Unknown: this attempt's outcome, or a hedge's other racer's.
                 Step::GiveUp if job.state() == JobState::Unknown => {
-                    let problem = Problem::new(
-                        ProblemType::UpstreamTimeout,
-                        "the provider did not answer in time and may still be processing the request",
-                    );
-                    // Under UNKNOWN_POLICY=block no lease ever ends: nothing to retry after.
-                    let problem = match job.policy().unknown_policy() {
-                        UnknownPolicy::Block => problem,
-                        UnknownPolicy::RetryAfterLease => problem.with_retry_after_ms(job.lease_remaining_ms(now_ms())),
-                    };
-                    JobResult::problem(&problem, job.state(), Some(ticket.attempt))
+                    let answer = answer::unknown_outcome(job, now_ms());
+                    let response = problem_response(&answer.problem);
+                    // The last attempt (or UNKNOWN_POLICY=block): this answer
+                    // is the job's, kept before anyone reads it, so the dead
+                    // job replays what its caller got.
+                    if let Some(attempt) = answer.final_attempt {
+                        self.store.keep_answer(attempt, &response)?;
+                    }
+                    let attempt = answer.final_attempt.unwrap_or(ticket.attempt);
+                    JobResult::of(response, job.state(), Some(attempt), answer.problem.retry_after_ms)
                 }
                 // Out of attempts (dead: final) or of budget (ask again later).
                 Step::GiveUp => {
