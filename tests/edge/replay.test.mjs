@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { assertProblem, chat, contentFault, newKey, sleep, startStack, waitFor } from "../support/harness.mjs";
+import { assertProblem, chat, contentFault, delayedContent, newKey, sleep, startStack, waitFor } from "../support/harness.mjs";
 
 const UPSTREAM_TIMEOUT_MS = 1000;
 const UNKNOWN_LEASE_MS = 1000;
@@ -36,7 +36,7 @@ function assertReplayOf(replay, first, state) {
 for (const cache of ["kv", "off"]) {
   describe(`a replay is the first answer (RESULT_CACHE=${cache})`, () => {
     let stack;
-    let primary;
+    let primary, backup;
     const post = (...args) => stack.post(...args);
     // A finished result reaches KV just after the response: a replay asks a
     // moment later, so with the cache on it comes from KV.
@@ -47,10 +47,15 @@ for (const cache of ["kv", "off"]) {
 
     before(async () => {
       stack = await startStack({
-        providers: [{ name: "primary" }],
+        providers: [{ name: "primary" }, { name: "backup" }],
         routes: {
           "gpt-test": { providers: [{ provider: "primary" }] },
           contract: { providers: [{ provider: "primary" }], contract: { required_keys: ["category"] } },
+          "hedged-contract": {
+            providers: [{ provider: "primary" }, { provider: "backup" }],
+            hedge_after_ms: 300,
+            contract: { required_keys: ["category"] },
+          },
         },
         vars: {
           RESULT_CACHE: cache,
@@ -62,7 +67,7 @@ for (const cache of ["kv", "off"]) {
           BREAKER_FAILURES: "0",
         },
       });
-      ({ primary } = stack.fakes);
+      ({ primary, backup } = stack.fakes);
     });
 
     after(async () => {
@@ -126,6 +131,19 @@ for (const cache of ["kv", "off"]) {
         ["unknown", "timeout_after_send"],
         ["unknown", "timeout_after_send"],
       ]);
+    });
+
+    test("a hedged race lost by both racers (contract breaches): the answer the caller got is the one replayed", async () => {
+      // The primary breaks the contract after 700 ms, the hedge (at 300 ms)
+      // at once and differently: the job dies on the primary's report.
+      const key = newKey();
+      primary.script(key, [delayedContent(700, "plain prose")]);
+      backup.script(key, [contentFault({ other: 1 })]);
+      const first = await post(key, chat(`${key} race`, { model: "hedged-contract" }));
+      assertProblem(first, 502, "output-contract");
+      assert.equal(first.res.headers.get("onejob-job-state"), "dead");
+      assert.equal(primary.calls(key).length + backup.calls(key).length, MAX_ATTEMPTS);
+      assertReplayOf(await replay(key, chat(`${key} race`, { model: "hedged-contract" })), first, "dead");
     });
 
     test("a duplicate that waited for the driver gets the driver's answer; later ones its replay", async () => {

@@ -6,7 +6,7 @@
 //! | how the job ended | its answer (live, then replayed) |
 //! |---|---|
 //! | `completed`: a success, a permanent error, a stream with the provider's error event | the winning attempt's response ([`Job::replayed_attempt`]) |
-//! | `dead` after transient errors or broken contracts | the last attempt's response |
+//! | `dead` after transient errors or broken contracts | the last attempt's response (a race lost by both racers: the last attempt's, also for its live caller) |
 //! | `dead` after an unknown outcome | the final [`unknown_outcome`] answer its last caller got (`504`), kept as the last attempt's response; [`dead_without_response`] when no caller was answered (the runtime was lost) |
 //! | `interrupted`, `cancelled` | the partial stream with the gateway's error event, as its caller read it |
 //!

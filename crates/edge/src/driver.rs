@@ -207,8 +207,11 @@ impl<'a> Driver<'a> {
                     Err(streaming) => return self.start_stream(job, ticket, streaming),
                 },
             };
-            if job.state().is_terminal() && job.completed_by().is_some_and(|n| n != ticket.attempt) {
-                // The other racer won: its stored answer is the result.
+            if job.state().is_terminal() && job.replayed_attempt().is_some_and(|a| a.number != ticket.attempt) {
+                // The job's answer is another attempt's (the other racer
+                // won, or a race both lost ended on the earlier attempt's
+                // report): its stored response is the result, so the first
+                // answer is the one every replay gives.
                 return stored::finished_result(self.store, job).map(Driven::Result);
             }
             let may_try_again = job.state() == JobState::Failed;
