@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { assertProblem, chat, contentFault, delayedContent, newKey, sleep, startStack, waitFor } from "../support/harness.mjs";
+import { DEV_KEY, assertProblem, chat, contentFault, delayedContent, newKey, readBody, sleep, startStack, waitFor } from "../support/harness.mjs";
 
 const UPSTREAM_TIMEOUT_MS = 1000;
 const UNKNOWN_LEASE_MS = 1000;
@@ -44,6 +44,25 @@ for (const cache of ["kv", "off"]) {
       await sleep(CACHE_WRITE_MS);
       return post(...args);
     };
+    const replayStream = async (...args) => {
+      await sleep(CACHE_WRITE_MS);
+      return postStream(...args);
+    };
+
+    /** POSTs a streamed request and reads it to its end; `during(res)` runs once its headers are in. */
+    async function postStream(key, body, during) {
+      const res = await fetch(`${stack.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json" },
+        body: JSON.stringify({ ...body, stream: true }),
+      });
+      const reading = readBody(res);
+      await during?.(res);
+      return { res, text: (await reading).text };
+    }
+
+    /** The job once its state is `state`. */
+    const settled = (key, state) => stack.waitForJob(key, (job) => job.state === state, { timeoutMs: 15_000 });
 
     before(async () => {
       stack = await startStack({
@@ -144,6 +163,44 @@ for (const cache of ["kv", "off"]) {
       assert.equal(first.res.headers.get("onejob-job-state"), "dead");
       assert.equal(primary.calls(key).length + backup.calls(key).length, MAX_ATTEMPTS);
       assertReplayOf(await replay(key, chat(`${key} race`, { model: "hedged-contract" })), first, "dead");
+    });
+
+    // Streams that end by themselves: [name, the provider's stream, how the
+    // live answer ends, the job's state]. The live answer said `in_flight`.
+    const STREAMS = [
+      ["a streamed answer, completed", "sse:3:20", /data: \[DONE\]\n\n$/, "completed"],
+      ["a stream the provider ends with an error event, as it came", "sse-error:3:20", /the model failed mid-answer/, "completed"],
+      ["an interrupted stream (the provider cuts it): the partial stream and the gateway's error event", "sse-drop:3:20", /"stream_interrupted"/, "interrupted"],
+    ];
+    for (const [name, fault, ending, state] of STREAMS) {
+      test(`${name}, replayed`, async () => {
+        const key = newKey();
+        primary.script(key, [fault]);
+        const first = await postStream(key, chat(`${key} ${name}`));
+        assert.equal(first.res.status, 200);
+        assert.equal(first.res.headers.get("onejob-job-state"), "in_flight");
+        assert.match(first.text, ending);
+        await settled(key, state);
+        assertReplayOf(await replayStream(key, chat(`${key} ${name}`)), first, state);
+        assert.equal(primary.calls(key).length, 1);
+      });
+    }
+
+    test("a cancelled stream: what the caller got, up to the cancel event, replayed", async () => {
+      const key = newKey();
+      primary.script(key, ["sse:50:100"]);
+      const first = await postStream(key, chat(`${key} cancel`), async () => {
+        await sleep(500);
+        const cancel = await fetch(`${stack.url}/onejob/v1/jobs/${key}/cancel`, {
+          method: "POST",
+          headers: { Authorization: `Bearer ${DEV_KEY}` },
+        });
+        assert.equal(cancel.status, 202);
+      });
+      assert.match(first.text, /"stream_cancelled"/);
+      await settled(key, "cancelled");
+      assertReplayOf(await replayStream(key, chat(`${key} cancel`)), first, "cancelled");
+      assert.equal(primary.calls(key).length, 1);
     });
 
     test("a duplicate that waited for the driver gets the driver's answer; later ones its replay", async () => {
