@@ -79,6 +79,42 @@ const SCHEMA = {
   additionalProperties: false,
 };
 
+/**
+ * The jobs index's row of `key` (tenant dev, created since `sinceMs`) once
+ * `until(row)` holds: the index is written after the responses.
+ */
+async function indexedRow(stack, key, sinceMs, until) {
+  return waitFor(`the index row of ${key}`, async () => {
+    const { status, body } = await stack.admin(`/onejob/v1/admin/jobs?tenant=dev&since_ms=${sinceMs}`);
+    const row = status === 200 ? body.jobs.find((j) => j.key === key) : undefined;
+    return { ok: row !== undefined && until(row), value: row ?? body };
+  }, 15_000);
+}
+
+/**
+ * Waits until the hedge's loser (the attempt of `provider`) has been
+ * audited, then asserts it was, once: `lost_race` with an end, a latency,
+ * its status and usage, and nothing changes it afterwards.
+ */
+async function assertLoserAudited(stack, key, provider, { status, usage }) {
+  const job = await waitFor(`the ${provider} attempt audited lost_race`, async () => {
+    const { body } = await stack.getJob(key);
+    const late = body.attempts?.find((a) => a.provider === provider);
+    return { ok: late?.outcome === "lost_race" && late.ended_ms !== undefined && late.ended_ms !== null, value: body };
+  }, 20_000);
+  const lost = job.attempts.find((a) => a.provider === provider);
+  assert.equal(job.state, "completed");
+  assert.equal(job.attempts.length, 2);
+  assert.equal(job.attempts.filter((a) => a.outcome === "lost_race").length, 1);
+  assert.notEqual(job.completed_by, lost.number);
+  assert.equal(lost.status, status);
+  assert.deepEqual(lost.usage, usage);
+  assert.equal(lost.latency_ms, lost.ended_ms - lost.started_ms);
+  await sleep(500);
+  assert.deepEqual((await stack.getJob(key)).body.attempts, job.attempts, "audited once: nothing changes it later");
+  return job;
+}
+
 describe("providers under one job: routes, failover, hedging, contracts, Anthropic", () => {
   let stack;
   let primary, backup, third, claude;
@@ -322,6 +358,34 @@ describe("providers under one job: routes, failover, hedging, contracts, Anthrop
     const key = newKey();
     const { res } = await post(key, chat(`${key} after odd bodies`));
     assert.equal(res.status, 200);
+  });
+
+  test("2f. a hedge's loser is audited once with its end, status and usage, and the jobs index and cost view count its tokens", async () => {
+    const sinceMs = Date.now();
+    const key = newKey();
+    primary.script(key, ["delay:2500"]);
+    backup.script(key, ["delay:200"]);
+    const first = await post(key, chat(`${key} hedge index`, { model: "hedged" }));
+    assert.equal(JSON.parse(first.text).id, "chatcmpl-backup", first.text);
+    await assertLoserAudited(stack, key, "primary", { status: 200, usage: FAKE_USAGE });
+    // Both calls were paid for: the job's row counts both, once.
+    const both = 2 * FAKE_USAGE.total_tokens;
+    const row = await indexedRow(stack, key, sinceMs, (r) => r.tokens === both);
+    assert.deepEqual([row.state, row.attempts, row.tokens], ["completed", 2, both]);
+    const { body: costs } = await stack.admin(`/onejob/v1/admin/costs?tenant=dev&since_ms=${sinceMs}`);
+    assert.deepEqual(costs.by_model.map((m) => [m.model, m.jobs, m.tokens]), [["hedged", 1, both]]);
+    assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 1, third: 0, claude: 0 });
+  });
+
+  test("2g. a hedge's loser that never answers is audited when its timeout (10 s) ends it: lost_race, no status, no usage", async () => {
+    const key = newKey();
+    primary.script(key, ["hang"]);
+    backup.script(key, ["ok"]);
+    const first = await post(key, chat(`${key} hedge hang`, { model: "hedged" }));
+    assert.equal(JSON.parse(first.text).id, "chatcmpl-backup", first.text);
+    const job = await assertLoserAudited(stack, key, "primary", { status: null, usage: null });
+    assert.equal(job.attempts.find((a) => a.provider === "primary").error_class, "timeout_after_send");
+    assert.deepEqual(callsPerProvider(stack, key), { primary: 1, backup: 1, third: 0, claude: 0 });
   });
 
   test("1e. a backoff is owed to the provider that asked for it: after a 429 with Retry-After: 2, no attempt goes back to it within 2 s", async () => {
@@ -798,5 +862,38 @@ describe("providers: every provider of the route open", () => {
     assert.deepEqual([view.primary.state, view.backup.state], ["open", "open"]);
     const anonymous = await fetch(`${stack.url}/onejob/v1/providers`);
     assert.equal(anonymous.status, 401, "the providers view needs a tenant key");
+  });
+});
+
+describe("providers: the built-in demo's hedged route (UPSTREAM=demo)", () => {
+  let stack;
+  before(async () => {
+    stack = await startStack({ upstream: "demo" });
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("8. demo-hedge: demo-slow (5 s) loses to the backup hedged at 300 ms; its answer lands, audited once with its usage; the cost view counts both calls", async () => {
+    const sinceMs = Date.now();
+    const key = newKey();
+    const request = { model: "demo-hedge", messages: [{ role: "user", content: "I was charged twice this month" }] };
+    const first = await stack.post(key, request);
+    assert.equal(first.res.status, 200, first.text);
+    const { body: raced } = await stack.getJob(key);
+    const won = raced.attempts.find((a) => a.number === raced.completed_by);
+    assert.deepEqual([won.provider, won.model, won.outcome], ["demo-backup", "demo", "succeeded"]);
+    // The slow one answers the same triage to the same prompt: the same usage.
+    const job = await assertLoserAudited(stack, key, "demo", { status: 200, usage: won.usage });
+    assert.equal(job.attempts.find((a) => a.provider === "demo").model, "demo-slow");
+    const both = 2 * won.usage.total_tokens;
+    const row = await indexedRow(stack, key, sinceMs, (r) => r.tokens === both);
+    assert.deepEqual([row.state, row.attempts, row.tokens], ["completed", 2, both]);
+    const { body: costs } = await stack.admin(`/onejob/v1/admin/costs?tenant=dev&since_ms=${sinceMs}`);
+    assert.deepEqual(costs.by_tenant.map((t) => [t.tenant, t.jobs, t.tokens]), [["dev", 1, both]]);
+    // The replay is the winner's answer; the loser's is never used.
+    const again = await stack.post(key, request);
+    assert.equal(again.res.headers.get("idempotent-replayed"), "true");
+    assert.equal(again.text, first.text);
   });
 });

@@ -10,6 +10,7 @@
 //! - [`admin_query`]: the operator lists' query filters, read strictly.
 //! - [`alert`]: when dead letters become an alert, and its delivery id.
 //! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
+//! - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
 //! - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //! - [`key`]: idempotency keys and the tenant-scoped storage ids.
 //! - [`intent`]: which key a client-side intent uses, and when it changes.
@@ -39,6 +40,7 @@ pub mod admin;
 pub mod admin_query;
 pub mod admission;
 pub mod alert;
+pub mod answer;
 pub mod background;
 pub mod backoff;
 pub mod breaker;

@@ -25,11 +25,9 @@
 //! (`/v1/messages`), answers and SSE events in each one's format. A demo provider configured as an outage answers
 //! every call with a 503 (see `onejob_core::providers`).
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use worker::Delay;
 
+use crate::clock;
 use crate::reply::{ByteChunks, Reply};
 
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
@@ -291,8 +289,10 @@ fn pace(events: Vec<Vec<u8>>, pause_ms: u64) -> ByteChunks {
     }))
 }
 
+/// The simulated latency. A hedge's losing call is awaited by another task
+/// than the one that started it: [`clock::sleep`] wakes that one.
 async fn sleep(ms: u64) {
-    Delay::from(Duration::from_millis(ms)).await;
+    clock::sleep(ms).await;
 }
 
 fn error(status: u16, code: &str, message: &str, retry_after: Option<&str>) -> Reply {

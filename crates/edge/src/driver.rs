@@ -25,11 +25,12 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use futures_util::future::{Either, select};
 use onejob_core::admission;
+use onejob_core::answer;
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::breaker::{Permit, is_failure};
 use onejob_core::classify::{Classification, Decision, ErrorClass, TransportFailure};
 use onejob_core::contract::Contract;
-use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
+use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::providers::{Api, Placement, Route};
 use onejob_core::random::RandomSource;
@@ -203,8 +204,11 @@ impl<'a> Driver<'a> {
                     Err(streaming) => return self.start_stream(job, ticket, streaming),
                 },
             };
-            if job.state().is_terminal() && job.completed_by().is_some_and(|n| n != ticket.attempt) {
-                // The other racer won: its stored answer is the result.
+            if job.state().is_terminal() && job.replayed_attempt().is_some_and(|a| a.number != ticket.attempt) {
+                // The job's answer is another attempt's (the other racer
+                // won, or a race both lost ended on the earlier attempt's
+                // report): its stored response is the result, so the first
+                // answer is the one every replay gives.
                 return stored::finished_result(self.store, job).map(Driven::Result);
             }
             let may_try_again = job.state() == JobState::Failed;
@@ -236,16 +240,16 @@ impl<'a> Driver<'a> {
                 }
                 // Unknown: this attempt's outcome, or a hedge's other racer's.
                 Step::GiveUp if job.state() == JobState::Unknown => {
-                    let problem = Problem::new(
-                        ProblemType::UpstreamTimeout,
-                        "the provider did not answer in time and may still be processing the request",
-                    );
-                    // Under UNKNOWN_POLICY=block no lease ever ends: nothing to retry after.
-                    let problem = match job.policy().unknown_policy() {
-                        UnknownPolicy::Block => problem,
-                        UnknownPolicy::RetryAfterLease => problem.with_retry_after_ms(job.lease_remaining_ms(now_ms())),
-                    };
-                    JobResult::problem(&problem, job.state(), Some(ticket.attempt))
+                    let answer = answer::unknown_outcome(job, now_ms());
+                    let response = problem_response(&answer.problem);
+                    // The last attempt (or UNKNOWN_POLICY=block): this answer
+                    // is the job's, kept before anyone reads it, so the dead
+                    // job replays what its caller got.
+                    if let Some(attempt) = answer.final_attempt {
+                        self.store.keep_answer(attempt, &response)?;
+                    }
+                    let attempt = answer.final_attempt.unwrap_or(ticket.attempt);
+                    JobResult::of(response, job.state(), Some(attempt), answer.problem.retry_after_ms)
                 }
                 // Out of attempts (dead: final) or of budget (ask again later).
                 Step::GiveUp => {
@@ -552,12 +556,19 @@ pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> st
 }
 
 /// Awaits a hedged attempt that lost the race and audits its answer (status,
-/// usage) as `lost_race`: it was paid for, and never used.
-pub async fn audit_late(store: Store, late: LateAttempt) {
+/// usage) as `lost_race`: it was paid for, and never used. Returns whether
+/// the audit was written.
+pub async fn audit_late(store: &Store, late: LateAttempt) -> bool {
     let attempted = late.call.await.unwrap_or_else(|_| transport_failure("streamed"));
-    match audit_discarded(&store, late.attempt, attempted.report) {
-        Ok(_) => worker::console_log!("onejob: attempt {} answered after losing the race", late.attempt),
-        Err(error) => worker::console_error!("onejob: auditing attempt {} failed: {error}", late.attempt),
+    match audit_discarded(store, late.attempt, attempted.report) {
+        Ok(_) => {
+            worker::console_log!("onejob: attempt {} answered after losing the race", late.attempt);
+            true
+        }
+        Err(error) => {
+            worker::console_error!("onejob: auditing attempt {} failed: {error}", late.attempt);
+            false
+        }
     }
 }
 

@@ -196,6 +196,9 @@ pub fn stream_response_with(subscription: Subscription, key: &str, replayed: boo
     if replayed {
         headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
     }
+    // A streamed answer is never sent to the provider again (its tokens are
+    // billed): asking again only follows or replays it, which says the same.
+    headers.set(header::SHOULD_RETRY, "false")?;
     let mut number = from;
     let body = events.map(move |event| {
         number += 1;

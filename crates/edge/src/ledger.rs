@@ -326,8 +326,15 @@ impl Ledger {
         let driven = driver.run(&mut job, stored).await;
         lock.created();
         if let Some(late) = driver.take_late() {
-            // A hedge's loser is still out: audit what it cost when it answers.
-            self.state.wait_until(driver::audit_late(self.store(), late));
+            // A hedge's loser is still out: audit what it cost when it
+            // answers, then index the job again (the index written after
+            // this response does not have the loser's tokens).
+            let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
+            self.state.wait_until(async move {
+                if driver::audit_late(&store, late).await {
+                    index_now(&env, &store, &metering).await;
+                }
+            });
         }
         let result = match driven? {
             Driven::Result(result) => result,

@@ -275,6 +275,18 @@ impl Store {
         Ok(())
     }
 
+    /// Keeps `answer` as an attempt's response, in place of any it stored:
+    /// the final answer a caller got for an attempt whose own outcome kept
+    /// none (unknown), or whose response is not what was answered (a race's
+    /// other racer's unknown outcome decided it). The job replays it once it
+    /// is dead ([`onejob_core::answer`]).
+    pub fn keep_answer(&self, attempt: u32, answer: &StoredResponse) -> worker::Result<()> {
+        let number = Value::Integer(i64::from(attempt));
+        self.write("DELETE FROM response_chunks WHERE attempt = ?", vec![number.clone()])?;
+        self.write("DELETE FROM responses WHERE attempt = ?", vec![number])?;
+        self.save_response(attempt, answer)
+    }
+
     /// What an attempt's stored response is, without reading its body.
     pub fn response_head(&self, attempt: u32) -> worker::Result<Option<ResponseHead>> {
         let row = self.first_row(

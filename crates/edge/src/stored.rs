@@ -1,10 +1,12 @@
 //! A finished job's result as it is replayed from the Ledger's storage: the
-//! response of the attempt that won (or of a dead job's last attempt), a
+//! response of the attempt that won (or of a dead job's last attempt, which
+//! may be the final `504` its caller got after an unknown outcome), a
 //! streamed answer's events, or — when the last outcome was unknown and no
-//! attempt left a response — a problem saying so.
+//! caller was answered — a problem saying so. What a replay is, per
+//! ending: [`onejob_core::answer`].
 
+use onejob_core::answer;
 use onejob_core::job::Job;
-use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::sse::with_id;
 use worker::Result;
 
@@ -20,12 +22,9 @@ pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {
     };
     Ok(match stored {
         Some(response) => JobResult::of(response, job.state(), attempt, None),
-        // A dead job whose last attempt's outcome was unknown left no response.
-        None => {
-            let detail =
-                format!("onejob gave up after {} attempts; the last outcome was unknown", job.attempts().len());
-            JobResult::problem(&Problem::new(ProblemType::UpstreamFailed, detail), job.state(), attempt)
-        }
+        // A dead job whose last attempt's outcome was unknown, and whose
+        // caller was never answered, kept no response.
+        None => JobResult::problem(&answer::dead_without_response(job), job.state(), attempt),
     })
 }
 

@@ -8,14 +8,14 @@
 //! cost.
 
 use std::rc::Rc;
-use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::providers::{Api, Endpoint, Provider, check_api_path};
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
+use crate::clock;
 use crate::demo;
 use crate::reply::{ByteChunks, Reply};
 
@@ -70,7 +70,9 @@ const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// reported as happening after the request was sent: the provider may have
 /// it, so the outcome is unknown.
 pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> CallResult {
-    let timeout = Delay::from(Duration::from_millis(call.timeout_ms));
+    // Not `worker::Delay`: a hedge's loser is awaited past the response by
+    // another task, which this timer must wake (see `clock::sleep`).
+    let timeout = clock::sleep(call.timeout_ms);
     match &provider.endpoint {
         Endpoint::Demo { outage: true } => CallResult::Reply(demo::outage(&call.target)),
         Endpoint::Demo { .. }
