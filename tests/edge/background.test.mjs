@@ -225,12 +225,14 @@ describe("background jobs: the outbox resends a failed queue send", () => {
     const next = newKey();
     assertAccepted(await stack.post(next, chat(`${next} after the fault`), { headers: RESPOND_ASYNC }), next);
     const nextJob = await stack.waitForJob(next, (j) => j.state === "completed", { timeoutMs: DELIVERY_MS });
-    // (The outbox may send it again if the consumer takes longer than OUTBOX_DELAY_MS: no harm, one call.)
+    // A confirmed send is never sent again, however long the consumer takes.
     assert.ok(nextJob.enqueued >= 1);
+    assert.equal(nextJob.enqueued, 1, "the queue accepted it: one message");
     await sleep(SETTLE_MS);
     assert.equal(stack.llm.calls(next).length, 1);
     assert.equal(stack.llm.calls(key).length, 1);
     assert.ok(job.enqueued >= 2, `enqueued ${job.enqueued} (${accepted.enqueued} in the 202): the failed send and the outbox's resend`);
+    assert.equal(job.enqueued, 2, "the failed send and one resend, confirmed: nothing more");
   });
 });
 

@@ -15,6 +15,10 @@ pub const DEFAULT_LIMIT: u32 = 50;
 pub const MAX_LIMIT: u32 = 200;
 /// The class a dead letter names when its last attempt left none.
 pub const UNKNOWN_CLASS: &str = "unknown";
+/// The class of a dead letter about one of a job type's effects.
+pub const EFFECT_CLASS: &str = "effect";
+/// The classes a dead letter may name besides an [`ErrorClass`].
+const DEAD_LETTER_CLASSES: [&str; 3] = [UNKNOWN_CLASS, EFFECT_CLASS, crate::background::UNDELIVERED];
 /// The longest text filter (a tenant, a user, a model), in bytes.
 const MAX_TEXT: usize = 256;
 
@@ -188,11 +192,11 @@ impl<'a> Params<'a> {
             .transpose()
     }
 
-    /// An [`ErrorClass`]'s name, or `unknown` (a dead letter whose last
-    /// attempt left no class).
+    /// An [`ErrorClass`]'s name, or one only dead letters name (`unknown`:
+    /// the last attempt left no class; `effect`; `undelivered`).
     fn error_class(&self) -> Result<Option<String>, QueryError> {
         self.get("error_class")
-            .map(|name| match name == UNKNOWN_CLASS || ErrorClass::from_name(name).is_some() {
+            .map(|name| match DEAD_LETTER_CLASSES.contains(&name) || ErrorClass::from_name(name).is_some() {
                 true => Ok(name.to_owned()),
                 false => Err(error("error_class", "not an error class")),
             })
@@ -263,6 +267,10 @@ mod tests {
         let costs = CostsQuery::parse(&pairs(&[("since_ms", "abc")])).unwrap_err();
         assert_eq!(costs.to_string(), "query parameter since_ms: must be a whole number of milliseconds or rows");
         assert_eq!(DeadLettersQuery::parse(&pairs(&[("error_class", "x")])).unwrap_err().param, "error_class");
+        for class in ["unknown", "effect", "undelivered", "auth"] {
+            let query = DeadLettersQuery::parse(&pairs(&[("error_class", class)])).unwrap();
+            assert_eq!(query.error_class.as_deref(), Some(class));
+        }
         assert_eq!(DeadLettersQuery::parse(&pairs(&[("limit", "1")])).unwrap_err().param, "limit");
     }
 }

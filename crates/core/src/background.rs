@@ -4,12 +4,50 @@
 //! Queues deliver at least once and never dedup by content, so every
 //! delivery is judged against the job ([`on_delivery`]): only a delivery
 //! that finds the job claimable runs an attempt; one that finds it finished,
-//! or being run, is acknowledged with no effect. The Ledger's alarm is the
-//! outbox ([`resend_at`]): whatever happened to a message (a failed send, a
-//! consumer that died mid-call, a lease that ended), a job that should run
-//! and has not is sent again, and the deliveries' dedup makes that safe.
+//! or being run, is acknowledged with no effect.
+//!
+//! The Ledger's alarm is the outbox ([`outbox_step`]). It sends again only a
+//! message that may not exist, so a backlog in the queue is never amplified:
+//!
+//! | the job's message ([`Message`]) | sent again |
+//! |---|---|
+//! | noted, not confirmed (the send failed, or the runtime stopped before it resolved) | after `OUTBOX_DELAY_MS`·2ⁿ for its n-th send in a row, capped at [`UNCONFIRMED_CAP_FACTOR`] × `OUTBOX_DELAY_MS`, with equal jitter (half to all of it) |
+//! | confirmed by the queue (or handed back to it by a delivery's retry) | only if no delivery took it [`QUEUED_RESEND_MS`] after it was due (half to all of it, doubling per such send, capped at [`QUEUED_CAP_MS`]): the queue lost it |
+//! | taken by a delivery (it ran the job, or acknowledged the message) | when the job may run again: its lease's end, its backoff's end |
+//!
+//! A job whose message no delivery took after [`MAX_UNTAKEN_SENDS`] sends in
+//! a row is left to operators: the outbox gives up ([`OutboxStep::GiveUp`]),
+//! and the job is a dead letter of class [`UNDELIVERED`] until an operator
+//! replays it. A job never waits on the outbox while the lease of a delivery
+//! that started holds it.
 
-use crate::job::{Job, JobError};
+use serde::{Deserialize, Serialize};
+
+use crate::backoff::{Backoff, Jitter};
+use crate::job::{Job, JobError, JobState, UnknownPolicy};
+use crate::random::{RandomSource, SplitMix64};
+
+/// Sends in a row that no delivery took, after which the outbox gives up
+/// and the job waits for an operator (a dead letter of class [`UNDELIVERED`]).
+/// With the default `OUTBOX_DELAY_MS` (5 s), a job whose every send fails
+/// is given up 19 to 37 minutes after its first send.
+pub const MAX_UNTAKEN_SENDS: u32 = 12;
+
+/// The backoff between unconfirmed sends is capped at this many times
+/// `OUTBOX_DELAY_MS` (5 s × 64: about 5 minutes).
+pub const UNCONFIRMED_CAP_FACTOR: u64 = 64;
+
+/// How long a message the queue accepted may stay undelivered past its due
+/// time before it is presumed lost and sent again: half to all of this (at
+/// least `OUTBOX_DELAY_MS`), doubling per such send. A backlog that drains
+/// slower than that costs one more message per job per doubling, no more.
+pub const QUEUED_RESEND_MS: u64 = 30 * 60_000;
+
+/// The cap of that wait (4 hours: 2 to 4 hours with its jitter).
+pub const QUEUED_CAP_MS: u64 = 4 * 3_600_000;
+
+/// The dead-letter class of a job whose messages no delivery took.
+pub const UNDELIVERED: &str = "undelivered";
 
 /// What a queue delivery does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,53 +84,247 @@ pub fn on_delivery(job: Option<&Job>, now_ms: u64, driving: bool) -> Delivery {
     }
 }
 
-/// When the Ledger's alarm should send a background job's message again if
-/// nothing has run it by then: `outbox_delay_ms` after the last send
-/// (`last_sent_ms`, 0 for none: after the job's creation) or the backoff's
-/// end, or when its lease ends. `None` for a job that needs no message
-/// (finished, not background, or waiting for an operator).
-pub fn resend_at(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64) -> Option<u64> {
-    use crate::job::{JobState, UnknownPolicy};
+/// Where a background job's queue message stands, as far as its Ledger knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Message {
+    /// No send was ever noted.
+    #[default]
+    None,
+    /// A send was noted and the queue has not confirmed it: it failed, or
+    /// the runtime stopped before it resolved. The message may not exist.
+    Unconfirmed,
+    /// In the queue: accepted by it, or handed back by a delivery to be
+    /// delivered again; its delivery is due at `due_ms`.
+    Queued {
+        /// When the queue should deliver it.
+        due_ms: u64,
+    },
+    /// A delivery took it at `at_ms`: it claimed the job, or its answer
+    /// acknowledged the message. No message waits in the queue.
+    Taken {
+        /// When.
+        at_ms: u64,
+    },
+}
+
+/// What the Ledger records of a background job's queue message, beside the
+/// job record (a send never changes the version an attempt in flight holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Outbox {
+    sends: u32,
+    last_sent_ms: u64,
+    message: Message,
+    /// Sends since a delivery last took the message.
+    untaken: u32,
+    /// Random bits drawn at the last send: its jitter, the same at every look.
+    seed: u64,
+    /// The outbox stopped sending: an operator must act.
+    #[serde(default)]
+    gave_up: bool,
+}
+
+impl Outbox {
+    /// The record of a Ledger that counted its sends but never confirmed
+    /// them (written before confirmations were kept): its last send is
+    /// unconfirmed.
+    pub fn legacy(sends: u32, last_sent_ms: u64) -> Self {
+        let message = if sends == 0 { Message::None } else { Message::Unconfirmed };
+        Self { sends, last_sent_ms, message, untaken: sends.min(1), seed: last_sent_ms, gave_up: false }
+    }
+
+    /// Messages sent (tried) for the job: the job view's `enqueued`.
+    pub fn sends(&self) -> u32 {
+        self.sends
+    }
+
+    /// When the last send was noted (0: never).
+    pub fn last_sent_ms(&self) -> u64 {
+        self.last_sent_ms
+    }
+
+    /// Where the job's message stands.
+    pub fn message(&self) -> Message {
+        self.message
+    }
+
+    /// Sends since a delivery last took the message.
+    pub fn untaken(&self) -> u32 {
+        self.untaken
+    }
+
+    /// Whether the outbox gave up on the job (see [`outbox_step`]).
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    /// Notes a send about to be made, before it is made: a crash between
+    /// the two leaves it unconfirmed, and the outbox sends it again. An
+    /// operator's send (`by_operator`: a kick, a replay, a resolve) starts
+    /// a fresh run of [`MAX_UNTAKEN_SENDS`]. Returns the send's number, to
+    /// [`confirm`](Self::confirm) it with.
+    pub fn note_send(&mut self, now_ms: u64, by_operator: bool, rng: &mut dyn RandomSource) -> u32 {
+        if by_operator {
+            self.untaken = 0;
+            self.gave_up = false;
+        }
+        self.sends = self.sends.saturating_add(1);
+        self.untaken = self.untaken.saturating_add(1);
+        self.last_sent_ms = now_ms;
+        self.message = Message::Unconfirmed;
+        self.seed = rng.next_u64();
+        self.sends
+    }
+
+    /// The queue accepted send number `send` at `now_ms`. Only the last
+    /// send, still unconfirmed, is confirmed: a delivery that took the
+    /// message meanwhile, or a later send, wins. Returns whether the record
+    /// changed.
+    pub fn confirm(&mut self, send: u32, now_ms: u64) -> bool {
+        if send != self.sends || self.message != Message::Unconfirmed {
+            return false;
+        }
+        self.message = Message::Queued { due_ms: now_ms };
+        true
+    }
+
+    /// A delivery took the message: it claims the job, or its answer
+    /// acknowledges the message.
+    pub fn taken(&mut self, now_ms: u64) {
+        self.message = Message::Taken { at_ms: now_ms };
+        self.untaken = 0;
+    }
+
+    /// A delivery handed the message back to the queue, to be delivered
+    /// again in `delay_ms`.
+    pub fn requeued(&mut self, now_ms: u64, delay_ms: u64) {
+        self.message = Message::Queued { due_ms: now_ms.saturating_add(delay_ms) };
+        self.untaken = 0;
+    }
+
+    /// Records that the outbox gave up (see [`OutboxStep::GiveUp`]).
+    pub fn give_up(&mut self) {
+        self.gave_up = true;
+    }
+
+    /// The wait after a send or a due delivery: `base_ms` doubling per send
+    /// no delivery took, up to `cap_ms`, equal jitter drawn from the send's
+    /// seed (never under half the doubled base).
+    fn wait_ms(&self, base_ms: u64, cap_ms: u64) -> u64 {
+        let backoff = Backoff::new(base_ms.max(1), cap_ms.max(base_ms.max(1)), Jitter::Equal);
+        let retry = self.untaken.saturating_sub(1);
+        backoff.map_or(base_ms, |b| b.delay_ms(retry, None, &mut SplitMix64::new(self.seed)))
+    }
+}
+
+/// When a background job may run next, so when its message is needed: its
+/// backoff's end, or the end of the lease a delivery that started holds.
+/// `None` for a job that needs no message (finished, not background, or
+/// waiting for an operator).
+fn runnable_at(job: &Job) -> Option<u64> {
     if !job.is_background() || job.state().is_terminal() {
         return None;
     }
-    let after_send = last_sent_ms.max(job.not_before_ms()).max(job.created_ms()).saturating_add(outbox_delay_ms);
     match job.state() {
-        JobState::Pending | JobState::Failed => Some(after_send),
+        JobState::Pending | JobState::Failed => Some(job.not_before_ms().max(job.created_ms())),
         // When the lease ends the job is unknown (or dead, or claimable).
-        JobState::InFlight => job.lease_until_ms().map(|until| until.max(after_send)),
+        JobState::InFlight => job.lease_until_ms(),
         JobState::Unknown => match job.policy().unknown_policy() {
-            UnknownPolicy::RetryAfterLease => job.lease_until_ms().map(|until| until.max(after_send)),
+            UnknownPolicy::RetryAfterLease => job.lease_until_ms(),
             UnknownPolicy::Block => None,
         },
         _ => None,
     }
 }
 
-/// Whether a background job needs an operator: dead, or unknown with no
-/// automatic retry (`UNKNOWN_POLICY=block`) once its lease is over. Such a
-/// job is a dead letter.
-pub fn needs_operator(job: &Job, now_ms: u64) -> bool {
-    use crate::job::{JobState, UnknownPolicy};
+/// When the outbox acts on the job next if nothing changes: sends its
+/// message again, or gives up (see the table in the module docs).
+fn due_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64) -> Option<u64> {
+    let runnable = runnable_at(job)?;
+    // A delivery that started holds the job for its lease.
+    let leased = matches!(job.state(), JobState::InFlight | JobState::Unknown);
+    let after = match outbox.message {
+        Message::None => job.created_ms().saturating_add(outbox_delay_ms),
+        Message::Unconfirmed => outbox
+            .last_sent_ms
+            .saturating_add(outbox.wait_ms(outbox_delay_ms, outbox_delay_ms.saturating_mul(UNCONFIRMED_CAP_FACTOR))),
+        // Delivered while the lease holds the job, it is acknowledged with
+        // no effect: the lease's end needs a message of its own.
+        Message::Queued { due_ms } if leased && due_ms < runnable => runnable,
+        Message::Queued { due_ms } => {
+            due_ms.saturating_add(outbox.wait_ms(QUEUED_RESEND_MS.max(outbox_delay_ms), QUEUED_CAP_MS))
+        }
+        // Taken by the delivery that holds the lease: its end.
+        Message::Taken { .. } if leased => runnable,
+        // Acknowledged while the job waits (a quota, a driver here): once
+        // it may run, and not at once.
+        Message::Taken { at_ms } => at_ms.saturating_add(outbox_delay_ms),
+    };
+    Some(after.max(runnable))
+}
+
+/// When the Ledger's alarm should act on a background job's message (see
+/// [`outbox_step`]); `None` when it will not (the job needs no message, or
+/// the outbox gave up).
+pub fn resend_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64) -> Option<u64> {
+    if outbox.gave_up {
+        return None;
+    }
+    due_at(job, outbox, outbox_delay_ms)
+}
+
+/// What the Ledger's alarm does about a background job's message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutboxStep {
+    /// Nothing now.
+    Wait,
+    /// Send the job's message again.
+    Send,
+    /// Stop: [`MAX_UNTAKEN_SENDS`] messages and no delivery took one. The
+    /// job waits for an operator (record it with [`Outbox::give_up`]).
+    GiveUp,
+}
+
+/// The outbox's decision at `now_ms`.
+pub fn outbox_step(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64) -> OutboxStep {
+    match resend_at(job, outbox, outbox_delay_ms) {
+        Some(at) if at <= now_ms && outbox.untaken >= MAX_UNTAKEN_SENDS => OutboxStep::GiveUp,
+        Some(at) if at <= now_ms => OutboxStep::Send,
+        _ => OutboxStep::Wait,
+    }
+}
+
+/// Whether a background job waits for an operator because the outbox gave
+/// up on its message (a dead letter of class [`UNDELIVERED`]).
+pub fn undelivered(job: &Job, outbox: &Outbox) -> bool {
+    outbox.gave_up && runnable_at(job).is_some()
+}
+
+/// Whether a background job needs an operator: dead, unknown with no
+/// automatic retry (`UNKNOWN_POLICY=block`) once its lease is over, or
+/// [`undelivered`]. Such a job is a dead letter.
+pub fn needs_operator(job: &Job, outbox: &Outbox, now_ms: u64) -> bool {
     if !job.is_background() {
         return false;
     }
     match job.state() {
         JobState::Dead => true,
-        JobState::Unknown => {
-            job.policy().unknown_policy() == UnknownPolicy::Block && job.lease_remaining_ms(now_ms) == 0
+        JobState::Unknown
+            if job.policy().unknown_policy() == UnknownPolicy::Block && job.lease_remaining_ms(now_ms) == 0 =>
+        {
+            true
         }
-        _ => false,
+        _ => undelivered(job, outbox),
     }
 }
 
-/// When the Ledger should next look at a background job: to send its
-/// message again ([`resend_at`]), or, for one unknown under
-/// `UNKNOWN_POLICY=block`, when its lease ends and it becomes a dead letter
-/// ([`needs_operator`]). `None`: nothing to do before retention.
-pub fn wake_at(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64, now_ms: u64) -> Option<u64> {
-    resend_at(job, last_sent_ms, outbox_delay_ms).or_else(|| {
-        let blocked = job.is_background() && job.state() == crate::job::JobState::Unknown;
+/// When the Ledger should next look at a background job: for its outbox
+/// ([`resend_at`]), or, for one unknown under `UNKNOWN_POLICY=block`, when
+/// its lease ends and it becomes a dead letter ([`needs_operator`]).
+/// `None`: nothing to do before retention.
+pub fn wake_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64) -> Option<u64> {
+    resend_at(job, outbox, outbox_delay_ms).or_else(|| {
+        let blocked = job.is_background() && job.state() == JobState::Unknown;
         blocked.then(|| job.lease_until_ms()).flatten().filter(|until| *until > now_ms)
     })
 }
@@ -102,12 +334,15 @@ mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
+    use proptest::prelude::*;
+
     use super::*;
     use crate::classify::ErrorClass;
     use crate::fingerprint::{Body, Fingerprint};
-    use crate::job::{AttemptReport, JobPolicy, UnknownPolicy};
+    use crate::job::{AttemptReport, JobPolicy};
 
     const T0: u64 = 1_700_000_000_000;
+    const DELAY: u64 = 5_000;
 
     fn job(unknown_policy: UnknownPolicy) -> Job {
         let fp = Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap();
@@ -119,6 +354,16 @@ mod tests {
 
     fn unavailable() -> AttemptReport {
         AttemptReport { status: Some(503), usage: None, error_class: Some(ErrorClass::Unavailable) }
+    }
+
+    /// An outbox whose first send was noted at `at_ms` (and confirmed then, if `confirmed`).
+    fn sent(at_ms: u64, confirmed: bool, seed: u64) -> Outbox {
+        let mut outbox = Outbox::default();
+        let send = outbox.note_send(at_ms, false, &mut SplitMix64::new(seed));
+        if confirmed {
+            assert!(outbox.confirm(send, at_ms));
+        }
+        outbox
     }
 
     #[test]
@@ -146,26 +391,257 @@ mod tests {
     }
 
     #[test]
-    fn the_outbox_resends_what_should_run_and_has_not() {
+    fn the_outbox_resends_only_a_message_that_may_not_exist() {
         let mut j = job(UnknownPolicy::RetryAfterLease);
-        assert_eq!(resend_at(&j, 0, 5_000), Some(T0 + 5_000), "never sent: after its creation");
-        assert_eq!(resend_at(&j, T0 + 50, 5_000), Some(T0 + 5_050));
+        assert_eq!(resend_at(&j, &Outbox::default(), DELAY), Some(T0 + DELAY), "never sent: after its creation");
+        // Noted, not confirmed (the send failed, or the runtime died before it
+        // resolved): half to all of OUTBOX_DELAY_MS, the same at every look.
+        let noted = sent(T0 + 50, false, 7);
+        let at = resend_at(&j, &noted, DELAY).unwrap();
+        assert!((T0 + 50 + DELAY / 2..=T0 + 50 + DELAY).contains(&at), "{}", at - T0);
+        assert_eq!(resend_at(&j, &noted, DELAY), Some(at));
+        assert_eq!(outbox_step(&j, &noted, DELAY, at - 1), OutboxStep::Wait);
+        assert_eq!(outbox_step(&j, &noted, DELAY, at), OutboxStep::Send);
+        // Confirmed: the queue has it. A backlog is no reason to send it again;
+        // only a message undelivered 15 to 30 minutes past its due time is.
+        let mut outbox = sent(T0 + 50, true, 7);
+        let lost_at = resend_at(&j, &outbox, DELAY).unwrap();
+        assert!((T0 + 50 + QUEUED_RESEND_MS / 2..=T0 + 50 + QUEUED_RESEND_MS).contains(&lost_at));
+        assert_eq!(outbox_step(&j, &outbox, DELAY, T0 + 50 + 10 * 60_000), OutboxStep::Wait);
+        assert_eq!(outbox_step(&j, &outbox, DELAY, lost_at), OutboxStep::Send);
+        // A delivery takes it and claims the job: its lease covers it.
         let t = j.claim(j.version(), T0 + 100, "p", None).unwrap();
-        // In flight: when its lease ends.
-        assert_eq!(resend_at(&j, T0, 500), Some(T0 + 1_100));
+        outbox.taken(T0 + 100);
+        assert_eq!(resend_at(&j, &outbox, DELAY), j.lease_until_ms());
+        assert_eq!(resend_at(&j, &outbox, 500), Some(T0 + 1_100), "the lease's end");
         j.mark_unknown(t, T0 + 200, AttemptReport::default()).unwrap();
-        assert_eq!(resend_at(&j, T0, 500), Some(T0 + 5_200));
+        assert_eq!(resend_at(&j, &outbox, 500), Some(T0 + 5_200), "the unknown lease's end");
+        // A 503: the delivery hands the message back for the backoff.
+        let mut failed = job(UnknownPolicy::RetryAfterLease);
+        let t = failed.claim(failed.version(), T0, "p", None).unwrap();
+        failed.fail(t, T0 + 10, unavailable()).unwrap();
+        failed.defer_until(T0 + 2_010, T0 + 10);
+        outbox.requeued(T0 + 10, 2_000);
+        assert_eq!(outbox.message(), Message::Queued { due_ms: T0 + 2_010 });
+        assert!(resend_at(&failed, &outbox, DELAY).unwrap() >= T0 + 2_010 + QUEUED_RESEND_MS / 2);
+        // An acknowledged message of a job that waits (over its quota): when it may run.
+        outbox.taken(T0 + 20);
+        failed.defer_until(T0 + 3_600_000, T0 + 20);
+        assert_eq!(resend_at(&failed, &outbox, DELAY), Some(T0 + 3_600_000));
+
         let mut blocked = job(UnknownPolicy::Block);
         let t = blocked.claim(blocked.version(), T0, "p", None).unwrap();
         blocked.mark_unknown(t, T0 + 1, AttemptReport::default()).unwrap();
-        assert_eq!(resend_at(&blocked, T0, 500), None, "an operator must resolve it");
+        assert_eq!(resend_at(&blocked, &outbox, 500), None, "an operator must resolve it");
         // ...but its lease's end makes it a dead letter: the Ledger wakes then.
-        assert_eq!(wake_at(&blocked, T0, 500, T0 + 2), Some(T0 + 1 + 5_000));
-        assert!(!needs_operator(&blocked, T0 + 2));
-        assert!(needs_operator(&blocked, T0 + 1 + 5_000));
-        assert_eq!(wake_at(&blocked, T0, 500, T0 + 1 + 5_000), None);
-        let mut sync = job(UnknownPolicy::RetryAfterLease);
-        sync = Job::new(sync.fingerprint().clone(), T0, *sync.policy());
-        assert_eq!(resend_at(&sync, T0, 500), None, "not a background job");
+        assert_eq!(wake_at(&blocked, &outbox, 500, T0 + 2), Some(T0 + 1 + 5_000));
+        assert!(!needs_operator(&blocked, &outbox, T0 + 2));
+        assert!(needs_operator(&blocked, &outbox, T0 + 1 + 5_000));
+        assert_eq!(wake_at(&blocked, &outbox, 500, T0 + 1 + 5_000), None);
+        let sync = Job::new(blocked.fingerprint().clone(), T0, *blocked.policy());
+        assert_eq!(resend_at(&sync, &Outbox::default(), 500), None, "not a background job");
+    }
+
+    #[test]
+    fn a_message_queued_while_a_lease_holds_the_job_does_not_delay_its_end() {
+        // An operator's kick while the job runs: the kick's delivery finds
+        // it in flight and is acknowledged, so the lease's end needs a send.
+        let mut j = job(UnknownPolicy::RetryAfterLease);
+        j.claim(j.version(), T0, "p", None).unwrap();
+        let kicked = sent(T0 + 10, true, 3);
+        assert_eq!(resend_at(&j, &kicked, DELAY), j.lease_until_ms());
+        // One due after the lease's end runs the job then: it is waited for.
+        let mut late = kicked;
+        late.requeued(T0, j.lease_until_ms().unwrap() - T0 + 1);
+        assert!(resend_at(&j, &late, DELAY).unwrap() > j.lease_until_ms().unwrap() + QUEUED_RESEND_MS / 2);
+    }
+
+    #[test]
+    fn a_confirmation_counts_only_for_the_last_send_still_unconfirmed() {
+        let rng = &mut SplitMix64::new(1);
+        let mut outbox = Outbox::default();
+        let first = outbox.note_send(T0, false, rng);
+        let second = outbox.note_send(T0 + 1, false, rng);
+        assert_eq!((first, second, outbox.sends()), (1, 2, 2));
+        assert!(!outbox.confirm(first, T0 + 2), "a later send is still unconfirmed");
+        assert_eq!(outbox.message(), Message::Unconfirmed);
+        // A delivery took the message while the send was still resolving.
+        outbox.taken(T0 + 3);
+        assert!(!outbox.confirm(second, T0 + 4));
+        assert_eq!(outbox.message(), Message::Taken { at_ms: T0 + 3 });
+        assert_eq!(outbox.untaken(), 0);
+        let third = outbox.note_send(T0 + 5, false, rng);
+        assert!(outbox.confirm(third, T0 + 6));
+        assert!(!outbox.confirm(third, T0 + 7), "once");
+        assert_eq!(outbox.message(), Message::Queued { due_ms: T0 + 6 });
+        assert_eq!((outbox.sends(), outbox.last_sent_ms()), (3, T0 + 5));
+    }
+
+    #[test]
+    fn failed_sends_back_off_up_to_a_cap_then_the_job_goes_to_operators() {
+        let j = job(UnknownPolicy::RetryAfterLease);
+        let rng = &mut SplitMix64::new(42);
+        let mut outbox = Outbox::default();
+        outbox.note_send(T0, false, rng); // the first send, at the job's creation, fails
+        let mut now = T0;
+        let mut gaps = Vec::new();
+        loop {
+            let at = resend_at(&j, &outbox, DELAY).unwrap();
+            assert!(at >= now);
+            gaps.push(at - now);
+            now = at;
+            match outbox_step(&j, &outbox, DELAY, now) {
+                OutboxStep::Send => {
+                    outbox.note_send(now, false, rng); // and it fails: never confirmed
+                }
+                OutboxStep::GiveUp => break,
+                OutboxStep::Wait => panic!("due at {at} but waiting"),
+            }
+        }
+        assert_eq!(outbox.sends(), MAX_UNTAKEN_SENDS, "bounded: {gaps:?}");
+        for (n, gap) in gaps.iter().enumerate() {
+            let ceiling = (DELAY << n).min(DELAY * UNCONFIRMED_CAP_FACTOR);
+            assert!((ceiling / 2..=ceiling).contains(gap), "gap {n}: {gap} ms, ceiling {ceiling}");
+        }
+        let total: u64 = gaps.iter().sum();
+        assert!((18 * 60_000..=38 * 60_000).contains(&total), "{total} ms from the first send to giving up");
+        // Not yet recorded: needs_operator waits for the record.
+        assert!(!needs_operator(&j, &outbox, now));
+        outbox.give_up();
+        assert!(undelivered(&j, &outbox) && needs_operator(&j, &outbox, now));
+        assert_eq!((resend_at(&j, &outbox, DELAY), wake_at(&j, &outbox, DELAY, now)), (None, None));
+        assert_eq!(outbox_step(&j, &outbox, DELAY, now + 86_400_000), OutboxStep::Wait, "no send after giving up");
+        // An operator's replay: a fresh run of sends, the first after OUTBOX_DELAY_MS.
+        outbox.note_send(now, true, rng);
+        assert!(!outbox.gave_up() && !undelivered(&j, &outbox));
+        assert_eq!(outbox.untaken(), 1);
+        assert!(resend_at(&j, &outbox, DELAY).unwrap() <= now + DELAY);
+    }
+
+    #[test]
+    fn a_delivery_resets_the_run_of_sends() {
+        let mut j = job(UnknownPolicy::RetryAfterLease);
+        let rng = &mut SplitMix64::new(5);
+        let mut outbox = Outbox::default();
+        for n in 0..MAX_UNTAKEN_SENDS - 1 {
+            outbox.note_send(T0 + u64::from(n), false, rng);
+        }
+        let t = j.claim(j.version(), T0 + 100, "p", None).unwrap();
+        outbox.taken(T0 + 100);
+        j.fail(t, T0 + 200, unavailable()).unwrap();
+        outbox.requeued(T0 + 200, 1_000);
+        outbox.note_send(T0 + 300, false, rng);
+        assert_eq!(outbox.untaken(), 1);
+        let due = resend_at(&j, &outbox, DELAY).unwrap();
+        assert_eq!(outbox_step(&j, &outbox, DELAY, due), OutboxStep::Send);
+    }
+
+    #[test]
+    fn a_backlog_of_a_thousand_jobs_costs_one_message_each() {
+        // The consumer drains 10 messages every 700 ms (about 70 s for
+        // 1,000); the alarm of each job looks at every wake-up before its
+        // delivery comes. No fault: every send is confirmed.
+        let rng = &mut SplitMix64::new(9);
+        let mut sends = 0;
+        for i in 0..1_000u64 {
+            let mut j = job(UnknownPolicy::RetryAfterLease);
+            let mut outbox = Outbox::default();
+            let send = outbox.note_send(T0, false, rng);
+            outbox.confirm(send, T0 + 5);
+            let delivered = T0 + (i / 10) * 700;
+            while let Some(at) = resend_at(&j, &outbox, DELAY).filter(|at| *at < delivered) {
+                if outbox_step(&j, &outbox, DELAY, at) == OutboxStep::Send {
+                    let send = outbox.note_send(at, false, rng);
+                    outbox.confirm(send, at);
+                }
+            }
+            j.claim(j.version(), delivered, "p", None).unwrap();
+            outbox.taken(delivered);
+            sends += outbox.sends();
+        }
+        assert_eq!(sends, 1_000);
+    }
+
+    #[test]
+    fn a_record_from_before_confirmations_is_treated_as_unconfirmed() {
+        let j = job(UnknownPolicy::RetryAfterLease);
+        let legacy = Outbox::legacy(2, T0 + 10);
+        assert_eq!((legacy.sends(), legacy.message(), legacy.untaken()), (2, Message::Unconfirmed, 1));
+        assert!(resend_at(&j, &legacy, DELAY).unwrap() <= T0 + 10 + DELAY);
+        assert_eq!(Outbox::legacy(0, 0), Outbox::default());
+        // The stored record, and one written before `gave_up` existed.
+        let outbox = sent(T0, true, 11);
+        let json = serde_json::to_string(&outbox).unwrap();
+        assert_eq!(serde_json::from_str::<Outbox>(&json).unwrap(), outbox);
+        let old = r#"{"sends":1,"last_sent_ms":5,"message":{"taken":{"at_ms":6}},"untaken":0,"seed":1}"#;
+        let read: Outbox = serde_json::from_str(old).unwrap();
+        assert_eq!((read.message(), read.gave_up()), (Message::Taken { at_ms: 6 }, false));
+    }
+
+    /// An outbox event, for the property below.
+    #[derive(Debug, Clone)]
+    enum Event {
+        Alarm,
+        SendResolves(bool),
+        Delivered { retry_in: Option<u64> },
+        Kick,
+        Later(u64),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            4 => Just(Event::Alarm),
+            3 => any::<bool>().prop_map(Event::SendResolves),
+            1 => proptest::option::of(0u64..10_000).prop_map(|retry_in| Event::Delivered { retry_in }),
+            1 => Just(Event::Kick),
+            4 => (0u64..3_600_000).prop_map(Event::Later),
+        ]
+    }
+
+    proptest! {
+        /// Whatever happens, a background job that needs a message always
+        /// has a wake-up or is left to operators, and the outbox never sends
+        /// more than MAX_UNTAKEN_SENDS in a row that no delivery took.
+        #[test]
+        fn the_outbox_is_bounded_and_never_forgets_a_job(seed: u64, events in proptest::collection::vec(event(), 1..80)) {
+            let j = job(UnknownPolicy::RetryAfterLease);
+            let rng = &mut SplitMix64::new(seed);
+            let mut outbox = Outbox::default();
+            let mut now = T0;
+            let mut pending_send = None;
+            let mut outbox_sends_in_a_row = 0;
+            for event in events {
+                match event {
+                    Event::Alarm => match outbox_step(&j, &outbox, DELAY, now) {
+                        OutboxStep::Send => {
+                            pending_send = Some(outbox.note_send(now, false, rng));
+                            outbox_sends_in_a_row += 1;
+                        }
+                        OutboxStep::GiveUp => outbox.give_up(),
+                        OutboxStep::Wait => {}
+                    },
+                    Event::SendResolves(ok) => {
+                        if let (Some(send), true) = (pending_send.take(), ok) {
+                            outbox.confirm(send, now);
+                        }
+                    }
+                    Event::Delivered { retry_in } => {
+                        match retry_in {
+                            Some(ms) => outbox.requeued(now, ms),
+                            None => outbox.taken(now),
+                        }
+                        outbox_sends_in_a_row = 0;
+                    }
+                    Event::Kick => {
+                        pending_send = Some(outbox.note_send(now, true, rng));
+                        outbox_sends_in_a_row = 0;
+                    }
+                    Event::Later(ms) => now += ms,
+                }
+                prop_assert!(outbox_sends_in_a_row <= MAX_UNTAKEN_SENDS);
+                prop_assert!(outbox.untaken() <= MAX_UNTAKEN_SENDS);
+                prop_assert!(wake_at(&j, &outbox, DELAY, now).is_some() || needs_operator(&j, &outbox, now));
+            }
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! The Ledger's one alarm, for three purposes: retention (delete everything
 //! when the job expires), while a stream runs its watchdog (settle a stream
 //! whose pump is gone), and a background job's outbox (send its message
-//! again if it has not run). The alarm handler sets the next one.
+//! again if it may not exist). The alarm handler sets the next one.
 
 use std::time::Duration;
 
+use onejob_core::background::Outbox;
 use onejob_core::job::Job;
 use worker::{ScheduledTime, State};
 
@@ -21,8 +22,8 @@ pub fn retention(job: &Job) -> ScheduledTime {
 /// first.
 /// A job type's effects that are due or waiting (`effects_due`, see
 /// [`onejob_core::effect::next_wake_ms`]) bring it forward.
-pub fn next(job: &Job, last_sent_ms: u64, outbox_delay_ms: u64, effects_due: Option<u64>) -> ScheduledTime {
-    let due = onejob_core::background::wake_at(job, last_sent_ms, outbox_delay_ms, crate::clock::now_ms())
+pub fn next(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, effects_due: Option<u64>) -> ScheduledTime {
+    let due = onejob_core::background::wake_at(job, outbox, outbox_delay_ms, crate::clock::now_ms())
         .into_iter()
         .chain(effects_due)
         .fold(job.expires_ms(), u64::min);

@@ -18,7 +18,7 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use onejob_core::admission::{self, Admission, Arrival};
-use onejob_core::background::{self, Delivery};
+use onejob_core::background::{self, Delivery, Outbox, OutboxStep};
 use onejob_core::classify::ErrorClass;
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
@@ -34,7 +34,7 @@ use crate::alarms;
 use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
-use crate::driver::{self, Driven, Driver};
+use crate::driver::{self, Driven, Driver, MathRandom};
 use crate::handoff::{self, DeadFacts, JobQuery, OperatorRequest, Submission, Verdict};
 use crate::http::{self, JobResult};
 use crate::meter;
@@ -169,14 +169,24 @@ impl DurableObject for Ledger {
                 let Ok(config) = config::load(&self.env) else {
                     return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
                 };
-                // The outbox: a background job that should have run and has not
-                // gets its message again (deliveries dedup, so this is safe).
-                let last_sent_ms = self.store().queue_sends()?.1;
+                // The outbox: a background job whose message may not exist
+                // gets it again (deliveries dedup, so this is safe), until
+                // it is left to operators.
                 let outbox_delay_ms = config.settings.outbox_delay_ms;
-                if !self.driving.get()
-                    && background::resend_at(&job, last_sent_ms, outbox_delay_ms).is_some_and(|at| at <= now)
-                {
-                    self.enqueue(&config, &job).await?;
+                if !self.driving.get() {
+                    let outbox = self.store().load_outbox()?;
+                    match background::outbox_step(&job, &outbox, outbox_delay_ms, now) {
+                        OutboxStep::Send => self.enqueue(&config, &job, false).await?,
+                        OutboxStep::GiveUp => {
+                            worker::console_error!(
+                                "ledger: no delivery took any of a background job's {} queue messages: it is left to operators (a dead letter of class {})",
+                                outbox.sends(),
+                                background::UNDELIVERED
+                            );
+                            self.store().change_outbox(&mut Outbox::give_up)?;
+                        }
+                        OutboxStep::Wait => {}
+                    }
                 }
                 self.dead_letter_once(&job).await?;
                 // A job type's answer not followed up yet (its stream's pump
@@ -186,9 +196,9 @@ impl DurableObject for Ledger {
                     self.follow_up(&config).await?;
                 }
                 self.index_in_background();
-                let last_sent_ms = self.store().queue_sends()?.1;
+                let outbox = self.store().load_outbox()?;
                 let effects_due = self.effects_due(&config);
-                alarms::set(&self.state, alarms::next(&job, last_sent_ms, outbox_delay_ms, effects_due)).await?
+                alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, effects_due)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
             _ => {
@@ -213,7 +223,7 @@ impl Ledger {
         };
         job.expire(now_ms()); // as of now, in memory only
         let mut view = JobView::new(key, &job);
-        view.enqueued = self.store().queue_sends()?.0;
+        self.with_outbox(&mut view, &job)?;
         self.with_effects(&mut view)?;
         let mut response = Response::from_json(&view)?;
         if !job.state().is_terminal() {
@@ -561,7 +571,7 @@ impl Ledger {
             background.background = true;
             store.save_request(&serde_json::to_string(&background)?, body)?;
             store.update_job(read, &job)?;
-            self.enqueue(config, &job).await?;
+            self.enqueue(config, &job, false).await?;
         }
         self.arm(config, &job);
         Ok(job)
@@ -570,14 +580,26 @@ impl Ledger {
     /// `202` with the job's view and its messages sent so far.
     fn accepted(&self, store: &Store, key: &str, job: &Job) -> Result<Response> {
         let mut view = JobView::new(self.parse_key(key)?, job);
-        view.enqueued = store.queue_sends()?.0;
+        view.enqueued = store.load_outbox()?.sends();
         self.with_effects(&mut view)?;
         http::accepted(&view)
     }
 
-    /// Sends the job's message and records it. A failed send is logged and
-    /// left to the outbox (the alarm sends it again).
-    async fn enqueue(&self, config: &Config, job: &Job) -> Result<()> {
+    /// The view's messages sent so far; a job the outbox gave up on waits
+    /// for an operator.
+    fn with_outbox(&self, view: &mut JobView, job: &Job) -> Result<()> {
+        let outbox = self.store().load_outbox()?;
+        view.enqueued = outbox.sends();
+        view.waiting_for_operator |= background::undelivered(job, &outbox);
+        Ok(())
+    }
+
+    /// Sends the job's message and records it: noted before the send (with
+    /// the alarm for its resend set), confirmed once the queue accepted it.
+    /// A failed send, or one a crash cut short, stays unconfirmed and is
+    /// left to the outbox (the alarm sends it again). `by_operator`: an
+    /// operator's kick, replay or resolve (a fresh run of sends).
+    async fn enqueue(&self, config: &Config, job: &Job, by_operator: bool) -> Result<()> {
         let store = self.store();
         let Some((submission, _)) = store.load_request()? else {
             worker::console_warn!("ledger: a background job without its request cannot be queued");
@@ -587,11 +609,25 @@ impl Ledger {
             return Err(worker::Error::RustError("unreadable stored request".into()));
         };
         let message = submission.message();
-        // Counted before the send, beside the job, never in it: a send must
-        // not change the version an attempt in flight holds.
-        store.note_send(now_ms())?;
-        if let Err(error) = queue::send_job(&self.env, config, &message).await {
-            worker::console_warn!("ledger: queueing a background job failed (the outbox will retry): {error}")
+        // Noted before the send, beside the job, never in it: a send must
+        // not change the version an attempt in flight holds. The alarm for
+        // its resend is set before the send is made, so a runtime killed in
+        // between still sends it again.
+        let send = store
+            .change_outbox(&mut |outbox| {
+                outbox.note_send(now_ms(), by_operator, &mut MathRandom);
+            })?
+            .sends();
+        alarms::set(&self.state, self.next_alarm(config, job)).await?;
+        match queue::send_job(&self.env, config, &message).await {
+            Ok(()) => {
+                store.change_outbox(&mut |outbox| {
+                    outbox.confirm(send, now_ms());
+                })?;
+            }
+            Err(error) => {
+                worker::console_warn!("ledger: queueing a background job failed (the outbox will retry): {error}")
+            }
         }
         self.arm(config, job);
         Ok(())
@@ -599,11 +635,16 @@ impl Ledger {
 
     /// Sets the alarm for the job's next due time (outbox or retention).
     fn arm(&self, config: &Config, job: &Job) {
-        let store = self.store();
-        let last_sent_ms = store.queue_sends().map_or(0, |(_, at)| at);
-        let effects_due = self.effects_due(config);
-        let at = alarms::next(job, last_sent_ms, config.settings.outbox_delay_ms, effects_due);
-        alarms::set_in_background(&self.state, at);
+        alarms::set_in_background(&self.state, self.next_alarm(config, job));
+    }
+
+    /// The job's next due time: its outbox, its effects, or its retention.
+    fn next_alarm(&self, config: &Config, job: &Job) -> worker::ScheduledTime {
+        let outbox = self.store().load_outbox().unwrap_or_else(|error| {
+            worker::console_error!("ledger: reading the outbox failed: {error}");
+            Outbox::default()
+        });
+        alarms::next(job, &outbox, config.settings.outbox_delay_ms, self.effects_due(config))
     }
 
     /// A queue delivery: the core judges it; at most one attempt runs.
@@ -631,33 +672,58 @@ impl Ledger {
                     // This delivery runs the job from here: a duplicate that
                     // arrives while the quota is asked must find it taken.
                     let lock = self.coordination().lock(None);
+                    // It took the message: from here the attempt's lease
+                    // covers the job, not the outbox. The alarm is set for
+                    // soon: if it finds the job being run, it looks again
+                    // when the lease ends (a crash mid-call is sent again then).
+                    store.change_outbox(&mut |outbox| outbox.taken(now))?;
+                    self.arm(config, &job);
                     if let Some(problem) = self.over_quota(config, &submission).await {
                         drop(lock);
                         // Over budget: the job waits for the next day (the
                         // alarm sends it again then).
                         self.defer(config, &mut job, problem.retry_after_ms.unwrap_or(0))?;
-                        return Response::from_json(&Verdict::Ack);
+                        Verdict::Ack
+                    } else {
+                        // The caller is the queue: its response is not what matters, the job is.
+                        let answer = self.drive(config, lock, &store, job, true, &submission, &body).await?;
+                        let mut job = store.load_job()?;
+                        // No attempt could be made (no route, every provider's
+                        // breaker open): the job waits rather than being sent
+                        // again at every outbox round.
+                        if let Some(waiting) = job.as_mut().filter(|j| j.attempts().is_empty()) {
+                            let wait_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
+                            self.defer(config, waiting, wait_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))?;
+                        }
+                        if let Some(job) = job.as_ref() {
+                            self.dead_letter_once(job).await?;
+                        }
+                        verdict_after(job.as_ref())
                     }
-                    // The caller is the queue: its response is not what matters, the job is.
-                    let answer = self.drive(config, lock, &store, job, true, &submission, &body).await?;
-                    let mut job = store.load_job()?;
-                    // No attempt could be made (no route, every provider's
-                    // breaker open): the job waits rather than being sent
-                    // again at every outbox round.
-                    if let Some(waiting) = job.as_mut().filter(|j| j.attempts().is_empty()) {
-                        let wait_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
-                        self.defer(config, waiting, wait_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))?;
-                    }
-                    if let Some(job) = job.as_ref() {
-                        self.arm(config, job);
-                        self.dead_letter_once(job).await?;
-                    }
-                    verdict_after(job.as_ref())
                 }
                 _ => Verdict::Ack,
             },
         };
+        self.delivered(config, &verdict)?;
         Response::from_json(&verdict)
+    }
+
+    /// What the queue does with a delivered message is what the outbox
+    /// knows of it: acknowledged (taken), or handed back to be delivered
+    /// again after a delay. A fresh object is left as it is (no tables).
+    fn delivered(&self, config: &Config, verdict: &Verdict) -> Result<()> {
+        let store = self.store();
+        let Some(job) = store.load_job()? else { return Ok(()) };
+        store.change_outbox(&mut |outbox| match *verdict {
+            Verdict::Retry { delay_ms } => outbox.requeued(now_ms(), delay_ms),
+            Verdict::Ack | Verdict::Dead => outbox.taken(now_ms()),
+        })?;
+        // A driver here arms the alarm when it is done (a stream's watchdog
+        // must not be replaced meanwhile).
+        if !self.driving.get() {
+            self.arm(config, &job);
+        }
+        Ok(())
     }
 
     /// A background job's next attempt waits `wait_ms` (a CAS write; the
@@ -676,7 +742,7 @@ impl Ledger {
     /// with the runtime gone, the alarm).
     async fn dead_letter_once(&self, job: &Job) -> Result<()> {
         let store = self.store();
-        if !background::needs_operator(job, now_ms()) || store.dead_lettered()? {
+        if !background::needs_operator(job, &store.load_outbox()?, now_ms()) || store.dead_lettered()? {
             return Ok(());
         }
         let Some((submission, _)) = store.load_request()? else { return Ok(()) };
@@ -699,8 +765,8 @@ impl Ledger {
             return http::problem_of(ProblemType::NotBackground, "only a background job has a queue message");
         }
         worker::console_log!("ledger: {} sent job {} to the queue again", request.by, request.key);
-        self.enqueue(config, &job).await?;
-        let enqueued = self.store().queue_sends()?.0;
+        self.enqueue(config, &job, true).await?;
+        let enqueued = self.store().load_outbox()?.sends();
         http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
     }
 
@@ -718,6 +784,13 @@ impl Ledger {
         if !job.is_background() {
             return http::problem_of(ProblemType::NotBackground, "only a background job can be replayed");
         }
+        // The outbox gave up on it (no delivery took any of its messages):
+        // once the queue is fixed, a fresh run of sends.
+        if background::undelivered(&job, &store.load_outbox()?) {
+            store.clear_dead_lettered()?;
+            self.enqueue(config, &job, true).await?;
+            return Response::from_json(&serde_json::json!({ "replayed": true }));
+        }
         // A dead job of a type run once per subject freed its subject: it
         // runs again only if no other job took it meanwhile.
         if job.state() == JobState::Dead
@@ -731,7 +804,7 @@ impl Ledger {
             Ok(true) => {
                 store.update_job(read, &job)?;
                 store.clear_dead_lettered()?;
-                self.enqueue(config, &job).await?;
+                self.enqueue(config, &job, true).await?;
                 Response::from_json(&serde_json::json!({ "replayed": true }))
             }
             Ok(false) => Response::from_json(
@@ -783,7 +856,7 @@ impl Ledger {
                     store.update_job(read, &job)?;
                     store.clear_dead_lettered()?;
                     if job.is_background() && job.state() == JobState::Failed {
-                        self.enqueue(config, &job).await?;
+                        self.enqueue(config, &job, true).await?;
                     }
                     // Resolved with an answer: a job type's subject is
                     // answered and its effects follow.
@@ -803,13 +876,19 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "no job here");
         };
         let last = job.attempts().last();
-        let detail = last
-            .and_then(|a| store.load_response(a.number).ok().flatten())
-            .map(|response| dead_letter::detail_of_body(&response.body))
-            .unwrap_or_default();
-        let error_class = last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name);
+        let outbox = store.load_outbox()?;
+        let (error_class, detail) = if background::undelivered(&job, &outbox) {
+            let detail = format!("no queue delivery took any of its {} messages", outbox.sends());
+            (background::UNDELIVERED.to_owned(), detail)
+        } else {
+            let detail = last
+                .and_then(|a| store.load_response(a.number).ok().flatten())
+                .map(|response| dead_letter::detail_of_body(&response.body))
+                .unwrap_or_default();
+            (last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name), detail)
+        };
         let facts = DeadFacts {
-            dead: background::needs_operator(&job, now_ms()),
+            dead: background::needs_operator(&job, &outbox, now_ms()),
             error_class,
             last_status: last.and_then(|a| a.status),
             detail,
@@ -874,7 +953,7 @@ impl Ledger {
         let mut view = JobView::new(self.parse_key(&meta.key)?, &job);
         // The same count the tenant's view shows (the operator's console says
         // "background (N queue messages)" from it).
-        view.enqueued = store.queue_sends()?.0;
+        self.with_outbox(&mut view, &job)?;
         self.with_effects(&mut view)?;
         let mut view = serde_json::to_value(view)?;
         if let Some(object) = view.as_object_mut() {

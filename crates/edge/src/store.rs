@@ -10,6 +10,7 @@
 //! Reads never write: before the first job write there are no tables, and a
 //! read of a fresh object finds nothing and creates nothing.
 
+use onejob_core::background::Outbox;
 use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
@@ -153,17 +154,46 @@ impl Store {
         }
     }
 
-    /// Counts a send of the job's queue message (tried, whether or not it
-    /// went through), beside the job record: a send never changes the
-    /// version an attempt in flight holds.
-    pub fn note_send(&self, now_ms: u64) -> worker::Result<()> {
+    /// What the Ledger knows of the job's queue message (see
+    /// [`Outbox`]): its own row, or a record kept before sends were
+    /// confirmed (its `queue` row's count), or none.
+    pub fn load_outbox(&self) -> worker::Result<Outbox> {
+        if let Some(row) = self.first_row("SELECT record FROM outbox WHERE id = 1", vec![])? {
+            return match row.into_iter().next() {
+                Some(Value::String(record)) => serde_json::from_str(&record).map_err(|_| unreadable("outbox")),
+                _ => Err(unreadable("outbox")),
+            };
+        }
+        match self.first_row("SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
+            Some([Value::Integer(sends), Value::Integer(at)]) => {
+                Ok(Outbox::legacy(u32::try_from(*sends).unwrap_or(u32::MAX), u64::try_from(*at).unwrap_or(0)))
+            }
+            _ => Ok(Outbox::default()),
+        }
+    }
+
+    /// Writes the outbox's record, beside the job record: a send never
+    /// changes the version an attempt in flight holds.
+    pub fn save_outbox(&self, outbox: &Outbox) -> worker::Result<()> {
         self.create_tables()?;
+        let record = serde_json::to_string(outbox).map_err(|e| worker::Error::RustError(e.to_string()))?;
         self.write(
-            "INSERT INTO queue (id, sends, last_sent_ms) VALUES (1, 1, ?1)
-             ON CONFLICT (id) DO UPDATE SET sends = sends + 1, last_sent_ms = ?1",
-            vec![Value::Integer(i64::try_from(now_ms).unwrap_or(i64::MAX))],
+            "INSERT INTO outbox (id, record) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            vec![Value::String(record)],
         )?;
         Ok(())
+    }
+
+    /// Changes the outbox's record with `change` (read, changed and written
+    /// with nothing in between) and returns it as changed.
+    pub fn change_outbox(&self, change: &mut dyn FnMut(&mut Outbox)) -> worker::Result<Outbox> {
+        let mut outbox = self.load_outbox()?;
+        let before = outbox;
+        change(&mut outbox);
+        if outbox != before {
+            self.save_outbox(&outbox)?;
+        }
+        Ok(outbox)
     }
 
     /// Whether the job was sent to the dead-letter queue.
@@ -189,16 +219,6 @@ impl Store {
     /// Forgets that the job was dead-lettered (it was replayed or resolved).
     pub fn clear_dead_lettered(&self) -> worker::Result<()> {
         self.write("UPDATE queue SET dead_lettered_ms = 0 WHERE id = 1", vec![]).map(|_| ())
-    }
-
-    /// Queue messages sent for the job, and when the last was (0, 0: none).
-    pub fn queue_sends(&self) -> worker::Result<(u32, u64)> {
-        match self.first_row("SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
-            Some([Value::Integer(sends), Value::Integer(at)]) => {
-                Ok((u32::try_from(*sends).unwrap_or(u32::MAX), u64::try_from(*at).unwrap_or(0)))
-            }
-            _ => Ok((0, 0)),
-        }
     }
 
     /// Keeps a job's request (its submission, as JSON, and its body in
@@ -479,11 +499,17 @@ impl Store {
                 bytes BLOB NOT NULL,
                 PRIMARY KEY (attempt, seq)
             );
+            -- Whether the job was dead-lettered; its counts are only read
+            -- from a Ledger written before the outbox table (`load_outbox`).
             CREATE TABLE IF NOT EXISTS queue (
                 id INTEGER PRIMARY KEY CHECK (id = 1),
                 sends INTEGER NOT NULL,
                 last_sent_ms INTEGER NOT NULL,
                 dead_lettered_ms INTEGER NOT NULL DEFAULT 0
+            );
+            CREATE TABLE IF NOT EXISTS outbox (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                record TEXT NOT NULL
             );
             CREATE TABLE IF NOT EXISTS meta (
                 id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -356,7 +356,7 @@ impl Ledger {
         }
         let facts = DeadFacts {
             dead: true,
-            error_class: "effect".into(),
+            error_class: onejob_core::admin_query::EFFECT_CLASS.into(),
             last_status: effect.attempts.last().and_then(|a| a.status),
             detail: onejob_core::ledger::dead_letter::detail_of_effect(effect),
             attempts: effect.attempts.len() as u32,
