@@ -509,7 +509,7 @@ function jobActions(job) {
       }),
     );
     card.append(
-      el("p", { class: "lead" }, `The last attempt's outcome is unknown: the provider may have answered (and billed) it. If you found the answer (in the provider's dashboard or logs), paste it and resolve the job; otherwise allow one new attempt, at the risk of paying twice${job.background ? " (the queue runs it at once)" : " (it runs when the caller next sends the request with this key)"}."),
+      el("p", { class: "lead" }, `The last attempt's outcome is unknown: the provider may have answered (and billed) it. If you found the answer (in the provider's dashboard or logs), paste it and resolve the job; otherwise allow one new attempt, at the risk of paying twice${job.background ? " (the queue runs it at once)" : " (it runs when the caller next sends the request with this key)"}.`),
       el("label", { for: "resolve-body" }, "The provider's response (JSON body, sent with status 200)"),
       response,
       error,
