@@ -48,16 +48,24 @@ const oj = new OneJob({
   onEvent,
 });
 
-// What the page shows: the job of the key last seen.
-let shown = { key: null, t0: 0, results: [], serverAttempts: 0, polling: false };
+// What the page shows: the job of the key last seen. `answered`: its
+// request has had its answer (a 404 for its job then means there is none);
+// `settledLine`: the timeline's "delivered" entry, relabelled for a stream.
+let shown = { key: null, t0: 0, results: [], serverAttempts: 0, polling: false, answered: false, settledLine: null };
 
 function reset(key) {
-  shown = { key, t0: performance.now(), results: [], serverAttempts: 0, polling: false };
+  shown = { key, t0: performance.now(), results: [], serverAttempts: 0, polling: false, answered: false, settledLine: null };
   $("timeline").replaceChildren();
   $("key").textContent = key;
   $("calls").textContent = "0";
   $("shown").textContent = "—";
   $("shown").dataset.count = "0";
+  // The whole card is about this request: the previous answer goes with
+  // the previous key (it stayed beside the new key while this one ran).
+  const box = $("result");
+  box.className = "result empty";
+  box.textContent = "Waiting for the answer to this request…";
+  delete box.dataset.tokens;
   setState("pending");
 }
 
@@ -67,13 +75,19 @@ function onEvent(event) {
     attempt: () => `request ${event.attempt} sent with the intent's key`,
     backoff: () => `waiting ${(event.delayMs / 1000).toFixed(2)} s: ${event.reason}`,
     replayed: () => `gateway replayed the stored result (status ${event.status}) — no new model call`,
+    // A streamed answer is not delivered yet: readStream relabels this entry
+    // and says how the stream ended.
     settled: () => `delivered (status ${event.status})`,
     gave_up: () => `stopped retrying: ${event.reason}; the key is kept for resume()`,
     offline: () => "the browser is offline: waiting for the network (no attempt spent)",
     online: () => `back online after ${(event.waitedMs / 1000).toFixed(1)} s: sending with the same key`,
     warning: () => event.message,
   }[event.type];
-  addLine(event.type, text ? text() : event.type, event.type === "backoff" ? { delay: event.delayMs, serverAsked: event.serverAsked } : {});
+  const line = addLine(event.type, text ? text() : event.type, event.type === "backoff" ? { delay: event.delayMs, serverAsked: event.serverAsked } : {});
+  if (event.type === "settled") {
+    shown.answered = true;
+    shown.settledLine = line;
+  }
   if (event.type === "attempt") pollJob(event.key);
 }
 
@@ -92,6 +106,7 @@ function addLine(kind, text, data = {}) {
   d.textContent = text;
   li.append(t, k, d);
   $("timeline").append(li);
+  return li;
 }
 
 function setState(state) {
@@ -112,6 +127,16 @@ async function pollJob(key) {
       // Offline, the poll fails and is asked again (a failed poll is not an attempt).
       const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
       if (key !== shown.key) return;
+      // A 4xx will not change by asking again: a 404 once the request was
+      // answered means no job was made under this key (a 409 already-run
+      // triage makes none); before the answer the job may still be starting.
+      if (res && res.status >= 400 && res.status < 500 && (res.status !== 404 || shown.answered)) {
+        const problem = await res.json().catch(() => null);
+        const why = res.status === 404 ? "the gateway has no job under this key" : (problem?.title ?? "the gateway refused to show it");
+        addLine("poll-stopped", `stopped following the job: HTTP ${res.status}, ${why}`, { status: res.status });
+        setState(res.status === 404 ? "no_job" : "unknown");
+        return;
+      }
       if (res?.ok) {
         const job = await res.json();
         setState(job.state);
@@ -158,7 +183,12 @@ function showResult(key, status, text) {
   const box = $("result");
   if (status === 200) {
     const content = JSON.parse(text).choices?.[0]?.message?.content ?? "";
-    const field = (name) => content.match(new RegExp(`^${name}: (.*)$`, "m"))?.[1] ?? "";
+    // demo-json answers a JSON object (its route's contract); the others "name: value" lines.
+    let json = null;
+    try {
+      json = JSON.parse(content);
+    } catch {}
+    const field = (name) => (json && typeof json === "object" ? String(json[name] ?? "") : (content.match(new RegExp(`^${name}: (.*)$`, "m"))?.[1] ?? ""));
     box.className = "result";
     box.innerHTML = "";
     const category = Object.assign(document.createElement("span"), { className: "category", textContent: field("category").replace("_", " ") });
@@ -180,6 +210,9 @@ function showResult(key, status, text) {
 // A streamed answer, shown as it is written; resolves to the same JSON a
 // non-streamed call returns, so the rest of the page handles both alike.
 async function readStream(res) {
+  // The SDK says "settled" when the answer begins; a stream is delivered
+  // only once read to its end, so its entry says what it is until then.
+  if (shown.settledLine) shown.settledLine.lastChild.textContent = `stream opened (status ${res.status}): the answer is being written`;
   const box = $("result");
   box.className = "result streaming";
   box.textContent = "";
@@ -187,30 +220,60 @@ async function readStream(res) {
   const decoder = new TextDecoder();
   let pending = "";
   let content = "";
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    pending += decoder.decode(value, { stream: true });
-    const events = pending.split("\n\n");
-    pending = events.pop();
-    for (const event of events) {
-      const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-      if (!data || data === "[DONE]") continue;
-      const chunk = JSON.parse(data);
-      if (chunk.error) throw Object.assign(new Error(chunk.error.message), { name: "StreamError" });
-      content += chunk.choices?.[0]?.delta?.content ?? "";
-      box.textContent = content;
-      box.dataset.tokens = String(Number(box.dataset.tokens ?? 0) + 1);
+  let chunks = 0;
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      pending += decoder.decode(value, { stream: true });
+      const events = pending.split("\n\n");
+      pending = events.pop();
+      for (const event of events) {
+        const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (!data || data === "[DONE]") continue;
+        const chunk = JSON.parse(data);
+        if (chunk.error) throw Object.assign(new Error(chunk.error.message), { name: "StreamError" });
+        content += chunk.choices?.[0]?.delta?.content ?? "";
+        chunks += 1;
+        box.textContent = content;
+        box.dataset.tokens = String(chunks);
+      }
     }
+  } catch (error) {
+    addLine("stream-failed", `the stream failed after ${chunks} chunk${chunks === 1 ? "" : "s"} (${error.name}: ${error.message}); the part written so far stays in the Result card`);
+    throw Object.assign(error, { streamFailed: true });
   }
+  addLine("stream-end", `delivered: the stream ended after ${chunks} chunk${chunks === 1 ? "" : "s"}`);
   return JSON.stringify({ choices: [{ message: { role: "assistant", content } }] });
+}
+
+/**
+ * An error in the Result card. A stream that failed part-way keeps what it
+ * had written, with the error under it: both are what the user got.
+ */
+function showError(text) {
+  const box = $("result");
+  const partial = box.classList.contains("streaming") ? box.textContent : "";
+  if (!partial) {
+    box.className = "result error";
+    box.textContent = text;
+    return;
+  }
+  box.className = "result streaming failed";
+  const kept = Object.assign(document.createElement("div"), { className: "partial", textContent: partial });
+  const error = Object.assign(document.createElement("div"), { className: "stream-error", textContent: text });
+  box.replaceChildren(kept, error);
 }
 
 async function classify() {
   const streamed = $("stream").checked;
+  const model = $("model").value;
   const body = JSON.stringify({
-    model: $("model").value,
+    model,
     ...(streamed ? { stream: true, stream_options: { include_usage: true } } : {}),
+    // demo-json's route holds answers to a JSON contract: ask for JSON, as
+    // an app would (its prose-only primary then fails over to the backup).
+    ...(model === "demo-json" ? { response_format: { type: "json_object" } } : {}),
     messages: [
       { role: "system", content: "Classify the support ticket: category, priority, one-line summary." },
       { role: "user", content: $("ticket").value },
@@ -219,13 +282,21 @@ async function classify() {
   try {
     const res = await oj.fetch("/v1/chat/completions", { method: "POST", headers: { "Content-Type": "application/json" }, body });
     const isStream = res.ok && (res.headers.get("Content-Type") ?? "").startsWith("text/event-stream");
+    if (res.headers.get("Idempotency-Key") === shown.key) shown.answered = true;
     const text = isStream ? await readStream(res) : await res.text();
     showResult(res.headers.get("Idempotency-Key"), res.status, text);
   } catch (error) {
-    addLine("error", `${error.name}: ${error.message}`);
-    $("result").className = "result error";
-    $("result").textContent = `${error.name}: ${error.message}`;
+    // readStream has put a failed stream on the timeline already.
+    if (!error.streamFailed) addLine("error", `${error.name}: ${error.message}`);
+    showError(`${error.name}: ${error.message}`);
   }
+}
+
+/** Writes the Result card if it still shows `key` (a newer request has taken it over otherwise). */
+function showInResult(key, className, text) {
+  if (!key || key !== shown.key) return;
+  $("result").className = className;
+  $("result").textContent = text;
 }
 
 // The `triage` job type: the page names the type and sends the ticket; the
@@ -243,18 +314,24 @@ async function runTriage() {
       body: JSON.stringify(input),
     });
     const body = await res.json();
+    // This request's key: the Result card is about it (see showInResult).
+    const key = res.headers.get("Idempotency-Key") ?? shown.key;
+    // A refusal is a final answer without the SDK's "settled": mark it here.
+    if (key === shown.key) shown.answered = true;
     if (res.status === 409 && body.job_key) {
       // Triaged already (once per ticket): show that job instead.
+      showInResult(key, "result error", `HTTP 409: ticket ${input.ticket_id} was triaged already by job ${body.job_key}; this request made no job`);
       await followRun(body.job_key, `ticket ${input.ticket_id} was triaged already; nothing was done again`);
       return;
     }
     if (!res.ok) {
       box.className = "result error";
       box.textContent = `HTTP ${res.status}: ${body.detail ?? body.title}${body.job_key ? ` (job ${body.job_key})` : ""}`;
+      showInResult(key, box.className, box.textContent);
       return;
     }
     showRun(body, res.headers.get("Idempotent-Replayed") === "true");
-    if (body.state === "running") setTimeout(() => followRun(body.key), 1000);
+    if (body.state === "running") setTimeout(() => followRun(body.key, undefined, body.output), 1000);
   } catch (error) {
     box.className = "result error";
     box.textContent = `${error.name}: ${error.message}`;
@@ -267,6 +344,7 @@ function showRun(run, replayed, note) {
   box.dataset.state = run.state;
   const output = run.output ? `${run.output.category} · ${run.output.priority} — ` : "";
   box.textContent = `${output}${run.state}${replayed ? " (replayed: nothing was done again)" : ""}${note ? ` (${note})` : ""}`;
+  showInResult(run.key, "result", `Triage & notify: ${box.textContent}. Its effects are in the card below.`);
   $("run-effects").replaceChildren(
     ...run.effects.map((effect) => {
       const tr = document.createElement("tr");
@@ -283,14 +361,15 @@ function showRun(run, replayed, note) {
   );
 }
 
-async function followRun(key, note) {
+/** Follows a run's effects; `output` is its answer when known (the job view does not carry it). */
+async function followRun(key, note, output = null) {
   const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
   // Offline (or the network failed): ask again in a second.
-  if (!res) return void setTimeout(() => followRun(key, note), 1000);
+  if (!res) return void setTimeout(() => followRun(key, note, output), 1000);
   if (!res.ok) return;
   const job = await res.json();
-  showRun({ key, state: job.effects_state ?? "running", output: null, effects: job.effects ?? [] }, false, note);
-  if ((job.effects_state ?? "running") === "running") setTimeout(() => followRun(key, note), 1000);
+  showRun({ key, state: job.effects_state ?? "running", output, effects: job.effects ?? [] }, false, note);
+  if ((job.effects_state ?? "running") === "running") setTimeout(() => followRun(key, note, output), 1000);
 }
 
 $("run-triage").addEventListener("click", runTriage);

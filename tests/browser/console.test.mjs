@@ -49,8 +49,8 @@ after(async () => {
  * with `key`: `{ context, page, errors }` (uncaught page errors and console
  * errors, which include every Content-Security-Policy violation).
  */
-async function openConsole(stack, key = DEV_ADMIN_KEY) {
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" });
+async function openConsole(stack, key = DEV_ADMIN_KEY, { viewport = { width: 1280, height: 900 } } = {}) {
+  const context = await browser.newContext({ viewport, locale: "en-US" });
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (error) => errors.push(error.message));
@@ -101,6 +101,23 @@ const rowCells = (page, table, attribute, value) =>
   page.$$eval(`${table} tbody tr[data-${attribute}="${value}"] td`, (cells) => cells.map((c) => c.textContent.trim()));
 const problemOf = (page, view) => page.textContent(`#view-${view} [data-role=problem]`);
 const integer = new Intl.NumberFormat("en-US");
+/** A phone's viewport (an iPhone 14's CSS pixels). */
+const PHONE = { width: 390, height: 844 };
+
+/** Whether the page scrolls sideways (it must not, at any width). */
+const overflowsSideways = (page) => page.evaluate(() => document.documentElement.scrollWidth > document.documentElement.clientWidth);
+
+/** Asserts that every operator event's timestamp ends before its text begins (they overlapped). */
+async function assertEventsApart(page, what) {
+  const rows = await page.$$eval("#job-events li", (items) =>
+    items.map((li) => {
+      const [time, text] = [li.querySelector("time").getBoundingClientRect(), li.children[1].getBoundingClientRect()];
+      return { timeRight: time.right, textLeft: text.left, text: li.textContent };
+    }),
+  );
+  assert.ok(rows.length > 0, `${what}: some events`);
+  for (const row of rows) assert.ok(row.timeRight <= row.textLeft, `${what}: the timestamp (right ${row.timeRight}) runs under the text (left ${row.textLeft}): ${row.text}`);
+}
 
 /**
  * What the console's pages are served with (www/_headers): it holds an admin
@@ -426,6 +443,89 @@ describe("operations console on the demo provider: sign-in, jobs, a job's page, 
     assert.deepEqual(errors, []);
     await context.close();
   });
+  test("the jobs table: every column (Tokens, Cost) in view at 1280 px; on a phone each job is a card of labelled lines", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    const fit = await page.$eval("#jobs-table", (table) => {
+      const scroll = table.parentElement.getBoundingClientRect();
+      const last = [...table.tHead.rows[0].cells].map((th) => th.getBoundingClientRect().right);
+      return { scrollWidth: table.parentElement.scrollWidth, clientWidth: table.parentElement.clientWidth, right: scroll.right, cost: last.at(-1), tokens: last.at(-2) };
+    });
+    assert.ok(fit.scrollWidth <= fit.clientWidth, `the table fits its card at 1280 px: ${JSON.stringify(fit)}`);
+    assert.ok(fit.tokens <= fit.right && fit.cost <= fit.right, `Tokens and Cost are in view: ${JSON.stringify(fit)}`);
+    assert.equal(await overflowsSideways(page), false);
+    await context.close();
+
+    const phone = await openConsole(stack, DEV_ADMIN_KEY, { viewport: PHONE });
+    assert.equal(await settled(phone.page, "jobs"), "ready", await problemOf(phone.page, "jobs"));
+    assert.equal(await overflowsSideways(phone.page), false, "nothing to scroll sideways on a phone");
+    const headers = await phone.page.$$eval("#jobs-table thead th", (ths) => ths.map((th) => th.textContent));
+    const api = await adminGet(stack, `${ADMIN}/jobs?limit=50`);
+    assert.equal(await phone.page.locator("#jobs-table tbody tr[data-key]").count(), api.jobs.length);
+    for (const job of api.jobs) {
+      const cells = await phone.page.$$eval(`#jobs-table tr[data-key="${job.key}"] td`, (tds) =>
+        tds.map((td) => {
+          const box = td.getBoundingClientRect();
+          return { label: td.dataset.label, before: getComputedStyle(td, "::before").content, left: box.left, right: box.right, text: td.textContent.trim() };
+        }),
+      );
+      assert.deepEqual(cells.map((c) => c.label), headers, "every field, labelled by its column");
+      assert.deepEqual(cells.map((c) => c.before), headers.map((h) => JSON.stringify(h)), "the label is shown");
+      for (const cell of cells) assert.ok(cell.left >= 0 && cell.right <= PHONE.width, `${cell.label} within the screen: ${JSON.stringify(cell)}`);
+      assert.equal(cells[9].text, integer.format(job.tokens));
+      assert.match(cells[10].text, /^\$\d/);
+    }
+    await screenshot(phone.page, "console-jobs-phone");
+    assert.deepEqual([...errors, ...phone.errors], []);
+    await phone.context.close();
+  });
+
+  test("search by key opens the job (a user's job with its user); a mistyped hash says not found", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await settled(page, "jobs"), "ready", await problemOf(page, "jobs"));
+    const failover = byModel("demo-failover");
+    await page.fill("#open-job input[name=tenant]", "dev");
+    await page.fill("#open-job input[name=key]", ` ${failover.key} `);
+    await page.click("#open-job button[type=submit]");
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.equal(await page.textContent("#job-summary h1"), failover.key);
+    const alice = jobs.find((j) => j.user === "alice");
+    await page.fill("#open-job input[name=key]", alice.key);
+    await page.fill("#open-job input[name=user]", "alice");
+    await page.click("#open-job button[type=submit]");
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.match(await page.textContent("#job-summary"), /User\s*alice/);
+    await screenshot(page, "console-search-by-key");
+
+    for (const [hash, text] of [
+      ["#jbos", 'Not found: this console has no page "#jbos".'],
+      ["#job?tenant=dev", 'Not found: a job\'s page needs its tenant and key (#job?tenant=…&key=…); "#job?tenant=dev" has no key.'],
+      ["#job?key=abc", 'Not found: a job\'s page needs its tenant and key (#job?tenant=…&key=…); "#job?key=abc" has no tenant.'],
+    ]) {
+      await page.evaluate((h) => (location.hash = h), hash);
+      assert.equal(await settled(page, "not-found"), "ready");
+      assert.equal(await page.textContent("#not-found-text"), text);
+      assert.equal(await page.isVisible("#view-not-found h1"), true, `${hash}: not a blank page`);
+      assert.equal(await page.locator(".view:not([hidden])").count(), 1);
+    }
+    await screenshot(page, "console-not-found");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("cost: the view names its prices: the bundled table's date and the models PRICES sets", async () => {
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#costs"), "ready", await problemOf(page, "costs"));
+    const costs = await adminGet(stack, `${ADMIN}/costs`);
+    assert.match(costs.prices.bundled_as_of, /^\d{4}-\d{2}-\d{2}$/);
+    assert.deepEqual(costs.prices.overridden, ["demo"], "this stack's PRICES");
+    assert.equal(
+      await page.textContent("#cost-prices"),
+      `Prices: onejob's bundled list prices as of ${costs.prices.bundled_as_of}; PRICES sets demo. A job is costed when it is indexed, with the prices of that time.`,
+    );
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
 });
 
 describe("operations console on a failing upstream: dead letters, replay, resolve", () => {
@@ -621,6 +721,37 @@ describe("operations console on a failing upstream: dead letters, replay, resolv
     assert.deepEqual(errors, []);
     await context.close();
   });
+  test("dead synchronous jobs are listed under Dead letters, labelled and apart from the dead letters (only background jobs are dead-lettered)", { timeout: 60_000 }, async () => {
+    const key = newKey();
+    llm.script(key, ["503"]);
+    const answer = await stack.post(key, chat(`${key} sync`));
+    assert.equal(answer.res.status, 503, answer.text);
+    await waitFor(
+      "the dead sync job in the jobs index",
+      async () => {
+        const listed = await stack.admin(`${ADMIN}/jobs?state=dead&limit=50`);
+        return { ok: (listed.body?.jobs ?? []).some((j) => j.key === key && !j.background), value: listed.text };
+      },
+      10_000,
+      300,
+    );
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#dead-letters"), "ready", await problemOf(page, "dead-letters"));
+    await page.waitForSelector(`#dl-sync tbody tr[data-key="${key}"]`);
+    assert.equal(await page.locator(`#dl-table tbody tr[data-key="${key}"]`).count(), 0, "not a dead letter");
+    const cells = await rowCells(page, "#dl-sync", "key", key);
+    assert.deepEqual([cells[1], cells[3], cells[4], cells[6]], ["dev", key, "unavailable", "1"]);
+    assert.match(await page.textContent("#dl-sync-card h2"), /^Dead synchronous jobs\s*— not dead letters$/);
+    const listed = (await adminGet(stack, `${ADMIN}/jobs?state=dead&limit=50`)).jobs.filter((j) => !j.background);
+    assert.equal(await page.locator("#dl-sync tbody tr[data-key]").count(), listed.length);
+    assert.equal(await page.textContent("#dl-sync-note"), `${listed.length} from the jobs index.`);
+    await screenshot(page, "console-dead-sync");
+    await page.click(`#dl-sync tr[data-key="${key}"] td:first-child`);
+    assert.equal(await settled(page, "job"), "ready", await problemOf(page, "job"));
+    assert.match(await page.textContent("#job-summary"), /sync/);
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
 });
 
 describe("operations console: a job type's effects", () => {
@@ -628,7 +759,8 @@ describe("operations console: a job type's effects", () => {
   before(async () => {
     // The demo provider and inbox (as `make dev`), with a triage whose email waits for an approval.
     const triage_approve = triageType({ effects: { email: { approve: true, approval_ttl_ms: 600_000 } } });
-    stack = await startStack({ upstream: "demo", vars: { JOB_TYPES: JSON.stringify({ triage_approve }) } });
+    // Breakers open after 2 failures in a row here, so the providers page has an open one to show.
+    stack = await startStack({ upstream: "demo", vars: { JOB_TYPES: JSON.stringify({ triage_approve }), BREAKER_FAILURES: "2" } });
   });
   after(async () => {
     await stack?.stop();
@@ -655,6 +787,94 @@ describe("operations console: a job type's effects", () => {
     assert.equal(again.status, 200, again.text);
     assert.equal((await (await fetch(`${stack.url}/demo/inbox`)).json()).rows.filter((m) => m.payload.ticket_id === ticket).length, 1);
     await screenshot(page, "console-effects");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+  test("awaiting approval: the actions show the payload about to be sent; after Approve the banner spans the page, Operator events names the approver, timestamps clear of the text (1280 px and a phone)", async () => {
+    const key = newKey();
+    const ticket = `T-${Date.now()}`;
+    const run = await stack.run("triage_approve", key, triageInput(ticket));
+    assert.equal(run.body.state, "awaiting_approval", run.text);
+    const view = await adminGet(stack, `${ADMIN}/jobs/dev/${encodeURIComponent(key)}`);
+    const email = view.effects.find((e) => e.name === "email");
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, jobHash("dev", key)), "ready", await problemOf(page, "job"));
+    const actions = await page.textContent("#job-actions");
+    assert.doesNotMatch(actions, /None for a completed job/);
+    assert.match(actions, /an effect waits for an operator's approval before it runs/);
+    assert.deepEqual(JSON.parse(await page.textContent("#job-actions pre[data-effect=email]")), email.payload, "the payload the approver is about to send");
+    assert.equal(await page.locator("#job-actions pre").count(), 1, "only the effect that waits");
+    await screenshot(page, "console-awaiting-approval");
+
+    await page.click("#approve");
+    await page.waitForSelector("#job-body [data-role=outcome]");
+    assert.equal(await page.textContent("#job-body [data-role=outcome]"), "Approved: email runs once.");
+    await page.waitForFunction(() => document.querySelector("#job-effects tr[data-effect=email]")?.dataset.state === "done", null, { timeout: 20_000 });
+    // The banner is a line across the page; the summary stays at the left, under it.
+    const [body, banner, summary] = await Promise.all(["#job-body", "#job-body [data-role=outcome]", "#job-summary"].map((q) => page.locator(q).boundingBox()));
+    assert.equal(banner.width, body.width, "the banner spans the page");
+    assert.equal(summary.x, body.x, "the summary is not pushed aside");
+    assert.ok(summary.y >= banner.y + banner.height, "the summary is under the banner");
+    // Who approved, among the operator events (read from the effect's events: the job's own do not record it).
+    const approved = page.locator("#job-events li[data-action=approved]");
+    assert.equal(await approved.count(), 1);
+    assert.match(await approved.textContent(), /approved\s*email\s*by dev-admin$/);
+    assert.doesNotMatch(await page.textContent("#job-events"), /No operator has acted/);
+    await assertEventsApart(page, "1280 px");
+    await screenshot(page, "console-approved");
+    assert.equal(await page.locator("#job-actions pre").count(), 0, "nothing waits any more");
+
+    const phone = await openConsole(stack, DEV_ADMIN_KEY, { viewport: PHONE });
+    assert.equal(await go(phone.page, jobHash("dev", key)), "ready", await problemOf(phone.page, "job"));
+    await assertEventsApart(phone.page, "phone");
+    await screenshot(phone.page, "console-approved-phone");
+    const wide = await phone.page.evaluate(() => [...document.querySelectorAll("#view-job *")].filter((e) => e.getBoundingClientRect().right > innerWidth + 1).slice(0, 5).map((e) => `${e.tagName}.${e.className}#${e.id}`));
+    assert.deepEqual(wide, [], "nothing wider than a phone's screen");
+    assert.equal(await overflowsSideways(phone.page), false);
+    assert.deepEqual([...errors, ...phone.errors], []);
+    await phone.context.close();
+    await context.close();
+  });
+
+  test("cost out of the box: without PRICES the bundled table prices the demo models, and the Cost view shows the table's date", async () => {
+    const costs = await adminGet(stack, `${ADMIN}/costs`);
+    const dev = costs.by_tenant.find((t) => t.tenant === "dev");
+    assert.ok(dev?.cost_usd > 0, `the demo models have a price: ${JSON.stringify(costs)}`);
+    assert.deepEqual(costs.prices.overridden, [], "no PRICES here");
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#costs"), "ready", await problemOf(page, "costs"));
+    assert.notEqual((await rowCells(page, "#cost-tenants", "tenant", "dev"))[3], "$0.00");
+    assert.equal(await page.textContent("#cost-prices"), `Prices: onejob's bundled list prices as of ${costs.prices.bundled_as_of}. A job is costed when it is indexed, with the prices of that time.`);
+    await screenshot(page, "console-costs-bundled");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("providers: each breaker as GET /onejob/v1/providers has it (an open one with its next probe and transition), and the routes", async () => {
+    // demo-outage always answers 503: two failovers open its breaker (BREAKER_FAILURES=2).
+    for (let i = 0; i < 2; i++) {
+      const answer = await stack.post(newKey(), { ...chat(`failover ${i}`), model: "demo-failover" });
+      assert.equal(answer.res.status, 200, answer.text);
+    }
+    const { context, page, errors } = await openConsole(stack);
+    assert.equal(await go(page, "#providers"), "ready", await problemOf(page, "providers"));
+    const api = await adminGet(stack, "/onejob/v1/providers");
+    assert.equal(await page.locator("#providers-table tbody tr[data-provider]").count(), api.providers.length);
+    for (const p of api.providers) {
+      const cells = await rowCells(page, "#providers-table", "provider", p.name);
+      assert.deepEqual(cells.slice(0, 8), [p.name, p.kind, p.breaker ? "yes" : "no", p.state.replaceAll("_", " "), integer.format(p.consecutive_failures), integer.format(p.calls), integer.format(p.failures), `${(p.error_rate * 100).toFixed(1)}%`]);
+      assert.equal(await page.locator(`#providers-table tr[data-provider="${p.name}"] ol.transitions li`).count(), p.transitions.length);
+    }
+    const outage = api.providers.find((p) => p.name === "demo-outage");
+    assert.equal(outage.state, "open", JSON.stringify(outage));
+    const row = await rowCells(page, "#providers-table", "provider", "demo-outage");
+    assert.match(row[8], /^in \d+\.\d\d s/, "the next probe");
+    assert.match(row[9], /^closed → open/);
+    assert.equal((await rowCells(page, "#providers-table", "provider", "demo"))[8], "— (no breaker: always called)");
+    assert.equal(await page.locator("#routes-table tbody tr[data-model]").count(), api.routes.length);
+    assert.equal((await rowCells(page, "#routes-table", "model", "demo-failover"))[1], "demo-outage (demo) → demo-backup (demo)");
+    assert.equal((await rowCells(page, "#routes-table", "model", "demo-hedge"))[2], "after 300 ms");
+    await screenshot(page, "console-providers");
     assert.deepEqual(errors, []);
     await context.close();
   });

@@ -243,4 +243,129 @@ describe("demo page", () => {
     assert.deepEqual(errors, []);
     await context.close();
   });
+  test("a new request clears the Result card: a pending classification and a triage run never show the previous answer beside their key", async () => {
+    const { context, page, errors } = await openDemo();
+    await page.click("#classify");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal(await page.textContent("#result .category"), "billing");
+    const first = (await page.textContent("#key")).trim();
+
+    // Another ticket, slow: while it is pending the card is this request's, nothing of the previous answer.
+    await page.fill("#ticket", "The app crashes when I upload a file.");
+    await page.selectOption("#model", "demo-slow");
+    await page.click("#classify");
+    await waitFor(page, (k) => document.getElementById("key").textContent !== k, first);
+    const second = (await page.textContent("#key")).trim();
+    assert.equal(await page.textContent("#result"), "Waiting for the answer to this request…");
+    assert.equal(await page.locator("#result .category").count(), 0, "the previous classification is gone");
+    assert.equal(await page.textContent("#shown"), "—");
+    assert.equal(await page.getAttribute("#state", "data-state"), "pending");
+    await screenshot(page, "result-pending-new-key");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal((await page.textContent("#key")).trim(), second);
+
+    // Triage & notify: the card shows the triage's key, its state and its answer, not the classification.
+    await page.fill("#ticket-id", `T-${Date.now()}`);
+    await page.click("#run-triage");
+    await waitFor(page, (k) => document.getElementById("key").textContent !== k, second);
+    assert.equal(await page.locator("#result .category").count(), 0, "the classification is not shown beside the triage's key");
+    await waitFor(page, () => document.getElementById("run-result").dataset.state === "completed");
+    const run = (await page.textContent("#run-result")).trim();
+    assert.match(run, /^bug · normal — completed/);
+    assert.equal(await page.textContent("#result"), `Triage & notify: ${run}. Its effects are in the card below.`);
+    await waitFor(page, () => document.getElementById("state").dataset.state === "completed" && document.getElementById("calls").dataset.count === "1");
+    await screenshot(page, "result-triage");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("streams: 'delivered' only once a stream has ended; a stream that fails keeps its partial answer with the error under it", async () => {
+    const { context, page, errors } = await openDemo();
+    const timeline = () => page.textContent("#timeline");
+    await page.check("#stream");
+    await page.selectOption("#model", "demo-slow");
+    await page.click("#classify");
+    await waitFor(page, () => Number(document.getElementById("result").dataset.tokens ?? 0) >= 3);
+    // Mid-stream: the SDK's "settled" entry says the stream is open; nothing says delivered.
+    assert.equal(await page.textContent("li[data-kind=settled] span:last-child"), "stream opened (status 200): the answer is being written");
+    assert.doesNotMatch(await timeline(), /delivered/);
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.match(await page.textContent("li[data-kind=stream-end] span:last-child"), /^delivered: the stream ended after \d+ chunks$/);
+
+    // A stream that fails mid-answer (an error event), and one whose provider drops it.
+    for (const [model, message] of [
+      ["demo-stream-error", "the demo model failed mid-answer"],
+      ["demo-stream-drop", "the provider's stream ended before its last event"],
+    ]) {
+      await page.fill("#ticket", `${model}: I was charged twice for March.`);
+      await page.selectOption("#model", model);
+      await page.click("#classify");
+      await page.waitForSelector("#result.failed");
+      const partial = await page.textContent("#result .partial");
+      assert.match(partial, /^category: billing\npriority: high/, `${model}: the part written stays`);
+      assert.equal(await page.textContent("#result .stream-error"), `StreamError: ${message}`);
+      const failed = page.locator("li[data-kind=stream-failed] span:last-child");
+      assert.equal(await failed.count(), 1);
+      assert.match(await failed.textContent(), new RegExp(`^the stream failed after \\d+ chunks \\(StreamError: ${message}\\); the part written so far stays in the Result card$`));
+      assert.doesNotMatch(await timeline(), /delivered/, `${model}: never delivered`);
+      await screenshot(page, `stream-failed-${model}`);
+    }
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("a 409 already-run triage: the page stops following the job the refused request never made, and says why", async () => {
+    const { context, page, errors } = await openDemo({ initScript: fetchProbe });
+    const ticket = `T-${Date.now()}`;
+    await page.fill("#ticket-id", ticket);
+    await page.click("#run-triage");
+    await waitFor(page, () => document.getElementById("run-result").dataset.state === "completed");
+    const triaged = (await page.textContent("#key")).trim();
+    // The same ticket, another email: a new request (a new key), refused because the ticket ran once.
+    await page.fill("#customer-email", "someone-else@example.com");
+    await page.click("#run-triage");
+    await page.waitForSelector("li[data-kind=poll-stopped]");
+    const key = (await page.textContent("#key")).trim();
+    assert.notEqual(key, triaged);
+    assert.equal(await page.textContent("li[data-kind=poll-stopped] span:last-child"), "stopped following the job: HTTP 404, the gateway has no job under this key");
+    assert.equal(await page.getAttribute("#state", "data-state"), "no_job");
+    assert.equal(await page.textContent("#result"), `HTTP 409: ticket ${ticket} was triaged already by job ${triaged}; this request made no job`);
+    const polls = () => page.evaluate((path) => globalThis.fetched.filter((f) => f.path === path).length, `/onejob/v1/jobs/${key}`);
+    const stopped = await polls();
+    assert.ok(stopped >= 1 && stopped <= 3, `${stopped} polls of the job that does not exist`);
+    await page.waitForTimeout(2000);
+    assert.equal(await polls(), stopped, "no poll after the 404 (it polled every 400 ms, forever)");
+    await screenshot(page, "triage-409");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
+
+  test("the empty timeline's text is one line across the card; demo-json is offered and answers through its JSON contract", async () => {
+    const { context, page, errors } = await openDemo();
+    const lines = await page.$eval("#timeline li.muted", (li) => {
+      const range = document.createRange();
+      range.selectNodeContents(li);
+      return range.getClientRects().length;
+    });
+    assert.equal(lines, 1, "one line (it wrapped into the 84 px time column)");
+    const [li, list] = [await page.locator("#timeline li.muted").boundingBox(), await page.locator("#timeline").boundingBox()];
+    assert.equal(li.width, list.width);
+    await screenshot(page, "timeline-empty");
+
+    // Every model the demo provider routes is offered (crates/core/src/providers.rs, crates/edge/src/demo.rs).
+    const models = await page.$$eval("#model option", (options) => options.map((o) => o.value));
+    assert.deepEqual(models, ["demo", "demo-flaky", "demo-slow", "demo-timeout", "demo-stream-drop", "demo-stream-error", "demo-failover", "demo-hedge", "demo-json"]);
+    await page.selectOption("#model", "demo-json");
+    await page.click("#classify");
+    await waitFor(page, () => document.getElementById("shown").dataset.count === "1");
+    assert.equal(await page.textContent("#result .category"), "billing");
+    assert.equal(await page.textContent("#result .priority"), "high priority");
+    const record = await job((await page.textContent("#key")).trim(), page);
+    // The prose primary broke the contract; the backup answered JSON.
+    assert.deepEqual(record.attempts.map((a) => [a.model, a.outcome, a.error_class]), [["demo-prose", "failed", "contract"], ["demo", "succeeded", "none"]]);
+    await waitFor(page, () => document.getElementById("calls").dataset.count === "2");
+    await screenshot(page, "demo-json");
+    assert.deepEqual(errors, []);
+    await context.close();
+  });
 });

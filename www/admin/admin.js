@@ -10,6 +10,9 @@
 //   #job?tenant=dev&key=K[&user=U]    one job: attempts, events, result, actions
 //   #dead-letters[?tenant=dev]        dead letters grouped by cause
 //   #costs[?since=86400000]           cost per tenant and per model
+//   #providers                        each provider's breaker, and the routes
+//
+// Any other hash is "not found" (it rendered a blank page).
 
 const API = "/onejob/v1/admin";
 // sessionStorage: the key is forgotten when the tab closes and is never
@@ -176,7 +179,9 @@ function newRequestKey() {
 /**
  * Calls the admin API: GET, or POST with a JSON `body` and a new
  * Idempotency-Key. Resolves with the parsed JSON; throws an ApiError.
- * A 401 signs out: the key is not (or no longer) an admin key.
+ * A 401 signs out: the key is not (or no longer) an admin key. A path that
+ * starts with /onejob/ is taken as it is (GET /onejob/v1/providers, which
+ * an admin key may read, is not under the admin prefix).
  */
 async function api(path, { body } = {}) {
   const headers = { Authorization: `Bearer ${adminKey()}` };
@@ -186,7 +191,7 @@ async function api(path, { body } = {}) {
   }
   let res;
   try {
-    res = await fetch(`${API}${path}`, {
+    res = await fetch(path.startsWith("/onejob/") ? path : `${API}${path}`, {
       method: body === undefined ? "GET" : "POST",
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -250,7 +255,23 @@ function href(name, params = {}) {
 
 const jobHref = (job) => href("job", { tenant: job.tenant, key: job.key, user: job.user });
 
-const VIEWS = { jobs: showJobs, job: showJob, "dead-letters": showDeadLetters, costs: showCosts };
+/** A table row that opens `job`'s page (a click, or Enter when focused); `cells` are its tds. */
+function jobRow(job, cells, dataset = {}) {
+  const open = () => (location.hash = jobHref(job));
+  return el("tr", { class: "link", tabindex: "0", dataset: { key: job.key, tenant: job.tenant, ...dataset }, onclick: open, onkeydown: (e) => e.key === "Enter" && open() }, cells);
+}
+
+/** A job's tenant, user and key cells (the key links to its page). */
+const whoCells = (job) => [
+  el("td", {}, job.tenant),
+  el("td", {}, job.user ?? el("span", { class: "muted" }, "—")),
+  el("td", { class: "mono key" }, el("a", { href: jobHref(job), title: job.key }, job.key)),
+];
+
+/** An error class's cell: "—" for none. */
+const causeCell = (errorClass) => el("td", {}, hasCause(errorClass) ? el("span", { class: "cause" }, errorClass) : el("span", { class: "muted" }, "—"));
+
+const VIEWS = { jobs: showJobs, job: showJob, "dead-letters": showDeadLetters, costs: showCosts, providers: showProviders, "not-found": showNotFound };
 
 // Each render has a number; a view whose answer arrives after the user has
 // moved on (a newer render) drops it.
@@ -265,7 +286,10 @@ async function render() {
   $("who").textContent = "signed in as admin";
   $("who").className = "pill ok";
   const { name, params } = parseRoute();
-  const view = VIEWS[name] ? name : "jobs";
+  // A mistyped hash, or a job's page without its tenant or key: say so
+  // (an unknown name showed the jobs list, a bare #job a blank page).
+  const known = VIEWS[name] && name !== "not-found" && (name !== "job" || (params.get("tenant") && params.get("key")));
+  const view = known ? name : "not-found";
   for (const section of document.querySelectorAll(".view")) section.hidden = section.id !== `view-${view}`;
   for (const tab of document.querySelectorAll("[data-tab]")) {
     const active = tab.dataset.tab === (view === "job" ? "jobs" : view);
@@ -336,6 +360,27 @@ async function act(button, view, action) {
 }
 
 // ---------------------------------------------------------------------------
+// Not found
+
+function showNotFound() {
+  const { name } = parseRoute();
+  const section = $("view-not-found");
+  $("not-found-text").textContent =
+    name === "job"
+      ? `Not found: a job's page needs its tenant and key (#job?tenant=…&key=…); "${location.hash}" has ${parseRoute().params.get("tenant") ? "no key" : "no tenant"}.`
+      : `Not found: this console has no page "${location.hash}".`;
+  section.dataset.state = "ready";
+  section.dataset.hash = location.hash;
+}
+
+// Open a job by its key (the jobs list is searched by filters, not by key).
+$("open-job").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.currentTarget.elements;
+  location.hash = href("job", { tenant: form.tenant.value.trim(), key: form.key.value.trim(), user: form.user.value.trim() });
+});
+
+// ---------------------------------------------------------------------------
 // 1. Jobs
 
 const JOB_FILTERS = ["tenant", "user", "state", "model", "error_class"];
@@ -357,27 +402,41 @@ async function showJobs(params, id) {
   $("jobs-first").hidden = page <= 1;
   await load($("view-jobs"), id, () => api(`/jobs?${query}`), ({ jobs, next_cursor }) => {
     const rows = jobs.map((job) =>
-      el(
-        "tr",
-        { class: "link", tabindex: "0", dataset: { key: job.key, tenant: job.tenant, state: job.state }, onclick: () => (location.hash = jobHref(job)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(job)) },
-        el("td", {}, timeCell(job.created_ms, { short: true })),
-        el("td", {}, job.tenant),
-        el("td", {}, job.user ?? el("span", { class: "muted" }, "—")),
-        el("td", { class: "mono key" }, el("a", { href: jobHref(job), title: job.key }, job.key)),
-        el("td", {}, badge(job.state), job.background ? [" ", el("span", { class: "tag", title: "run by the queue (Prefer: respond-async)" }, "background")] : null),
-        el("td", {}, job.model ?? "—"),
-        el("td", {}, job.provider ?? "—"),
-        el("td", {}, hasCause(job.error_class) ? el("span", { class: "cause" }, job.error_class) : el("span", { class: "muted" }, "—")),
-        el("td", { class: "num" }, fmtNumber(job.attempts)),
-        el("td", { class: "num" }, fmtNumber(job.tokens)),
-        el("td", { class: "num" }, fmtUsd(job.cost_usd)),
+      jobRow(
+        job,
+        [
+          el("td", {}, timeCell(job.created_ms, { short: true })),
+          whoCells(job),
+          // One span: on a phone the cell is a grid of label and value (admin.css).
+          el("td", { class: "state-cell" }, el("span", {}, badge(job.state), job.background ? [" ", el("span", { class: "tag", title: "run by the queue (Prefer: respond-async)" }, "background")] : null)),
+          el("td", {}, job.model ?? "—"),
+          el("td", {}, job.provider ?? "—"),
+          causeCell(job.error_class),
+          el("td", { class: "num" }, fmtNumber(job.attempts)),
+          el("td", { class: "num" }, fmtNumber(job.tokens)),
+          el("td", { class: "num" }, fmtUsd(job.cost_usd)),
+        ],
+        { state: job.state },
       ),
     );
     if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "11", class: "empty" }, "No jobs match these filters.")));
     $("jobs-table").tBodies[0].replaceChildren(...rows);
+    labelCells($("jobs-table"));
     next.disabled = !next_cursor;
     next.dataset.cursor = next_cursor ?? "";
   });
+}
+
+/**
+ * Names each body cell after its column (data-label): on a phone a row is
+ * a card of "label value" lines (admin.css), not 11 columns to scroll.
+ */
+function labelCells(table) {
+  const names = [...table.tHead.rows[0].cells].map((th) => th.textContent);
+  for (const row of table.tBodies[0].rows) {
+    if (row.cells.length !== names.length) continue;
+    [...row.cells].forEach((td, i) => (td.dataset.label = names[i]));
+  }
 }
 
 /** The filters in the form, as the jobs view's params (and the page size, `#jobs?limit=N`, kept). */
@@ -527,6 +586,25 @@ function jobActions(job) {
       el("p", { class: "lead" }, "The answer was delivered, but some effect did not happen (partial success). A replay sends only those effects."),
       replay,
     );
+  } else if (job.effects?.some((e) => e.state === "awaiting_approval")) {
+    // The approver sees what is about to be written or sent, then approves.
+    const waiting = job.effects.filter((e) => e.state === "awaiting_approval");
+    const approve = el("button", { class: "primary", id: "approve", type: "button" }, waiting.length === 1 ? `Approve ${waiting[0].name}` : `Approve all ${waiting.length}`);
+    approve.addEventListener("click", () =>
+      act(approve, "job", async () => {
+        await api(`/jobs/${encodeURIComponent(job.tenant)}/${encodeURIComponent(job.key)}/approve${job.user ? `?user=${encodeURIComponent(job.user)}` : ""}`, { body: {} });
+        return `Approved: ${waiting.map((e) => e.name).join(", ")} ${waiting.length === 1 ? "runs" : "run"} once.`;
+      }),
+    );
+    append(card, [
+      el("p", { class: "lead" }, `The answer is in; ${waiting.length === 1 ? "an effect waits" : `${waiting.length} effects wait`} for an operator's approval before ${waiting.length === 1 ? "it runs" : "they run"}.`),
+      waiting.map((effect) => [
+        el("h3", { class: "approval-head" }, `${effect.name} `, el("span", { class: "muted" }, `(${effect.kind}) will send:`)),
+        effect.approval?.expires_ms ? el("p", { class: "muted" }, "Approve until ", timeCell(effect.approval.expires_ms)) : null,
+        el("pre", { class: "body", dataset: { effect: effect.name } }, pretty(effect.payload)),
+      ]),
+      el("div", { class: "actions" }, approve),
+    ]);
   } else {
     card.append(el("p", { class: "muted" }, `None for a ${words(job.state)} job: replay is for dead jobs, resolving for unknown ones.`));
   }
@@ -631,19 +709,28 @@ function jobEffects(job) {
     );
   });
   const head = el("tr", {}, ...["Effect", "State", "Attempts", "Receipt", "Events", ""].map((h) => el("th", {}, h)));
-  return append(card, [el("table", { class: "effects" }, el("thead", {}, head), el("tbody", {}, rows))]);
+  const table = el("table", { class: "effects cards" }, el("thead", {}, head), el("tbody", {}, rows));
+  labelCells(table);
+  return append(card, [table]);
 }
 
+/**
+ * The job's operator events and, with them, what operators did to its
+ * effects (an approval, a resend, a mark done): the job's own events do not
+ * record those; each effect's events do, with who and when.
+ */
 function jobEvents(job) {
   const card = el("section", { class: "card", id: "job-events" }, el("h2", {}, "Operator events"));
-  if (!job.events?.length) return append(card, [el("p", { class: "muted" }, "No operator has acted on this job.")]);
-  const items = job.events.map((e) =>
+  const onEffects = (job.effects ?? []).flatMap((effect) => effect.events.filter((e) => e.by).map((e) => ({ at_ms: e.at_ms, action: e.what, by: e.by, effect: effect.name })));
+  const events = [...(job.events ?? []), ...onEffects].sort((a, b) => a.at_ms - b.at_ms);
+  if (!events.length) return append(card, [el("p", { class: "muted" }, "No operator has acted on this job.")]);
+  const items = events.map((e) =>
     el(
       "li",
-      { dataset: { action: e.action } },
+      { dataset: { action: e.action, effect: e.effect } },
       timeCell(e.at_ms),
-      el("span", {}, el("strong", {}, words(e.action)), " by ", e.by),
-      el("span", { class: "mono muted", title: "the operator request's Idempotency-Key" }, e.request),
+      el("span", {}, el("strong", {}, words(e.action)), e.effect ? [" ", el("span", { class: "tag" }, e.effect)] : null, " by ", e.by),
+      e.request ? el("span", { class: "mono muted", title: "the operator request's Idempotency-Key" }, e.request) : null,
     ),
   );
   return append(card, [el("ol", { class: "events" }, items)]);
@@ -677,23 +764,53 @@ async function showDeadLetters(params, id) {
     if (cards.length === 0) cards.push(el("div", { class: "card empty" }, "No dead letters. Jobs that use up their attempts appear here, grouped by cause."));
     $("dl-groups").replaceChildren(...cards);
     const rows = entries.map((entry) =>
-      el(
-        "tr",
-        { class: "link", tabindex: "0", dataset: { key: entry.key, tenant: entry.tenant }, onclick: () => (location.hash = jobHref(entry)), onkeydown: (e) => e.key === "Enter" && (location.hash = jobHref(entry)) },
+      jobRow(entry, [
         el("td", {}, timeCell(entry.last_seen_ms, { short: true })),
-        el("td", {}, entry.tenant),
-        el("td", {}, entry.user ?? el("span", { class: "muted" }, "—")),
-        el("td", { class: "mono key" }, el("a", { href: jobHref(entry), title: entry.key }, entry.key)),
+        whoCells(entry),
         el("td", {}, el("span", { class: "cause" }, entry.error_class)),
         el("td", { class: "num" }, entry.last_status ?? "—"),
         el("td", { class: "detail", title: entry.detail }, entry.detail || "—"),
         el("td", { class: "num" }, fmtNumber(entry.attempts)),
         el("td", {}, timeCell(entry.first_seen_ms, { short: true })),
-      ),
+      ]),
     );
     if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "9", class: "empty" }, "No entries.")));
     $("dl-table").tBodies[0].replaceChildren(...rows);
+    labelCells($("dl-table"));
   });
+  if (id === renderId && $("view-dead-letters").dataset.state === "ready") await deadSyncJobs(tenant, id);
+}
+
+/**
+ * Dead synchronous jobs: only background jobs are dead-lettered (their
+ * caller is gone; a synchronous caller got the error and may send again
+ * with its key), so they are not among the entries; the jobs index lists
+ * them, newest first.
+ */
+async function deadSyncJobs(tenant, id) {
+  const query = new URLSearchParams({ state: "dead", limit: "50", ...(tenant ? { tenant } : {}) });
+  let rows;
+  try {
+    rows = (await api(`/jobs?${query}`)).jobs.filter((job) => !job.background);
+  } catch (error) {
+    if (!(error instanceof ApiError)) throw error;
+    rows = null;
+    $("dl-sync-note").textContent = `The dead synchronous jobs could not be listed: ${error.message}`;
+  }
+  if (id !== renderId || !rows) return;
+  const body = rows.map((job) =>
+    jobRow(job, [
+      el("td", {}, timeCell(job.updated_ms, { short: true })),
+      whoCells(job),
+      causeCell(job.error_class),
+      el("td", {}, job.model ?? "—"),
+      el("td", { class: "num" }, fmtNumber(job.attempts)),
+    ]),
+  );
+  if (body.length === 0) body.push(el("tr", {}, el("td", { colspan: "7", class: "empty" }, "No dead synchronous jobs.")));
+  $("dl-sync").tBodies[0].replaceChildren(...body);
+  labelCells($("dl-sync"));
+  $("dl-sync-note").textContent = `${fmtNumber(rows.length)} from the jobs index${rows.length === 50 ? " (the newest 50)" : ""}.`;
 }
 
 /** One cause: its count, a 24 h bar chart of its trend, and a replay of the whole group. */
@@ -754,6 +871,11 @@ async function showCosts(params, id) {
   const query = span === "all" ? "" : `?since_ms=${Date.now() - Number(span)}`;
   await load($("view-costs"), id, () => api(`/costs${query}`), (costs) => {
     $("cost-window").textContent = costs.since_ms ? `Since ${dateTime.format(new Date(costs.since_ms))}.` : "Every job still retained.";
+    // Which prices: the bundled table's date, and the models PRICES prices instead.
+    const prices = costs.prices;
+    $("cost-prices").textContent = prices
+      ? `Prices: onejob's bundled list prices as of ${prices.bundled_as_of}${prices.overridden?.length ? `; PRICES sets ${prices.overridden.join(", ")}` : ""}. A job is costed when it is indexed, with the prices of that time.`
+      : "";
     costTable($("cost-tenants"), costs.by_tenant ?? [], "tenant");
     costTable($("cost-models"), costs.by_model ?? [], "model");
   });
@@ -770,6 +892,59 @@ function costTable(table, rows, name) {
     el("tr", {}, el("th", {}, "Total"), el("th", { class: "num" }, fmtNumber(sum("jobs"))), el("th", { class: "num" }, fmtNumber(sum("tokens"))), el("th", { class: "num" }, fmtUsd(sum("cost_usd")))),
   );
 }
+
+// ---------------------------------------------------------------------------
+// 5. Providers: GET /onejob/v1/providers (an admin key may read it)
+
+async function showProviders(params, id) {
+  await load($("view-providers"), id, () => api("/onejob/v1/providers"), ({ providers, routes }) => {
+    const now = Date.now();
+    const rows = providers.map((p) => {
+      const probe = !p.breaker
+        ? el("span", { class: "muted" }, "— (no breaker: always called)")
+        : p.state === "open"
+          ? el("span", { title: dateTime.format(new Date(now + p.retry_after_ms)) }, `in ${fmtMs(p.retry_after_ms)}`)
+          : p.state === "half_open"
+            ? "a probe is out now"
+            : el("span", { class: "muted" }, "— (closed: calls go through)");
+      const transitions = p.transitions.length
+        ? el("ol", { class: "transitions" }, p.transitions.map((t) => el("li", {}, `${words(t.from)} → ${words(t.to)} `, timeCell(t.at_ms, { short: true }))))
+        : el("span", { class: "muted" }, "none");
+      return el(
+        "tr",
+        { dataset: { provider: p.name, state: p.state } },
+        el("td", {}, el("strong", {}, p.name)),
+        el("td", {}, p.kind),
+        el("td", {}, p.breaker ? "yes" : "no"),
+        el("td", {}, badge(p.state)),
+        el("td", { class: "num" }, fmtNumber(p.consecutive_failures)),
+        el("td", { class: "num" }, fmtNumber(p.calls)),
+        el("td", { class: "num" }, fmtNumber(p.failures)),
+        el("td", { class: "num" }, `${(p.error_rate * 100).toFixed(1)}%`),
+        el("td", {}, probe),
+        el("td", {}, transitions),
+      );
+    });
+    if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "10", class: "empty" }, "No providers.")));
+    $("providers-table").tBodies[0].replaceChildren(...rows);
+    labelCells($("providers-table"));
+    const routeRows = routes.map((r) =>
+      el(
+        "tr",
+        { dataset: { model: r.model } },
+        el("td", { class: "mono" }, r.model),
+        el("td", {}, r.providers.map((s) => `${s.provider}${s.model ? ` (${s.model})` : ""}`).join(" → ")),
+        el("td", {}, r.hedge_after_ms === null || r.hedge_after_ms === undefined ? el("span", { class: "muted" }, "—") : `after ${fmtMs(r.hedge_after_ms)}`),
+        el("td", {}, r.contract ? "yes" : "no"),
+      ),
+    );
+    if (routeRows.length === 0) routeRows.push(el("tr", {}, el("td", { colspan: "4", class: "empty" }, "No routes.")));
+    $("routes-table").tBodies[0].replaceChildren(...routeRows);
+    labelCells($("routes-table"));
+  });
+}
+
+$("providers-refresh").addEventListener("click", () => render());
 
 $("cost-since").addEventListener("change", () => (location.hash = href("costs", { since: $("cost-since").value })));
 $("cost-refresh").addEventListener("click", () => render());

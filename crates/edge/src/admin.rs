@@ -145,7 +145,14 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 Ok(tenant) => tenant,
                 Err(response) => return response,
             };
-            http::with_cors(Response::from_json(&ops::costs(env, query.since_ms, tenant.as_deref()).await?)?)
+            let mut costs = ops::costs(env, query.since_ms, tenant.as_deref()).await?;
+            // What the spend is counted with, for the console: the bundled
+            // table's date and the models PRICES prices instead.
+            costs["prices"] = serde_json::json!({
+                "bundled_as_of": onejob_core::pricing::BUNDLED_AS_OF,
+                "overridden": config.prices.overridden(),
+            });
+            http::with_cors(Response::from_json(&costs)?)
         }
         Route::JobView(inner) => match job_of_path(&pairs, &admin, inner) {
             Ok(job) => to_job(env, &admin, &job, route::ADMIN_VIEW).await,

@@ -51,7 +51,8 @@ pub struct Config {
     pub admins: AdminDirectory,
     /// Each tenant's user-token secret (`TOKEN_SECRETS`).
     pub token_secrets: TokenSecrets,
-    /// `PRICES`: per model, for the console's spend estimates.
+    /// The bundled price table with `PRICES` merged over it, for the
+    /// console's spend estimates.
     pub prices: Prices,
     /// `QUOTAS`: token budgets per day, per tenant and per user.
     pub quotas: Quotas,
@@ -154,8 +155,8 @@ fn parse(env: &Env) -> Result<Config, String> {
         None => Quotas::default(),
     };
     let prices = match var("PRICES") {
-        Some(text) => Prices::from_json(&text).map_err(|e| e.to_string())?,
-        None => Prices::default(),
+        Some(text) => Prices::bundled_with(&text).map_err(|e| e.to_string())?,
+        None => Prices::bundled(),
     };
     let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     let secret = |name: &str| {
