@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -73,6 +73,13 @@ dev: build dev-vars
 dev-vars: .dev.vars
 	@missing=$$(comm -23 <(sed -nE 's/^([A-Z0-9_]+)=.*/\1/p' dev.vars.example | sort) <(sed -nE 's/^([A-Z0-9_]+)=.*/\1/p' .dev.vars | sort) | xargs); \
 	  [ -z "$$missing" ] || echo "onejob: .dev.vars lacks $$missing (see dev.vars.example)"
+
+## package: what users install and operators deploy, with no Rust:
+## dist/onejob-<version>.tgz (the SDK, `npm install ./dist/onejob-<version>.tgz`)
+## and dist/onejob-worker-<version>/ (+ .tgz): the built worker, the
+## production wrangler.toml (deploy/wrangler.toml) and the console.
+package: build
+	@$(ENV) bash scripts/package.sh dist
 
 test: bootstrap
 	@bash scripts/test.sh

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
 import { startCuttingProxy } from "../support/cutting-proxy.mjs";
-import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
+import { DEV_KEY, sha256, startStack, startWorker } from "../support/harness.mjs";
 import { bin, buildPage, makeApp, openPage, run, serveStatic } from "../support/pages.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -19,6 +19,13 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const WORKSPACE = Object.fromEntries(
   [...readFileSync(path.join(ROOT, "Cargo.toml"), "utf8").matchAll(/^(version|license|repository) = "([^"]+)"/gm)].map((m) => [m[1], m[2]]),
 );
+/**
+ * fingerprint("POST", "https://gw.test/v1/chat/completions", "{}"): what the
+ * core's example prints for POST /v1/chat/completions with body {} (the SDK
+ * fingerprints the URL's path): `printf '{}' | cargo run -p onejob-core
+ * --example fingerprint -- POST /v1/chat/completions`.
+ */
+const EMPTY_BODY_FINGERPRINT = "67b993ac064b44914cbd265f70ee7ef9f2f95fafe13a6f5925b523eab8e4f827";
 
 let app;
 let tarball;
@@ -80,6 +87,25 @@ describe("the npm package `onejob`", () => {
     assert.equal(resolve([], "onejob"), "node_modules/onejob/node.js");
     assert.equal(resolve(["-C", "workerd"], "onejob"), "node_modules/onejob/workerd.js");
     assert.equal(resolve([], "onejob/inline"), "node_modules/onejob/inline.js");
+  });
+
+  test("make package writes this tarball, byte for byte, and it installs into an empty app offline and imports from Node", () => {
+    const dist = mkdtempSync(path.join(tmpdir(), "onejob-dist-"));
+    try {
+      run("bash", ["scripts/package.sh", dist], ROOT);
+      const file = path.join(dist, `onejob-${WORKSPACE.version}.tgz`);
+      assert.equal(sha256(readFileSync(file)), sha256(readFileSync(tarball.file)), "the package tests install what make package ships");
+      const user = makeApp([], tmpdir(), { tarball: file });
+      try {
+        const script = `import { OneJob, fingerprint } from "onejob"; const oj = new OneJob({ endpoint: "https://gw.test" });
+console.log(oj instanceof OneJob, typeof oj.fetch, fingerprint("POST", "https://gw.test/v1/chat/completions", "{}"));`;
+        assert.equal(run("node", ["--input-type=module", "-e", script], user.dir).trim(), `true function ${EMPTY_BODY_FINGERPRINT}`);
+      } finally {
+        user.remove();
+      }
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
+    }
   });
 
   test("runs inside a Cloudflare Worker through the workerd condition", async () => {
