@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -80,6 +80,13 @@ dev-vars: .dev.vars
 ## production wrangler.toml (deploy/wrangler.toml) and the console.
 package: build
 	@$(ENV) bash scripts/package.sh dist
+
+## deploy-check: `wrangler deploy --dry-run` (offline) of CONFIG, refused if a
+## credential, a demo switch, a placeholder id or an unguarded console would
+## ship (scripts/deploy-check.mjs). Default: the packaged production template,
+## which fails until its ids are filled in. WRANGLER_ENV=name checks its [env.name].
+deploy-check: $(if $(CONFIG),,package)
+	@$(ENV) node scripts/deploy-check.mjs $(or $(CONFIG),dist/onejob-worker-$(shell sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)/wrangler.toml) $(if $(WRANGLER_ENV),--env $(WRANGLER_ENV))
 
 test: bootstrap
 	@bash scripts/test.sh
