@@ -14,6 +14,8 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
+import { unstable_readConfig } from "wrangler";
+
 import { DEV_KEY, sha256, startFakeLlm, startWorker } from "../support/harness.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -76,6 +78,22 @@ describe("make package: the worker bundle", () => {
     const listed = spawnSync("tar", ["-tzf", `${bundle}.tgz`], { encoding: "utf8" }).stdout.trim().split("\n");
     assert.ok(listed.includes(`onejob-worker-${VERSION}/index_bg.wasm`) && listed.includes(`onejob-worker-${VERSION}/wrangler.toml`), listed.join(", "));
   });
+});
+
+test("the production template binds what wrangler.toml binds: Durable Objects, migrations, queues, D1 and KV", () => {
+  // Written twice (development and production): a class, migration or queue
+  // added to one must reach the other, or a deployment would lack it.
+  const read = (file) => unstable_readConfig({ config: file }, { hideWarnings: true });
+  const bindings = (c) => ({
+    durable_objects: c.durable_objects,
+    migrations: c.migrations,
+    queues: c.queues,
+    d1: c.d1_databases.map((d) => d.binding),
+    kv: c.kv_namespaces.map((k) => k.binding),
+    compatibility_date: c.compatibility_date,
+    name: c.name,
+  });
+  assert.deepEqual(bindings(read(path.join(ROOT, "deploy/wrangler.toml"))), bindings(read(path.join(ROOT, "wrangler.toml"))));
 });
 
 describe("make deploy-check", () => {
