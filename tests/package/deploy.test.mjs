@@ -224,12 +224,13 @@ describe("make deploy-check", () => {
 
 test("the packaged worker runs as deployed: the API with its secrets, no demo page, inbox, console or demo token", async () => {
   // The secrets come from a file, as `wrangler deploy --secrets-file` takes
-  // them. A .dev.vars beside it (no tenant, another key) is not read: a
-  // given --env-file replaces it, which is how the test harness keeps a
-  // developer's .dev.vars out of every test worker.
+  // them (startWorker's own TENANTS var, the dev tenant and tenant-b, is laid
+  // over the file's). A .dev.vars beside it, with another provider key, is
+  // not read: a given --env-file replaces it, which is how the test harness
+  // keeps a developer's .dev.vars out of every test worker.
   const dir = mkdtempSync(path.join(tmpdir(), "onejob-deployed-"));
   for (const file of ["index.js", "index_bg.wasm", "wrangler.toml"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
-  writeFileSync(path.join(dir, ".dev.vars"), "TENANTS='{}'\nUPSTREAM_API_KEY=sk-from-dev-vars\n");
+  writeFileSync(path.join(dir, ".dev.vars"), "UPSTREAM_API_KEY=sk-from-dev-vars\n");
   const secrets = path.join(dir, "secrets.env");
   writeFileSync(secrets, `TENANTS='{"${sha256(DEV_KEY)}":"dev"}'\nUPSTREAM_API_KEY=sk-upstream-test\nMAIL_SECRET=mail-secret-test\n`);
   const llm = await startFakeLlm();
@@ -248,7 +249,7 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
       body: JSON.stringify({ model: "demo", messages: [{ role: "user", content: "deployed" }] }),
     });
     assert.equal(res.status, 200, await res.clone().text());
-    assert.deepEqual(llm.allCalls().map((c) => c.headers.authorization), ["Bearer sk-upstream-test"], "the provider, with the secret key");
+    assert.deepEqual(llm.allCalls().map((c) => c.headers.authorization), ["Bearer sk-upstream-test"], "the provider, with the file's key");
     for (const route of ["/", "/index.html", "/inbox.html", "/admin/", "/admin/admin.js", "/theme.css", "/demo/token?user=a", "/demo/inbox", "/demo/tickets"]) {
       const answer = await fetch(`${worker.url}${route}`);
       const body = await answer.text();
