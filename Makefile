@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -59,9 +59,34 @@ build-client:
 	@bash scripts/size.sh $(SDK_FILES)
 	@bash scripts/size-bar.sh $(SDK_FILES)
 
-dev: build
+dev: build dev-vars
 	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; console: /admin/ with onejob-dev-admin-key; see README, 'Try it')"
 	@$(ENV) wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .wrangler/state
+
+## .dev.vars: the development credentials and demo switches `wrangler dev`
+## reads (wrangler deploy never ships it), copied from dev.vars.example when
+## missing. No prerequisite on the template: a developer's edits are kept;
+## keys the template gained since are named so they can be added.
+.dev.vars:
+	@cp dev.vars.example .dev.vars
+	@echo "onejob: wrote .dev.vars from dev.vars.example (yours to edit; git ignores it)"
+dev-vars: .dev.vars
+	@missing=$$(comm -23 <(sed -nE 's/^([A-Z0-9_]+)=.*/\1/p' dev.vars.example | sort) <(sed -nE 's/^([A-Z0-9_]+)=.*/\1/p' .dev.vars | sort) | xargs); \
+	  [ -z "$$missing" ] || echo "onejob: .dev.vars lacks $$missing (see dev.vars.example)"
+
+## package: what users install and operators deploy, with no Rust:
+## dist/onejob-<version>.tgz (the SDK, `npm install ./dist/onejob-<version>.tgz`)
+## and dist/onejob-worker-<version>/ (+ .tgz): the built worker, the
+## production wrangler.toml (deploy/wrangler.toml) and the console.
+package: build
+	@$(ENV) bash scripts/package.sh dist
+
+## deploy-check: `wrangler deploy --dry-run` (offline) of CONFIG, refused if a
+## credential, a demo switch, a placeholder id or an unguarded console would
+## ship (scripts/deploy-check.mjs). Default: the packaged production template,
+## which fails until its ids are filled in. WRANGLER_ENV=name checks its [env.name].
+deploy-check: $(if $(CONFIG),,package)
+	@$(ENV) node scripts/deploy-check.mjs $(or $(CONFIG),dist/onejob-worker-$(shell sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)/wrangler.toml) $(if $(WRANGLER_ENV),--env $(WRANGLER_ENV))
 
 test: bootstrap
 	@bash scripts/test.sh
@@ -92,7 +117,7 @@ bench-providers: build-edge
 
 ## Which providers of each route with an output contract are safe fallbacks
 ## (this checkout's configuration run locally, or ONEJOB_URL; see README).
-provider-check: build-edge
+provider-check: build-edge dev-vars
 	@$(ENV) node scripts/provider-check.mjs
 
 ## Brooker's backoff experiment (see README, "Why full jitter").

@@ -46,7 +46,8 @@ if (!url) {
   // A local run gets an admin key of its own, for this run only.
   key = `provider-check-${randomUUID()}`;
   persistTo = mkdtempSync(path.join(tmpdir(), "onejob-provider-check-"));
-  worker = await startWorker({ persistTo, vars: { ADMIN_KEYS: JSON.stringify({ [sha256(key)]: { name: "provider-check", tenant: "*" } }) } });
+  // envFile null: this checkout's own .dev.vars (its providers and keys), as `make dev` runs it.
+  worker = await startWorker({ persistTo, envFile: null, vars: { ADMIN_KEYS: JSON.stringify({ [sha256(key)]: { name: "provider-check", tenant: "*" } }) } });
   url = worker.url;
 }
 try {

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { TENANT_B_KEY, assertProblem, chat, newKey, sleep, startStack } from "../support/harness.mjs";
+import { TENANT_B_KEY, assertProblem, chat, newKey, sleep, startStack, triageInput } from "../support/harness.mjs";
 import { freePort } from "../support/worker.mjs";
 
 /** Runs `body` against a stack started with `options`, then stops it. */
@@ -40,6 +40,22 @@ describe("a malformed configuration reaches no caller", () => {
       });
     });
   }
+});
+
+test("no UPSTREAM (nor PROVIDERS): 500 gateway-misconfigured on every route, never the demo provider", async () => {
+  // A deployment that forgot its provider once answered every caller from
+  // the built-in demo. UPSTREAM "" is unset (it overrides dev.vars.example's
+  // UPSTREAM=demo); the demo model is asked for, so only the demo could answer.
+  await withStack({ vars: { UPSTREAM: "" }, logLevel: "log" }, async (stack) => {
+    assertProblem(await stack.post(newKey(), chat("x", { model: "demo" })), 500, "gateway-misconfigured");
+    assertProblem(await stack.run("triage", newKey(), triageInput("T-NO-UPSTREAM")), 500, "gateway-misconfigured");
+    assert.equal(stack.llm.allCalls().length, 0);
+    await sleep(300); // the log reaches wrangler's output a moment later
+    assert.match(
+      stack.worker.output(),
+      /gateway misconfigured: UPSTREAM must be set: "demo" \(development\) or the provider's http\(s\) base URL, or set PROVIDERS/,
+    );
+  });
 });
 
 test("a refused connection: workerd cannot tell it from a dropped one, so the outcome is unknown and nothing is resent", async () => {

@@ -3,15 +3,29 @@
 // bundle run in headless Chromium against the gateway (cross-origin, so CORS
 // is exercised too).
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
+import { fileURLToPath } from "node:url";
 
 import { launchChromium, screenshot } from "../support/browser.mjs";
 import { startCuttingProxy } from "../support/cutting-proxy.mjs";
-import { DEV_KEY, startStack, startWorker } from "../support/harness.mjs";
+import { DEV_KEY, sha256, startStack, startWorker } from "../support/harness.mjs";
 import { bin, buildPage, makeApp, openPage, run, serveStatic } from "../support/pages.mjs";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+/** Cargo.toml's [workspace.package]: the version, license and repository the npm package must declare too. */
+const WORKSPACE = Object.fromEntries(
+  [...readFileSync(path.join(ROOT, "Cargo.toml"), "utf8").matchAll(/^(version|license|repository) = "([^"]+)"/gm)].map((m) => [m[1], m[2]]),
+);
+/**
+ * fingerprint("POST", "https://gw.test/v1/chat/completions", "{}"): what the
+ * core's example prints for POST /v1/chat/completions with body {} (the SDK
+ * fingerprints the URL's path): `printf '{}' | cargo run -p onejob-core
+ * --example fingerprint -- POST /v1/chat/completions`.
+ */
+const EMPTY_BODY_FINGERPRINT = "67b993ac064b44914cbd265f70ee7ef9f2f95fafe13a6f5925b523eab8e4f827";
 
 let app;
 let tarball;
@@ -32,7 +46,7 @@ after(async () => {
 
 describe("the npm package `onejob`", () => {
   test("packs the wasm, the typed entries, and nothing else", () => {
-    for (const file of ["package.json", "onejob_bg.wasm", "onejob.js", "index.js", "node.js", "workerd.js", "inline.js", "inline.d.ts", "index.d.ts", "onejob.d.ts", "README.md"]) {
+    for (const file of ["package.json", "onejob_bg.wasm", "onejob.js", "index.js", "node.js", "workerd.js", "inline.js", "inline.d.ts", "index.d.ts", "onejob.d.ts", "README.md", "LICENSE.txt"]) {
       assert.ok(tarball.files.includes(file), `${file} is packed`);
     }
     assert.ok(tarball.files.every((f) => !f.includes("/")), tarball.files.join(", "));
@@ -47,6 +61,50 @@ describe("the npm package `onejob`", () => {
     if (existsSync(system) && run(system, ["--version"], app).startsWith("v20.")) {
       assert.equal(run(system, ["--input-type=module", "-e", script], app).trim(), "function memory", "Node 20");
       console.log(`package imported on Node ${run(system, ["--version"], app).trim()} too`);
+    }
+  });
+
+  test("is publishable: npm publish --dry-run of the tarball, every export a packed file, license, repository and types declared", () => {
+    // Offline: a dry run packs and validates the manifest without the registry.
+    const published = JSON.parse(run("npm", ["publish", "--dry-run", "--json", "--offline", tarball.file], app));
+    const result = published.onejob ?? published;
+    assert.equal(result.id, `onejob@${WORKSPACE.version}`, "the SDK's version is the workspace's");
+    assert.deepEqual(result.files.map((f) => f.path).sort(), [...tarball.files].sort());
+
+    const manifest = JSON.parse(readFileSync(path.join(app, "node_modules/onejob/package.json"), "utf8"));
+    assert.equal(manifest.private, undefined);
+    assert.equal(manifest.license, WORKSPACE.license);
+    assert.match(readFileSync(path.join(app, "node_modules/onejob/LICENSE.txt"), "utf8"), /^\s*Apache License\s+Version 2\.0, January 2004/);
+    assert.equal(manifest.repository.url.replace(/^git\+/, "").replace(/\.git$/, ""), WORKSPACE.repository, "the workspace's repository");
+    assert.equal(manifest.repository.directory, "crates/client");
+    // Every file the manifest names (exports' conditions, types, side effects) is in the tarball.
+    const named = (value) => (typeof value === "string" ? [value] : Object.values(value).flatMap(named));
+    const targets = [...named(manifest.exports), manifest.types, ...manifest.sideEffects];
+    assert.deepEqual(targets.filter((t) => !tarball.files.includes(t.replace(/^\.\//, ""))), [], "named but not packed");
+    // And Node resolves each entry to the file its condition names.
+    const resolve = (conditions, specifier) =>
+      path.relative(app, fileURLToPath(run("node", [...conditions, "--input-type=module", "-e", `console.log(import.meta.resolve(${JSON.stringify(specifier)}))`], app).trim()));
+    assert.equal(resolve([], "onejob"), "node_modules/onejob/node.js");
+    assert.equal(resolve(["-C", "workerd"], "onejob"), "node_modules/onejob/workerd.js");
+    assert.equal(resolve([], "onejob/inline"), "node_modules/onejob/inline.js");
+  });
+
+  test("make package writes this tarball, byte for byte, and it installs into an empty app offline and imports from Node", () => {
+    const dist = mkdtempSync(path.join(tmpdir(), "onejob-dist-"));
+    try {
+      run("bash", ["scripts/package.sh", dist], ROOT);
+      const file = path.join(dist, `onejob-${WORKSPACE.version}.tgz`);
+      assert.equal(sha256(readFileSync(file)), sha256(readFileSync(tarball.file)), "the package tests install what make package ships");
+      const user = makeApp([], tmpdir(), { tarball: file });
+      try {
+        const script = `import { OneJob, fingerprint } from "onejob"; const oj = new OneJob({ endpoint: "https://gw.test" });
+console.log(oj instanceof OneJob, typeof oj.fetch, fingerprint("POST", "https://gw.test/v1/chat/completions", "{}"));`;
+        assert.equal(run("node", ["--input-type=module", "-e", script], user.dir).trim(), `true function ${EMPTY_BODY_FINGERPRINT}`);
+      } finally {
+        user.remove();
+      }
+    } finally {
+      rmSync(dist, { recursive: true, force: true });
     }
   });
 

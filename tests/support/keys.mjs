@@ -34,5 +34,5 @@ export function mintToken(claims, secret, { alg = "HS256" } = {}) {
   return `${signed}.${createHmac("sha256", secret).update(signed).digest("base64url")}`;
 }
 
-/** The development tenant's token secret (wrangler.toml TOKEN_SECRETS). */
+/** The development tenant's token secret (dev.vars.example TOKEN_SECRETS). */
 export const DEV_TOKEN_SECRET = "onejob-dev-token-secret-not-for-production";

@@ -45,12 +45,13 @@ export function pack(dir, destination) {
  * Anthropic SDK → `@opentelemetry/api`), which needs the registry's metadata
  * that a fresh machine's `npm ci` never downloads. Through the link, the
  * bundler finds the SDK and its dependencies where `npm ci` put them.
+ * `tarball` installs that file (e.g. `make package`'s) instead of packing.
  * Returns { dir, tarball (onejob's), remove() }.
  */
-export function makeApp(packages = [], parent = tmpdir()) {
+export function makeApp(packages = [], parent = tmpdir(), { tarball: file } = {}) {
   const dir = mkdtempSync(path.join(parent, "onejob-app-"));
   writeFileSync(path.join(dir, "package.json"), JSON.stringify({ name: "onejob-user-app", private: true, type: "module" }));
-  const tarball = pack(path.join(root, "crates/client/pkg"), dir);
+  const tarball = file ? { file } : pack(path.join(root, "crates/client/pkg"), dir);
   run("npm", ["install", "--no-audit", "--no-fund", "--offline", tarball.file], dir);
   for (const name of packages) {
     const link = path.join(dir, "node_modules", name);

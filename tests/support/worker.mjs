@@ -10,15 +10,23 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 export const DEV_KEY = "onejob-dev-key";
 export const TENANT_B_KEY = "tenant-b-test-key";
-/** The development admin (wrangler.toml ADMIN_KEYS): "dev-admin", every tenant. */
+/** The development admin (dev.vars.example ADMIN_KEYS): "dev-admin", every tenant. */
 export const DEV_ADMIN_KEY = "onejob-dev-admin-key";
+
+/**
+ * The development credentials and demo switches every test worker starts
+ * with: the committed template that `make dev` copies to .dev.vars. Passed
+ * as `--env-file`, so wrangler reads neither a developer's own .dev.vars nor
+ * a .env (a clean clone and this machine run the same tests).
+ */
+export const DEV_VARS_TEMPLATE = path.join(root, "dev.vars.example");
 
 export const sha256 = (text) => createHash("sha256").update(text).digest("hex");
 
 /**
  * The ADMIN_KEYS var: the development admin plus `extra` admins
  * ({ key: { name, tenant } }, by their plain key). A var given to startStack
- * replaces wrangler.toml's, so the dev admin is kept here.
+ * replaces dev.vars.example's, so the dev admin is kept here.
  */
 export const adminKeysVar = (extra = {}) =>
   JSON.stringify({
@@ -39,9 +47,12 @@ export async function freePort() {
 }
 
 /**
- * Starts `wrangler dev` with `vars` overriding wrangler.toml, state persisted
- * in `persistTo`. Resolves once the worker answers. `ONEJOB_CHECKOUT` runs
- * another checkout's built worker instead (to show a test failing on it).
+ * Starts `wrangler dev` with `vars` overriding `envFile` (default
+ * DEV_VARS_TEMPLATE; `null`: wrangler's own look-up, the checkout's
+ * .dev.vars as under `make dev`), which overrides wrangler.toml; state
+ * persisted in `persistTo`. Resolves once the worker answers.
+ * `ONEJOB_CHECKOUT` runs another checkout's built worker instead (to show a
+ * test failing on it).
  */
 export async function startWorker(options) {
   // A port found free can be taken before wrangler binds it (workerd's own
@@ -55,7 +66,7 @@ export async function startWorker(options) {
   }
 }
 
-async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel }) {
+async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel, envFile = DEV_VARS_TEMPLATE }) {
   const port = await freePort();
   const inspectorPort = await freePort();
   const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
@@ -70,6 +81,7 @@ async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_
     "--show-interactive-dev-session=false",
   ];
   if (config) args.push("--config", config);
+  if (envFile) args.push("--env-file", envFile);
   for (const [name, value] of Object.entries(allVars)) args.push("--var", `${name}:${value}`);
   const wrangler = path.join(root, "node_modules/.bin/wrangler");
   const child = spawn(wrangler, args, {

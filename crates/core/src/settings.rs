@@ -112,7 +112,15 @@ impl Settings {
                 .map_err(|e| SettingsError { name: e.name, expected: e.expected })?,
             None if read.text("ROUTES").is_some() => return Err(read.error("ROUTES", "set only with PROVIDERS")),
             None => match read.text("UPSTREAM").as_deref() {
-                None | Some("demo") => Providers::single(None),
+                // Unset is an error, not the demo: a deployment that forgot
+                // its provider must not answer every caller from the demo.
+                None => {
+                    return Err(read.error(
+                        "UPSTREAM",
+                        "set: \"demo\" (development) or the provider's http(s) base URL, or set PROVIDERS",
+                    ));
+                }
+                Some("demo") => Providers::single(None),
                 Some(url) if is_base_url(url) => Providers::single(Some(url.trim_end_matches('/'))),
                 Some(_) => {
                     return Err(read.error(
@@ -246,12 +254,34 @@ mod tests {
 
     use super::*;
 
-    fn parse(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+    /// `vars` exactly as given.
+    fn parse_exactly(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
         Settings::parse(&|name| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned()))
     }
 
+    /// `vars` on the demo upstream unless they set UPSTREAM themselves (an
+    /// unset UPSTREAM is an error of its own: see the next test).
+    fn parse(vars: &[(&str, &str)]) -> Result<Settings, SettingsError> {
+        // find() takes the first entry: a case's own UPSTREAM wins.
+        parse_exactly(&[vars, &[("UPSTREAM", "demo")]].concat())
+    }
+
     #[test]
-    fn defaults_when_nothing_is_set() {
+    fn no_upstream_is_an_error_not_the_demo() {
+        for unset in [&[][..], &[("UPSTREAM", " ")][..]] {
+            let error = parse_exactly(unset).unwrap_err();
+            assert_eq!(error.name, "UPSTREAM");
+            assert_eq!(
+                error.to_string(),
+                "UPSTREAM must be set: \"demo\" (development) or the provider's http(s) base URL, or set PROVIDERS"
+            );
+        }
+        let providers = r#"[{"name": "a", "kind": "openai", "base_url": "https://a.example/v1"}]"#;
+        assert_eq!(parse_exactly(&[("PROVIDERS", providers)]).unwrap().providers.get(0).name, "a", "PROVIDERS alone");
+    }
+
+    #[test]
+    fn defaults_when_nothing_but_the_upstream_is_set() {
         let s = parse(&[]).unwrap();
         assert_eq!(s.providers, Providers::single(None));
         assert_eq!(s.breaker, BreakerPolicy { failures: 5, cooldown_ms: 30_000 });

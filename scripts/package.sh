@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `make package` (after the builds): what a user installs and what an
+# operator deploys, without Rust. Usage: scripts/package.sh [DEST] (default dist)
+#
+#   DEST/onejob-<version>.tgz          the SDK: `npm pack` of crates/client/pkg
+#                                      (npm install ./dist/onejob-<version>.tgz)
+#   DEST/onejob-worker-<version>/      the worker as `wrangler deploy` takes it:
+#     index.js, index_bg.wasm          the built worker (crates/edge/build)
+#     wrangler.toml                    the production template (deploy/wrangler.toml)
+#     console/                         the operator console (www/admin/ and its
+#                                      stylesheet), served only if the template's
+#                                      [assets] is turned on with ADMIN_KEYS
+#   DEST/onejob-worker-<version>.tgz   that folder, packed
+#
+# It packs what the last build left, and refuses to run without one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dest=${1:-dist}
+
+sdk=crates/client/pkg
+edge=crates/edge/build
+for file in "$sdk/package.json" "$sdk/onejob_bg.wasm" "$edge/index.js" "$edge/index_bg.wasm"; do
+  [ -s "$file" ] || { echo "package: $file is missing: run make build-client build-edge first" >&2; exit 1; }
+done
+
+sdk_version=$(node -p 'require("./crates/client/pkg/package.json").version')
+# The worker's version is the workspace's (Cargo.toml [workspace.package]).
+worker_version=$(sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)
+mkdir -p "$dest"
+
+rm -f "$dest/onejob-$sdk_version.tgz"
+npm pack --silent --pack-destination "$dest" "./$sdk" >/dev/null
+[ -s "$dest/onejob-$sdk_version.tgz" ] || { echo "package: npm pack wrote no $dest/onejob-$sdk_version.tgz" >&2; exit 1; }
+
+bundle="$dest/onejob-worker-$worker_version"
+rm -rf "$bundle" "$bundle.tgz"
+mkdir -p "$bundle/console"
+cp "$edge/index.js" "$edge/index_bg.wasm" deploy/wrangler.toml "$bundle/"
+# The console's own files only: never the demo page (index.html, app.js,
+# inbox.html) or the SDK copy the demo serves.
+cp -r www/admin "$bundle/console/admin"
+cp www/theme.css "$bundle/console/"
+tar -czf "$bundle.tgz" -C "$dest" "onejob-worker-$worker_version"
+
+for file in "$dest/onejob-$sdk_version.tgz" "$bundle.tgz"; do
+  printf 'package: %-40s %8d B\n' "$file" "$(stat -c %s "$file")"
+done
