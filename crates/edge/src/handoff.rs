@@ -48,18 +48,6 @@ pub struct JobMessage {
     pub key: String,
 }
 
-/// What a Ledger tells the queue consumer to do with a delivery.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "verdict")]
-pub enum Verdict {
-    /// Done with this message.
-    Ack,
-    /// Deliver it again after this long.
-    Retry { delay_ms: u64 },
-    /// The job is dead: record a dead letter, then done.
-    Dead,
-}
-
 /// An operator's request about one job, as the admin API hands it over.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OperatorRequest {

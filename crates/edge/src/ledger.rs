@@ -24,6 +24,7 @@ use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::ledger::dead_letter;
+use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::quota;
@@ -35,7 +36,7 @@ use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver, MathRandom};
-use crate::handoff::{self, DeadFacts, JobQuery, OperatorRequest, Submission, Verdict};
+use crate::handoff::{self, DeadFacts, JobQuery, OperatorRequest, Submission};
 use crate::http::{self, JobResult};
 use crate::meter;
 use crate::ops;
@@ -655,18 +656,21 @@ impl Ledger {
         if let Some(job) = job.as_mut() {
             stream::settle_by_time(&store, job, now, self.driving.get())?;
         }
-        let verdict = match background::on_delivery(job.as_ref(), now, self.driving.get()) {
-            Delivery::Ack => {
+        let judged = background::on_delivery(job.as_ref(), now, self.driving.get());
+        let verdict = match delivery::without_run(judged, job.as_ref(), now) {
+            Some(verdict) => {
                 // A redelivery of a finished job type's job: what follows its
                 // answer, and effects due or claimed by a runtime that is
                 // gone, are settled now.
-                if job.as_ref().is_some_and(|j| j.state() == JobState::Completed) && !self.driving.get() {
+                if judged == Delivery::Ack
+                    && job.as_ref().is_some_and(|j| j.state() == JobState::Completed)
+                    && !self.driving.get()
+                {
                     self.follow_up(config).await?;
                 }
-                verdict_after(job.as_ref())
+                verdict
             }
-            Delivery::RetryIn(ms) => Verdict::Retry { delay_ms: ms },
-            Delivery::Run => match (job, store.load_request()?) {
+            None => match (job, store.load_request()?) {
                 (Some(mut job), Some((submission, body))) => {
                     let submission: Submission = serde_json::from_str(&submission)?;
                     // This delivery runs the job from here: a duplicate that
@@ -689,16 +693,17 @@ impl Ledger {
                         let answer = self.drive(config, lock, &store, job, true, &submission, &body).await?;
                         let mut job = store.load_job()?;
                         // No attempt could be made (no route, every provider's
-                        // breaker open): the job waits rather than being sent
-                        // again at every outbox round.
-                        if let Some(waiting) = job.as_mut().filter(|j| j.attempts().is_empty()) {
-                            let wait_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
-                            self.defer(config, waiting, wait_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))?;
+                        // breaker open): the job waits for the next probe.
+                        let asked_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
+                        if let Some(waiting) = job.as_mut()
+                            && let Some(wait_ms) = delivery::no_attempt_wait_ms(waiting, asked_ms)
+                        {
+                            self.defer(config, waiting, wait_ms)?;
                         }
                         if let Some(job) = job.as_ref() {
                             self.dead_letter_once(job).await?;
                         }
-                        verdict_after(job.as_ref())
+                        delivery::after_run(job.as_ref(), now_ms())
                     }
                 }
                 _ => Verdict::Ack,
@@ -967,23 +972,6 @@ impl Ledger {
 
     fn parse_key(&self, key: &str) -> Result<IdempotencyKey> {
         IdempotencyKey::parse(key).map_err(|e| worker::Error::RustError(e.to_string()))
-    }
-}
-
-/// How long a background job that could make no attempt (no route, every
-/// provider's breaker open) waits before its next delivery, at least.
-const NO_ATTEMPT_WAIT_MS: u64 = 60_000;
-
-/// What the consumer does with a message once its delivery has been judged
-/// (or run): a dead job's goes to the dead letters, a failed one's comes
-/// back after the job's backoff, any other is done.
-fn verdict_after(job: Option<&Job>) -> Verdict {
-    match job {
-        Some(job) if job.state() == JobState::Dead => Verdict::Dead,
-        Some(job) if job.state() == JobState::Failed => {
-            Verdict::Retry { delay_ms: job.not_before_ms().saturating_sub(now_ms()) }
-        }
-        _ => Verdict::Ack,
     }
 }
 

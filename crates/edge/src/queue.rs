@@ -12,7 +12,9 @@ use futures_util::future::join_all;
 use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Result};
 
 use crate::config::{Config, binding};
-use crate::handoff::{DeadFacts, JobMessage, Verdict, route};
+use onejob_core::ledger::delivery::Verdict;
+
+use crate::handoff::{DeadFacts, JobMessage, route};
 use crate::objects;
 use crate::ops;
 

@@ -9,5 +9,8 @@
 //!
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
+//! - [`delivery`]: what the queue consumer does with a background job's
+//!   message once the Ledger judged or ran its delivery.
 
 pub mod dead_letter;
+pub mod delivery;

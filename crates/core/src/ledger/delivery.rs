@@ -1,0 +1,127 @@
+//! What the queue consumer does with a background job's message once the
+//! job's Ledger has judged the delivery ([`crate::background::on_delivery`])
+//! or run it: one [`Verdict`], the message the Ledger answers the consumer
+//! with.
+
+use serde::{Deserialize, Serialize};
+
+use crate::background::Delivery;
+use crate::job::{Job, JobState};
+
+/// How long a background job whose delivery could make no attempt (no route,
+/// every provider's breaker open) waits before its next delivery, at least:
+/// it waits rather than being sent again at every outbox round.
+pub const NO_ATTEMPT_WAIT_MS: u64 = 60_000;
+
+/// What the consumer does with the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "verdict")]
+pub enum Verdict {
+    /// Done with this message.
+    Ack,
+    /// Deliver it again after this long.
+    Retry {
+        /// Milliseconds until the redelivery.
+        delay_ms: u64,
+    },
+    /// The job is dead: record a dead letter, then done.
+    Dead,
+}
+
+/// The verdict of a delivery that ran nothing: acknowledged, or handed back
+/// for the job's backoff; `None` when the delivery is to run the job (its
+/// verdict comes after the run: [`after_run`]).
+pub fn without_run(judged: Delivery, job: Option<&Job>, now_ms: u64) -> Option<Verdict> {
+    match judged {
+        Delivery::Run => None,
+        Delivery::RetryIn(delay_ms) => Some(Verdict::Retry { delay_ms }),
+        Delivery::Ack => Some(after_run(job, now_ms)),
+    }
+}
+
+/// The verdict once a delivery was run (or judged): a dead job's message
+/// goes to the dead letters, a failed one's comes back after the job's
+/// backoff, any other is done.
+pub fn after_run(job: Option<&Job>, now_ms: u64) -> Verdict {
+    match job {
+        Some(job) if job.state() == JobState::Dead => Verdict::Dead,
+        Some(job) if job.state() == JobState::Failed => {
+            Verdict::Retry { delay_ms: job.not_before_ms().saturating_sub(now_ms) }
+        }
+        _ => Verdict::Ack,
+    }
+}
+
+/// How long a job whose run made no attempt waits for its next delivery:
+/// what the answer asked for (a breaker's next probe), at least
+/// [`NO_ATTEMPT_WAIT_MS`]; `None` when the run made an attempt.
+pub fn no_attempt_wait_ms(job: &Job, asked_ms: Option<u64>) -> Option<u64> {
+    job.attempts().is_empty().then(|| asked_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::fingerprint::{Body, Fingerprint};
+    use crate::job::{AttemptReport, JobPolicy, UnknownPolicy};
+
+    const NOW: u64 = 1_000_000;
+
+    fn job(max_attempts: u32) -> Job {
+        let policy = JobPolicy::new(max_attempts, 30_000, 60_000, 86_400_000, UnknownPolicy::RetryAfterLease).unwrap();
+        let fingerprint = Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap();
+        Job::new(fingerprint, NOW, policy)
+    }
+
+    /// The job after one attempt that failed transiently.
+    fn failed(max_attempts: u32) -> Job {
+        let mut job = job(max_attempts);
+        let ticket = job.claim(job.version(), NOW, "p", None).unwrap();
+        job.fail(ticket, NOW + 10, AttemptReport::default()).unwrap();
+        job
+    }
+
+    #[test]
+    fn a_run_ends_as_dead_letter_redelivery_after_the_backoff_or_done() {
+        assert_eq!(after_run(None, NOW), Verdict::Ack);
+        assert_eq!(after_run(Some(&job(4)), NOW), Verdict::Ack);
+        let retrying = failed(4);
+        assert_eq!(retrying.state(), JobState::Failed);
+        let wait = retrying.not_before_ms().saturating_sub(NOW + 10);
+        assert_eq!(after_run(Some(&retrying), NOW + 10), Verdict::Retry { delay_ms: wait });
+        // Past its backoff: deliver again at once.
+        assert_eq!(after_run(Some(&retrying), u64::MAX), Verdict::Retry { delay_ms: 0 });
+        let dead = failed(1);
+        assert_eq!(dead.state(), JobState::Dead);
+        assert_eq!(after_run(Some(&dead), NOW), Verdict::Dead);
+    }
+
+    #[test]
+    fn a_judged_delivery_that_runs_nothing_has_its_verdict_at_once() {
+        assert_eq!(without_run(Delivery::Run, Some(&job(4)), NOW), None);
+        assert_eq!(without_run(Delivery::RetryIn(250), Some(&job(4)), NOW), Some(Verdict::Retry { delay_ms: 250 }));
+        assert_eq!(without_run(Delivery::Ack, Some(&failed(1)), NOW), Some(Verdict::Dead));
+        assert_eq!(without_run(Delivery::Ack, None, NOW), Some(Verdict::Ack));
+    }
+
+    #[test]
+    fn a_run_without_an_attempt_waits_at_least_a_minute() {
+        assert_eq!(no_attempt_wait_ms(&job(4), None), Some(NO_ATTEMPT_WAIT_MS));
+        assert_eq!(no_attempt_wait_ms(&job(4), Some(5_000)), Some(NO_ATTEMPT_WAIT_MS));
+        assert_eq!(no_attempt_wait_ms(&job(4), Some(120_000)), Some(120_000));
+        assert_eq!(no_attempt_wait_ms(&failed(4), Some(120_000)), None);
+    }
+
+    #[test]
+    fn the_verdict_s_wire_form_is_what_the_consumer_reads() {
+        assert_eq!(serde_json::to_string(&Verdict::Ack).unwrap(), r#"{"verdict":"ack"}"#);
+        assert_eq!(
+            serde_json::to_string(&Verdict::Retry { delay_ms: 5 }).unwrap(),
+            r#"{"verdict":"retry","delay_ms":5}"#
+        );
+        assert_eq!(serde_json::from_str::<Verdict>(r#"{"verdict":"dead"}"#).unwrap(), Verdict::Dead);
+    }
+}
