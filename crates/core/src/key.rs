@@ -293,7 +293,7 @@ mod tests {
     #[test]
     fn keys_storage_ids_and_fingerprints_are_validated_when_read_back() {
         use crate::fingerprint::{Body, Fingerprint};
-        let k = key("0123456789abcdef");
+        let k = IdempotencyKey::parse("0123456789abcdef").unwrap();
         let id = StorageId::derive("acme", &k);
         let fingerprint = Fingerprint::of_request("POST", "/v1/x", Body::Json(b"{}")).unwrap();
         let json = serde_json::to_string(&(&k, &id, &fingerprint)).unwrap();
