@@ -544,5 +544,10 @@ export function bind(wasm, load, loadedNow = false) {
     }
   }
 
+  // The package is minified without esbuild's --keep-names (which wraps
+  // every function and class of the bundle, glue included: 630 B gzip); the
+  // two public names are kept here.
+  Object.defineProperty(OneJob, "name", { value: "OneJob" });
+  Object.defineProperty(fingerprint, "name", { value: "fingerprint" });
   return { OneJob, fingerprint, ready };
 }
