@@ -43,8 +43,7 @@ static HEAP: heap::Heap = heap::Heap::new();
 pub fn fingerprint(method: &str, url: &str, body: &[u8]) -> String {
     Fingerprint::of_url_with(method, url, Body::Json(body), &js::JsNumbers)
         .unwrap_or_else(|_| Fingerprint::of_bytes(method, &request_target(url), body))
-        .as_str()
-        .to_owned()
+        .into()
 }
 
 /// The buffer a body to fingerprint is written into: the shell encodes the
