@@ -41,8 +41,9 @@ static HEAP: heap::Heap = heap::Heap::new();
 /// (the gateway refuses it anyway); no body is the empty one. The shell's
 /// `fingerprint()` calls it through [`body_buffer`] and [`fingerprint_body`].
 pub fn fingerprint(method: &str, url: &str, body: &[u8]) -> String {
-    Fingerprint::of_url_with(method, url, Body::Json(body), &js::JsNumbers)
-        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &request_target(url), body))
+    let target = request_target(url);
+    Fingerprint::of_request_with(method, &target, Body::Json(body), &js::JsNumbers)
+        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &target, body))
         .into()
 }
 
