@@ -108,4 +108,3 @@ pub fn intent_id(name: Option<String>, fingerprint: &str) -> Result<String, JsVa
         Fingerprint::parse(fingerprint).ok_or_else(|| js::error("OneJobError", "onejob: malformed fingerprint"))?;
     Ok(onejob_core::intent::intent_id(name.as_deref(), &fingerprint))
 }
-

@@ -187,7 +187,12 @@ fn the_body_buffer_fingerprints_what_was_written_into_it() {
         // What encodeInto does: the bytes written at that address.
         // SAFETY: `body_buffer` reserved at least that many bytes there.
         unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), at, body.len()) };
-        assert_eq!(fingerprint_body("POST", url, body.len()), fingerprint("POST", url, body.as_bytes()), "{}", body.chars().take(30).collect::<String>());
+        assert_eq!(
+            fingerprint_body("POST", url, body.len()),
+            fingerprint("POST", url, body.as_bytes()),
+            "{}",
+            body.chars().take(30).collect::<String>()
+        );
     }
 }
 

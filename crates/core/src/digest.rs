@@ -105,6 +105,7 @@ impl Default for Sha256 {
 fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
     // Constant indices throughout (no loop over `w`), so `w` lives in locals.
     let word = |i: usize| u32::from_be_bytes([block[4 * i], block[4 * i + 1], block[4 * i + 2], block[4 * i + 3]]);
+    #[rustfmt::skip]
     let mut w = [
         word(0), word(1), word(2), word(3), word(4), word(5), word(6), word(7),
         word(8), word(9), word(10), word(11), word(12), word(13), word(14), word(15),
@@ -141,8 +142,22 @@ fn compress(state: &mut [u32; 8], block: &[u8; 64]) {
         ($k:expr, $schedule:expr) => {
             let k: &[u32; 16] = $k;
             if $schedule {
-                next!(0); next!(1); next!(2); next!(3); next!(4); next!(5); next!(6); next!(7);
-                next!(8); next!(9); next!(10); next!(11); next!(12); next!(13); next!(14); next!(15);
+                next!(0);
+                next!(1);
+                next!(2);
+                next!(3);
+                next!(4);
+                next!(5);
+                next!(6);
+                next!(7);
+                next!(8);
+                next!(9);
+                next!(10);
+                next!(11);
+                next!(12);
+                next!(13);
+                next!(14);
+                next!(15);
             }
             round!(a, b, c, d, e, f, g, h, k[0], w[0]);
             round!(h, a, b, c, d, e, f, g, k[1], w[1]);

@@ -209,7 +209,9 @@ fn escape_heavy_char() -> impl Strategy<Value = char> {
     prop_oneof![
         prop::sample::select(vec!['"', '\\', '/', '\n', '\r', '\t', '\u{08}', '\u{0C}', '\u{7F}', ' ', 'a', 'Z']),
         (0u32..0x20).prop_map(|c| char::from_u32(c).unwrap()),
-        prop::sample::select(vec!['é', 'ï', 'ß', 'ç', '✓', '€', '“', '”', '日', '本', 'Я', '\u{E000}', '\u{FFFD}', '🙂', '𝄞']),
+        prop::sample::select(vec![
+            'é', 'ï', 'ß', 'ç', '✓', '€', '“', '”', '日', '本', 'Я', '\u{E000}', '\u{FFFD}', '🙂', '𝄞'
+        ]),
         any::<char>(),
     ]
 }
