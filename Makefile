@@ -42,13 +42,14 @@ build-client:
 	@cp crates/client/js/*.* crates/client/pkg/
 	@# The shell (js/sdk.js and its modules under js/sdk/) as one module.
 	@$(ENV) esbuild crates/client/js/sdk.js --bundle --format=esm --log-level=warning --outfile=crates/client/pkg/sdk.js
-	@# Minified, names kept (OneJob.name stays "OneJob"): what a page without a
-	@# bundler downloads is what it runs. The browser entry is one file (glue
-	@# and shell bundled in), so such a page asks for the wasm after one round
-	@# trip instead of two; the other entries import the glue and the shell.
-	@$(ENV) esbuild crates/client/pkg/index.js --bundle --minify --keep-names --format=esm --log-level=warning \
+	@# Minified: what a page without a bundler downloads is what it runs. The
+	@# public names (OneJob.name, fingerprint.name) are set by sdk.js itself,
+	@# not by --keep-names, which costs 630 B gzip. The browser entry is one
+	@# file (glue and shell bundled in), so such a page asks for the wasm after
+	@# one round trip instead of two; the other entries import the glue and the shell.
+	@$(ENV) esbuild crates/client/pkg/index.js --bundle --minify --format=esm --log-level=warning \
 	  --outfile=crates/client/pkg/index.min.js && mv crates/client/pkg/index.min.js crates/client/pkg/index.js
-	@for f in onejob sdk; do $(ENV) esbuild crates/client/pkg/$$f.js --minify --keep-names --format=esm --log-level=warning \
+	@for f in onejob sdk; do $(ENV) esbuild crates/client/pkg/$$f.js --minify --format=esm --log-level=warning \
 	  --outfile=crates/client/pkg/$$f.min.js && mv crates/client/pkg/$$f.min.js crates/client/pkg/$$f.js || exit 1; done
 	@# wasm-bindgen declares [Symbol.dispose], which needs TypeScript's esnext
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).

@@ -1,10 +1,13 @@
 // The browser SDK's speed, in one run (make bench-sdk, after make build-client):
 //
-// 1. fingerprint(method, url, body) of a 32 KB chat body: the SDK's export
-//    (the core's canonicaliser and SHA-256, in wasm) against plain
+// 1. fingerprint(method, url, body) of two 32 KB chat bodies: the SDK's
+//    export (the core's canonicaliser and SHA-256, in wasm) against plain
 //    JavaScript (an RFC 8785 canonicaliser over JSON.parse, then
 //    crypto.subtle.digest("SHA-256") of the same framed message), in Node and
 //    in headless Chromium. Both must give the same hex, or the run fails.
+//    "ascii": English turns, ASCII only. "multilingual": what multilingual
+//    users send: accented letters, CJK, Cyrillic, symbols (✓, €, emoji),
+//    quotes, backslashes, newlines and tabs, so the JSON is escape-heavy.
 // 2. oj.fetch's own cost per 32 KB call (fetch answered at once, storage in
 //    memory): fingerprint, record, one attempt, delivery.
 // 3. Start-up in headless Chromium: from the start of `import("onejob")` to
@@ -26,16 +29,24 @@ const iterations = Number(process.argv[2] ?? 300);
 
 /** The benchmark itself, run in Node and (as source) in the page. */
 async function measure({ fingerprint, OneJob }, iterations, subtle) {
-  // A 32 KB chat body: a conversation with some non-ASCII text and numbers.
-  const words = "the quick brown fox jumps over the lazy dog — façade naïve 日本語 ".split(" ");
-  const messages = [];
-  let size = 0;
-  for (let i = 0; size < 32 * 1024 - 400; i++) {
-    const content = Array.from({ length: 60 }, (_, j) => words[(i * 7 + j) % words.length]).join(" ");
-    messages.push({ role: i % 2 ? "assistant" : "user", content, name: `turn-${i}` });
-    size = new TextEncoder().encode(JSON.stringify({ model: "gpt-4o-mini", temperature: 0.7, top_p: 0.95, max_tokens: 512, messages })).length;
-  }
-  const body = JSON.stringify({ model: "gpt-4o-mini", temperature: 0.7, top_p: 0.95, max_tokens: 512, messages });
+  // A 32 KB chat body of turns made of `words` (see the header).
+  const chat = (words) => {
+    const request = (messages) => ({ model: "gpt-4o-mini", temperature: 0.7, top_p: 0.95, max_tokens: 512, messages });
+    const messages = [];
+    for (let i = 0; new TextEncoder().encode(JSON.stringify(request(messages))).length < 32 * 1024 - 700; i++) {
+      const content = Array.from({ length: 60 }, (_, j) => words[(i * 7 + j) % words.length]).join(" ");
+      messages.push({ role: i % 2 ? "assistant" : "user", content, name: `turn-${i}` });
+    }
+    return JSON.stringify(request(messages));
+  };
+  const bodies = {
+    ascii: chat("the quick brown fox jumps over the lazy dog while a model answers in plain English".split(" ")),
+    multilingual: chat([
+      "Voilà", "la", "façade", "naïve", "Größe", "über", "ça", "coûte", "€12,50", "✓", "done", "✗", "→",
+      "日本語の", "テキスト", "中文", "Привет,", "мир", "مرحبا", "🙂", "“smart", "quotes”",
+      '"quoted"', 'he said "yes"', "C:\\Users\\zoë\\file.txt", "a\\b", "line\nbreak", "\n\n", "tab\there",
+    ]),
+  };
   const url = "https://gw.example/v1/chat/completions";
 
   // RFC 8785 in JavaScript: JSON.stringify writes numbers and strings exactly
@@ -66,35 +77,47 @@ async function measure({ fingerprint, OneJob }, iterations, subtle) {
     return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
   };
 
-  const sdk = fingerprint("POST", url, body);
-  const js = await jsFingerprint("POST", url, body);
-  if (sdk !== js) throw new Error(`fingerprints differ: sdk ${sdk}, js ${js}`);
-
-  // Per-call time of each contender: batches alternate between them (so
-  // both see the same machine), the first two of each warm the engines up
-  // (wasm and JS tier up alike), the median of the next seven counts.
-  const batch = async (fn) => {
+  // Per-call time of each contender: short batches alternate between them
+  // (so both see the same machine, whose load moves; a batch is about a tenth
+  // of `iterations` calls), the first five of each warm the engines up (wasm
+  // and JS tier up alike), the median of the next twenty counts, and so does
+  // the median of the twenty SDK/JS ratios of neighbouring batches.
+  const batch = async (fn, n) => {
     const start = performance.now();
-    for (let i = 0; i < iterations; i++) await fn();
-    return (performance.now() - start) / iterations;
+    for (let i = 0; i < n; i++) await fn();
+    return (performance.now() - start) / n;
   };
-  const median = (xs) => xs.sort((a, b) => a - b)[xs.length >> 1];
+  const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+  const rounds = 25;
+  const warm = 5;
+  const size = Math.max(5, Math.round(iterations / 10));
   const perCall = async (fn) => {
     const times = [];
-    for (let b = 0; b < 9; b++) times.push(await batch(fn));
-    return median(times.slice(2));
+    for (let b = 0; b < rounds; b++) times.push(await batch(fn, size));
+    return median(times.slice(warm));
   };
-  const sdkTimes = [];
-  const jsTimes = [];
-  for (let b = 0; b < 9; b++) {
-    sdkTimes.push(await batch(() => fingerprint("POST", url, body)));
-    jsTimes.push(await batch(() => jsFingerprint("POST", url, body)));
+  const result = { bodies: {} };
+  for (const [kind, body] of Object.entries(bodies)) {
+    const sdk = fingerprint("POST", url, body);
+    const js = await jsFingerprint("POST", url, body);
+    if (sdk !== js) throw new Error(`${kind}: fingerprints differ: sdk ${sdk}, js ${js}`);
+    const sdkTimes = [];
+    const jsTimes = [];
+    for (let b = 0; b < rounds; b++) {
+      sdkTimes.push(await batch(() => fingerprint("POST", url, body), size));
+      jsTimes.push(await batch(() => jsFingerprint("POST", url, body), size));
+    }
+    const counted = (xs) => xs.slice(warm);
+    result.bodies[kind] = {
+      bytes: encoder.encode(body).length,
+      escapes: (body.match(/\\(u[0-9a-f]{4}|.)/gi) ?? []).length,
+      nonAscii: [...body].filter((c) => c.codePointAt(0) > 0x7f).length,
+      sdkMs: median(counted(sdkTimes)),
+      jsMs: median(counted(jsTimes)),
+      ratio: median(counted(sdkTimes).map((t, i) => t / counted(jsTimes)[i])),
+    };
   }
-  const result = {
-    bodyBytes: encoder.encode(body).length,
-    sdkMs: median(sdkTimes.slice(2)),
-    jsMs: median(jsTimes.slice(2)),
-  };
+  const body = bodies.ascii;
 
   // oj.fetch's own cost: fetch answers at once; each call is a new intent.
   const realFetch = globalThis.fetch;
@@ -112,11 +135,15 @@ async function measure({ fingerprint, OneJob }, iterations, subtle) {
   return result;
 }
 
-const show = (where, r) =>
-  console.log(
-    `sdk-bench: ${where.padEnd(8)} fingerprint of ${r.bodyBytes} B: SDK ${r.sdkMs.toFixed(3)} ms, JS (canonicalize + subtle.digest) ${r.jsMs.toFixed(3)} ms` +
-      ` (SDK/JS ${(r.sdkMs / r.jsMs).toFixed(2)}); oj.fetch own cost ${r.fetchMs.toFixed(3)} ms per call`,
-  );
+const show = (where, r) => {
+  for (const [kind, b] of Object.entries(r.bodies)) {
+    console.log(
+      `sdk-bench: ${where.padEnd(8)} fingerprint, ${kind.padEnd(12)} body of ${b.bytes} B (${b.nonAscii} non-ASCII characters, ${b.escapes} escapes): ` +
+        `SDK ${(b.sdkMs * 1000).toFixed(0)} µs, JS (canonicalize + subtle.digest) ${(b.jsMs * 1000).toFixed(0)} µs (SDK/JS ${b.ratio.toFixed(2)})`,
+    );
+  }
+  console.log(`sdk-bench: ${where.padEnd(8)} oj.fetch own cost per call (ascii body): ${r.fetchMs.toFixed(3)} ms`);
+};
 
 // Node.
 const node = await import(path.join(pkg, "node.js"));

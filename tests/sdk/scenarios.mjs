@@ -327,6 +327,45 @@ export const scenarios = [
     },
   },
   {
+    // The body goes into the engine's memory through TextEncoder.encodeInto
+    // (not wasm-bindgen's string passing): every kind of text, large and
+    // small in turn (the engine's buffer is reused), a lone surrogate (as
+    // U+FFFD, as encodeInto writes it) and no body. The canonical form is
+    // JavaScript's own (JSON.stringify writes RFC 8785's string escapes;
+    // these bodies have no numbers beyond integers and one key order).
+    name: "fingerprints of multilingual, escape-heavy bodies match an independent computation",
+    async run({ OneJob, fingerprint, equal }) {
+      equal(OneJob.name, "OneJob", "the class keeps its name in the minified bundle");
+      equal(fingerprint.name, "fingerprint");
+      const text = 'Voilà façade naïve Größe ✓ € → 日本語 Привет مرحبا 🙂 “smart” "quoted" C:\\Users\\zoë a\\b line\nbreak tab\there \u0001\u001f\u007f /slash/';
+      const bodies = [
+        { messages: [{ content: text, role: "user" }], model: "m" },
+        { a: "x" },
+        { content: text.repeat(400), "é": [text, 1], "\n\"": null },
+        {},
+      ];
+      const canonical = (v) =>
+        v === null || typeof v !== "object"
+          ? JSON.stringify(v)
+          : Array.isArray(v)
+            ? `[${v.map(canonical).join(",")}]`
+            : `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${canonical(v[k])}`).join(",")}}`;
+      // A raw lone surrogate (JSON.stringify would escape it, and the core
+      // refuses an escaped one): sent as U+FFFD, which is what is fingerprinted.
+      const texts = [...bodies.map((v) => JSON.stringify(v)), '{"z":"\ud83d","y":"tail \udc00"}'];
+      for (const body of texts) {
+        const expected = await coreFingerprint("POST", "/v1/chat/completions", "json", canonical(JSON.parse(body.toWellFormed())));
+        equal(fingerprint("post", "https://gateway.test/v1/chat/completions", body), expected, body.slice(0, 40));
+      }
+      // An escaped lone surrogate is not I-JSON: the body is its bytes.
+      const escaped = '{"z":"\\ud83d"}';
+      equal(fingerprint("POST", "/v1/x", escaped), await coreFingerprint("POST", "/v1/x", "bytes", escaped));
+      // Not JSON: its bytes; no body: the empty one.
+      equal(fingerprint("POST", "/v1/x", "naïve ✓ {"), await coreFingerprint("POST", "/v1/x", "bytes", "naïve ✓ {"));
+      equal(fingerprint("GET", "/v1/x"), await coreFingerprint("GET", "/v1/x", "bytes", ""));
+    },
+  },
+  {
     name: "malformed options throw named errors",
     async run({ OneJob, equal, rejects }) {
       const malformed = [

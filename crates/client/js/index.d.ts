@@ -1,4 +1,10 @@
 // Types of the `onejob` package (every entry: browsers, Node, workerd, inline).
+// Only names that both TypeScript's DOM lib and @types/node declare (`URL`,
+// `Request`, `RequestInit`, `Response`), so the package checks in a browser
+// project, a Node-only one (no DOM: no `RequestInfo`) and one with both.
+
+/** What `fetch` takes as its first argument, in every runtime (DOM's `RequestInfo | URL`). */
+export type FetchInput = string | URL | Request;
 
 /**
  * Settles when the SDK's wasm can be used: at once in Node and workerd; in
@@ -29,9 +35,9 @@ export declare class OneJob {
    */
   constructor(options?: OneJobOptions | null);
   /** Like `fetch(input, init)`, with one idempotency key per intent. */
-  fetch(input: RequestInfo | URL, init?: RequestInit | null, options?: FetchOptions | null): Promise<Response>;
+  fetch(input: FetchInput, init?: RequestInit | null, options?: FetchOptions | null): Promise<Response>;
   /** A plain `fetch`-compatible function bound to this client, for `new OpenAI({ fetch: oj.fetcher() })` and other SDKs. */
-  fetcher(): (input: RequestInfo | URL, init?: RequestInit) => Promise<Response>;
+  fetcher(): (input: FetchInput, init?: RequestInit) => Promise<Response>;
   /** Re-sends every unresolved intent with its original key (after a reload, say) and resolves to their responses. */
   resume(): Promise<ResumedIntent[]>;
   /** Every remembered intent. Needs {@link ready}. */

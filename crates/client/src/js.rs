@@ -53,9 +53,22 @@ pub fn digits(n: u64) -> String {
 /// A JS `Error` whose `name` lets TypeScript and `catch` blocks tell onejob's
 /// failures apart (`err.name === "OneJobNetworkError"`).
 pub fn error(name: &str, message: &str) -> JsValue {
-    let error = js_sys::Error::new(message);
+    let error = JsError::new(message);
     error.set_name(name);
     error.into()
+}
+
+// `Error` declared here rather than taken from js-sys, whose runtime (its
+// futures and JSPI support among it) the engine would otherwise link for
+// these two calls.
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = Error)]
+    type JsError;
+    #[wasm_bindgen(constructor, js_class = "Error")]
+    fn new(message: &str) -> JsError;
+    #[wasm_bindgen(method, setter = name)]
+    fn set_name(this: &JsError, name: &str);
 }
 
 /// `crypto.getRandomValues` (browsers, Node ≥ 20 and workerd all have it):

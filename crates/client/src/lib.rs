@@ -21,6 +21,8 @@ mod intent;
 mod js;
 mod stream;
 
+use std::cell::UnsafeCell;
+
 use onejob_core::fingerprint::{Body, Fingerprint, request_target};
 use wasm_bindgen::prelude::*;
 
@@ -36,14 +38,67 @@ static HEAP: heap::Heap = heap::Heap::new();
 /// core function): SHA-256 over the method, the URL's path and query (host
 /// and fragment do not count), and the body's RFC 8785 canonical form, as 64
 /// lower-case hex digits. A body that is not JSON is identified by its bytes
-/// (the gateway refuses it anyway). Synchronous; no request is made.
-#[wasm_bindgen]
-pub fn fingerprint(method: &str, url: &str, body: Option<String>) -> String {
-    let bytes = body.as_deref().unwrap_or("").as_bytes();
-    Fingerprint::of_url_with(method, url, Body::Json(bytes), &js::JsNumbers)
-        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &request_target(url), bytes))
-        .as_str()
-        .to_owned()
+/// (the gateway refuses it anyway); no body is the empty one. The shell's
+/// `fingerprint()` calls it through [`body_buffer`] and [`fingerprint_body`].
+pub fn fingerprint(method: &str, url: &str, body: &[u8]) -> String {
+    let target = request_target(url);
+    Fingerprint::of_request_with(method, &target, Body::Json(body), &js::JsNumbers)
+        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &target, body))
+        .into()
+}
+
+/// The buffer a body to fingerprint is written into: the shell encodes the
+/// body (UTF-16) as UTF-8 straight into the engine's memory with
+/// `TextEncoder.encodeInto`, so it is transcoded once, natively, and never
+/// copied or reallocated on its way in (wasm-bindgen's string passing copies
+/// ASCII a character at a time in JavaScript, then reallocates twice for
+/// the rest). Kept between calls, so a body of the same size reuses it.
+struct BodyBuffer(UnsafeCell<Vec<u8>>);
+
+// SAFETY: wasm32-unknown-unknown without atomics has a single thread, and
+// the buffer is only reached through the two functions below, neither of
+// which re-enters the other.
+unsafe impl Sync for BodyBuffer {}
+
+static BODY: BodyBuffer = BodyBuffer(UnsafeCell::new(Vec::new()));
+
+/// The address of at least `capacity` bytes of the body buffer, for the
+/// shell's `encodeInto` (into a view of [`wasm_memory`] it makes after this
+/// returns: a view made here could be detached before the shell sees it,
+/// since handing a JS object back may itself grow the memory).
+#[wasm_bindgen(js_name = bodyBuffer)]
+pub fn body_buffer(capacity: usize) -> *mut u8 {
+    // SAFETY: see `BodyBuffer`; no other reference to the buffer is live.
+    let buffer = unsafe { &mut *BODY.0.get() };
+    buffer.clear();
+    buffer.reserve(capacity);
+    buffer.as_mut_ptr()
+}
+
+/// The engine's `WebAssembly.Memory`, for views of the body buffer.
+#[wasm_bindgen(js_name = wasmMemory)]
+pub fn wasm_memory() -> JsValue {
+    wasm_bindgen::memory()
+}
+
+/// [`fingerprint`] of the first `len` bytes of the body buffer (what
+/// `encodeInto` wrote: valid UTF-8).
+#[wasm_bindgen(js_name = fingerprintBody)]
+pub fn fingerprint_body(method: &str, url: &str, len: usize) -> String {
+    // SAFETY: see `BodyBuffer`.
+    let buffer = unsafe { &mut *BODY.0.get() };
+    let len = len.min(buffer.capacity());
+    // SAFETY: the first `len` bytes were written by `encodeInto` (u8 has no
+    // invalid values), within the capacity.
+    unsafe { buffer.set_len(len) };
+    let fingerprint = fingerprint(method, url, buffer);
+    // A huge body's buffer is given back; a chat body's is kept for the next.
+    if buffer.capacity() > 4 << 20 {
+        *buffer = Vec::new();
+    } else {
+        buffer.clear();
+    }
+    fingerprint
 }
 
 /// The id of an intent: the app's name, or `fp:<fingerprint>` when unnamed.

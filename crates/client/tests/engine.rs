@@ -15,7 +15,7 @@ fn engine() -> Engine {
 }
 
 fn fp(body: &str) -> String {
-    fingerprint("POST", "https://gw.test/v1/chat/completions", Some(body.into()))
+    fingerprint("POST", "https://gw.test/v1/chat/completions", body.as_bytes())
 }
 
 fn error_name(error: &JsValue) -> Option<String> {
@@ -167,9 +167,33 @@ fn fingerprint_export_matches_the_gateways_identity() {
         let url = "https://gw.example/v1/chat/completions?api-version=1#frag";
         let native = Fingerprint::of_url("POST", url, Body::Json(body.as_bytes()))
             .unwrap_or_else(|_| Fingerprint::of_bytes("POST", "/v1/chat/completions?api-version=1", body.as_bytes()));
-        assert_eq!(onejob_client::fingerprint("post", url, Some(body.into())), native.as_str(), "{body}");
+        assert_eq!(onejob_client::fingerprint("post", url, body.as_bytes()), native.as_str(), "{body}");
     }
-    assert_eq!(onejob_client::fingerprint("GET", "/v1/models", None).len(), 64);
+    assert_eq!(onejob_client::fingerprint("GET", "/v1/models", b"").len(), 64);
+}
+
+/// The shell's path: the body written into the engine's buffer (as
+/// `encodeInto` does), then fingerprinted by its length; the buffer is reused
+/// by the next body, larger or smaller, and a huge one's is given back.
+#[wasm_bindgen_test]
+fn the_body_buffer_fingerprints_what_was_written_into_it() {
+    use onejob_client::{body_buffer, fingerprint_body};
+    let url = "https://gw.test/v1/chat/completions";
+    let chat = r#"{"messages":[{"role":"user","content":"Voilà ✓ \"quoted\" C:\\x\n日本語 🙂 \u00e9"}]}"#;
+    assert!(onejob_core::canonical::canonicalize(chat.as_bytes()).is_ok());
+    let big = format!(r#"{{"a":"{}"}}"#, "é".repeat(1 << 20));
+    for body in [chat, "{}", "", "not json", &big, chat] {
+        let at = body_buffer(body.len() * 3);
+        // What encodeInto does: the bytes written at that address.
+        // SAFETY: `body_buffer` reserved at least that many bytes there.
+        unsafe { std::ptr::copy_nonoverlapping(body.as_ptr(), at, body.len()) };
+        assert_eq!(
+            fingerprint_body("POST", url, body.len()),
+            fingerprint("POST", url, body.as_bytes()),
+            "{}",
+            body.chars().take(30).collect::<String>()
+        );
+    }
 }
 
 /// The SDK's allocator (size classes with free lists): blocks of every size

@@ -140,7 +140,7 @@ pub fn canonicalize_with(json: &[u8], numbers: &dyn Numbers) -> Result<String, C
     if json.len() > MAX_INPUT_BYTES {
         return Err(CanonicalError::TooLarge { len: json.len(), max: MAX_INPUT_BYTES });
     }
-    let value = parse(json)?;
+    let value = read(json, false)?;
     let mut out = String::with_capacity(json.len());
     write_value(&value, &mut out, numbers)?;
     Ok(out)
@@ -160,14 +160,25 @@ pub(crate) enum Json<'a> {
     Object(Vec<(Cow<'a, str>, Json<'a>)>),
 }
 
-/// Parses a JSON text with the same rules as [`canonicalize`].
+/// Parses a JSON text with the same rules as [`canonicalize`]; every string
+/// is decoded (a borrowed one had no escapes).
 pub(crate) fn parse(json: &[u8]) -> Result<Json<'_>, CanonicalError> {
+    read(json, true)
+}
+
+/// [`parse`]; with `decode_values` false, string *values* with escapes are
+/// checked but kept as their source text (borrowed, escapes and all), which
+/// [`write_value`] turns into their canonical form directly: what
+/// [`canonicalize`] does, so an escape-heavy chat body is never decoded into
+/// owned strings only to be escaped again. Member names are always decoded
+/// (they are sorted and compared).
+fn read(json: &[u8], decode_values: bool) -> Result<Json<'_>, CanonicalError> {
     let text = std::str::from_utf8(json).map_err(|e| {
         let mut message = String::from("invalid UTF-8 at byte ");
         push_u64(&mut message, e.valid_up_to() as u64);
         CanonicalError::Invalid { message }
     })?;
-    let mut reader = Reader { text, bytes: json, pos: 0 };
+    let mut reader = Reader { text, bytes: json, pos: 0, decode_values };
     reader.skip_space();
     let value = reader.value(0)?;
     reader.skip_space();
@@ -183,6 +194,8 @@ struct Reader<'a> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
+    /// Whether string values are decoded (see [`read`]).
+    decode_values: bool,
 }
 
 impl<'a> Reader<'a> {
@@ -232,7 +245,7 @@ impl<'a> Reader<'a> {
             Some(b'n') => self.literal("null", Json::Null),
             Some(b't') => self.literal("true", Json::Bool(true)),
             Some(b'f') => self.literal("false", Json::Bool(false)),
-            Some(b'"') => Ok(Json::String(self.string()?)),
+            Some(b'"') => Ok(Json::String(self.string(self.decode_values)?)),
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(b'[') => {
                 if depth >= MAX_DEPTH {
@@ -275,7 +288,7 @@ impl<'a> Reader<'a> {
                     if self.peek() != Some(b'"') {
                         return Err(self.invalid("expected a member name"));
                     }
-                    let name = self.string()?;
+                    let name = self.string(true)?;
                     self.skip_space();
                     if self.peek() != Some(b':') {
                         return Err(self.invalid("expected `:`"));
@@ -343,92 +356,103 @@ impl<'a> Reader<'a> {
         Ok(Json::Number(self.slice(start)))
     }
 
-    /// A string token; borrowed when it has no escapes (then its text is
-    /// already its canonical form), owned otherwise.
-    fn string(&mut self) -> Result<Cow<'a, str>, CanonicalError> {
+    /// A string token. Borrowed when it has no escapes (then its text is
+    /// already its canonical form) or when `decode` is false (then it is its
+    /// source text, escapes checked); owned and decoded otherwise.
+    fn string(&mut self, decode: bool) -> Result<Cow<'a, str>, CanonicalError> {
         self.pos += 1; // the opening quote
         let start = self.pos;
-        self.pos += plain_run(&self.bytes[start..]);
-        match self.peek() {
-            None => return Err(self.invalid("unterminated string")),
-            Some(b'"') => {
-                let text = self.slice(start);
-                self.pos += 1;
-                return Ok(Cow::Borrowed(text));
-            }
-            Some(b'\\') => {}
-            Some(_) => return Err(self.invalid("control character in a string")),
-        }
-        let mut owned = String::from(self.slice(start));
+        // Decoded so far, once a first escape was met (and `decode`).
+        let mut owned: Option<String> = None;
         loop {
+            // Up to the next quote, backslash or control byte, at once.
+            let from = self.pos;
+            self.pos += plain_run(self.bytes.get(from..).unwrap_or_default());
+            if let Some(owned) = &mut owned {
+                owned.push_str(self.slice(from));
+            }
             match self.peek() {
                 None => return Err(self.invalid("unterminated string")),
                 Some(b'"') => {
+                    let raw = self.slice(start);
                     self.pos += 1;
-                    return Ok(Cow::Owned(owned));
+                    return Ok(owned.map_or(Cow::Borrowed(raw), Cow::Owned));
                 }
-                Some(0..=0x1F) => return Err(self.invalid("control character in a string")),
                 Some(b'\\') => {
+                    if decode && owned.is_none() {
+                        let mut text = String::with_capacity(self.pos - start + 16);
+                        text.push_str(self.slice(start));
+                        owned = Some(text);
+                    }
                     self.pos += 1;
-                    let escaped = match self.peek() {
-                        Some(b'"') => '"',
-                        Some(b'\\') => '\\',
-                        Some(b'/') => '/',
-                        Some(b'b') => '\u{08}',
-                        Some(b'f') => '\u{0C}',
-                        Some(b'n') => '\n',
-                        Some(b'r') => '\r',
-                        Some(b't') => '\t',
-                        Some(b'u') => {
-                            self.pos += 1;
-                            let unit = self.hex4()?;
-                            let code = match unit {
-                                0xD800..=0xDBFF => {
-                                    if !self.bytes[self.pos..].starts_with(b"\\u") {
-                                        return Err(self.invalid("lone leading surrogate"));
-                                    }
-                                    self.pos += 2;
-                                    let low = self.hex4()?;
-                                    if !(0xDC00..=0xDFFF).contains(&low) {
-                                        return Err(self.invalid("lone leading surrogate"));
-                                    }
-                                    0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
-                                }
-                                0xDC00..=0xDFFF => return Err(self.invalid("lone trailing surrogate")),
-                                _ => unit,
-                            };
-                            owned.push(char::from_u32(code).ok_or_else(|| self.invalid("invalid escape"))?);
-                            continue;
-                        }
-                        _ => return Err(self.invalid("invalid escape")),
-                    };
-                    self.pos += 1;
-                    owned.push(escaped);
+                    let c = self.escape()?;
+                    if let Some(owned) = &mut owned {
+                        owned.push(c);
+                    }
                 }
-                Some(_) => {
-                    // Copy up to the next quote, backslash or control byte at once.
-                    let from = self.pos;
-                    self.pos += plain_run(&self.bytes[from..]);
-                    owned.push_str(self.slice(from));
-                }
+                Some(_) => return Err(self.invalid("control character in a string")),
             }
         }
+    }
+
+    /// The character an escape denotes, read from just after its backslash:
+    /// the short ones, or `\uXXXX` (a surrogate pair as two, never alone).
+    fn escape(&mut self) -> Result<char, CanonicalError> {
+        let escaped = match self.peek() {
+            Some(b'"') => '"',
+            Some(b'\\') => '\\',
+            Some(b'/') => '/',
+            Some(b'b') => '\u{08}',
+            Some(b'f') => '\u{0C}',
+            Some(b'n') => '\n',
+            Some(b'r') => '\r',
+            Some(b't') => '\t',
+            Some(b'u') => {
+                self.pos += 1;
+                let unit = self.hex4()?;
+                let code = match unit {
+                    0xD800..=0xDBFF => {
+                        if !self.bytes.get(self.pos..).unwrap_or_default().starts_with(b"\\u") {
+                            return Err(self.invalid("lone leading surrogate"));
+                        }
+                        self.pos += 2;
+                        let low = self.hex4()?;
+                        if !(0xDC00..=0xDFFF).contains(&low) {
+                            return Err(self.invalid("lone leading surrogate"));
+                        }
+                        0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
+                    }
+                    0xDC00..=0xDFFF => return Err(self.invalid("lone trailing surrogate")),
+                    _ => unit,
+                };
+                return char::from_u32(code).ok_or_else(|| self.invalid("invalid escape"));
+            }
+            _ => return Err(self.invalid("invalid escape")),
+        };
+        self.pos += 1;
+        Ok(escaped)
     }
 
     fn hex4(&mut self) -> Result<u32, CanonicalError> {
         let mut unit = 0;
         for _ in 0..4 {
-            let digit = match self.peek() {
-                Some(b @ b'0'..=b'9') => b - b'0',
-                Some(b @ b'a'..=b'f') => b - b'a' + 10,
-                Some(b @ b'A'..=b'F') => b - b'A' + 10,
+            match self.peek() {
+                Some(b) if b.is_ascii_hexdigit() => unit = unit * 16 + hex_digit(b),
                 _ => return Err(self.invalid("invalid \\u escape")),
-            };
-            unit = unit * 16 + u32::from(digit);
+            }
             self.pos += 1;
         }
         Ok(unit)
     }
+}
+
+/// The value of a hex digit (checked by the caller).
+fn hex_digit(b: u8) -> u32 {
+    u32::from(match b {
+        b'0'..=b'9' => b - b'0',
+        b'a'..=b'f' => b - b'a' + 10,
+        _ => (b | 0x20).wrapping_sub(b'a' - 10),
+    })
 }
 
 /// How many bytes of `bytes` a string takes as they are: up to the first
@@ -439,15 +463,17 @@ fn plain_run(bytes: &[u8]) -> usize {
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let has_zero = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
     let mut i = 0;
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(chunk);
+    // (A plain loop and an array, not an iterator or `copy_from_slice`: at
+    // opt-level "z" those stay calls, per eight bytes.)
+    while let Some(Ok(word)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
         let x = u64::from_le_bytes(word);
-        // A byte below 0x20, or equal to `"` or `\`, ends the run.
+        // A byte below 0x20, or equal to `"` or `\`, ends the run. The lowest
+        // flagged byte is exact (a borrow only ever flags bytes above a true
+        // match), so it is the run's end.
         let special =
             (x.wrapping_sub(ONES * 0x20) & !x & HIGHS) | has_zero(x ^ (ONES * 0x22)) | has_zero(x ^ (ONES * 0x5C));
         if special != 0 {
-            break;
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
@@ -562,19 +588,62 @@ fn write_value(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Res
     Ok(())
 }
 
-/// A parsed string: one that had no escapes is its own canonical form (JSON
-/// forbids raw `"`, `\` and controls, the only characters JCS escapes).
-// The Cow's variant matters: a borrowed string had no escapes and is written as it is.
+/// A parsed string. A borrowed one is JSON source text: without escapes it is
+/// its own canonical form (JSON forbids raw `"`, `\\` and controls, the only
+/// characters JCS escapes), with them (see [`read`]) it is rewritten escape by
+/// escape; an owned one is decoded text, escaped.
+// The Cow's variant matters: a borrowed string is source text.
 #[allow(clippy::ptr_arg)]
 fn write_json_string(s: &Cow<'_, str>, out: &mut String) {
     match s {
-        Cow::Borrowed(raw) => {
-            out.push('"');
-            out.push_str(raw);
-            out.push('"');
-        }
+        Cow::Borrowed(raw) => write_source_string(raw, out),
         Cow::Owned(s) => write_string(s, out),
     }
+}
+
+/// The canonical form of a string given as its JSON source text (between the
+/// quotes; escapes already checked by the reader): runs without a backslash
+/// are copied as they are; `\"`, `\\\\`, `\b`, `\f`, `\n`, `\r` and `\t` are
+/// already canonical; `\/` is `/`; a `\u` escape is its character, written as
+/// [`write_string`] writes it.
+fn write_source_string(raw: &str, out: &mut String) {
+    out.push('"');
+    let bytes = raw.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        // The source has no raw quote or control (the reader checked): the
+        // run ends at a backslash.
+        let run = plain_run(bytes.get(at..).unwrap_or_default());
+        out.push_str(raw.get(at..at + run).unwrap_or_default());
+        at += run;
+        match bytes.get(at + 1) {
+            None => break,
+            Some(b'u') => {
+                let unit = |i: usize| {
+                    bytes.get(i..i + 4).unwrap_or_default().iter().fold(0, |unit, &b| unit * 16 + hex_digit(b))
+                };
+                let high = unit(at + 2);
+                at += 6;
+                let code = if (0xD800..=0xDBFF).contains(&high) {
+                    let low = unit(at + 2);
+                    at += 6;
+                    0x10000 + ((high - 0xD800) << 10) + (low.wrapping_sub(0xDC00) & 0x3FF)
+                } else {
+                    high
+                };
+                push_escaped(char::from_u32(code).unwrap_or('\u{FFFD}'), out);
+            }
+            Some(b'/') => {
+                out.push('/');
+                at += 2;
+            }
+            Some(_) => {
+                out.push_str(raw.get(at..at + 2).unwrap_or_default());
+                at += 2;
+            }
+        }
+    }
+    out.push('"');
 }
 
 /// The shortest decimal digits that round-trip to `x` (positive, finite) and
@@ -596,29 +665,44 @@ fn shortest_digits(x: f64) -> (String, i32) {
     (digits.to_owned(), int_part.len() as i32 - 1 - first as i32 + exponent)
 }
 
-/// RFC 8785 §3.2.2.2: strings keep every character as UTF-8 except `"`, `\`
+/// RFC 8785 §3.2.2.2: strings keep every character as UTF-8 except `"`, `\\`
 /// and the C0 controls, which get the short escapes or `\u00xx` (lower case).
+/// Runs that need no escape are copied at once.
 pub(crate) fn write_string(s: &str, out: &mut String) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{08}' => out.push_str("\\b"),
-            '\u{09}' => out.push_str("\\t"),
-            '\u{0A}' => out.push_str("\\n"),
-            '\u{0C}' => out.push_str("\\f"),
-            '\u{0D}' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.push_str("\\u00");
-                out.push(HEX[(c as usize) >> 4] as char);
-                out.push(HEX[(c as usize) & 0xF] as char);
-            }
-            c => out.push(c),
+    let bytes = s.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        let run = plain_run(bytes.get(at..).unwrap_or_default());
+        out.push_str(s.get(at..at + run).unwrap_or_default());
+        at += run;
+        // The byte that ended the run is ASCII: `"`, `\\` or a control.
+        if let Some(&b) = bytes.get(at) {
+            push_escaped(char::from(b), out);
+            at += 1;
         }
     }
     out.push('"');
+}
+
+/// One character of a string's canonical form.
+fn push_escaped(c: char, out: &mut String) {
+    match c {
+        '"' => out.push_str("\\\""),
+        '\\' => out.push_str("\\\\"),
+        '\u{08}' => out.push_str("\\b"),
+        '\u{09}' => out.push_str("\\t"),
+        '\u{0A}' => out.push_str("\\n"),
+        '\u{0C}' => out.push_str("\\f"),
+        '\u{0D}' => out.push_str("\\r"),
+        c if (c as u32) < 0x20 => {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[(c as usize) >> 4] as char);
+            out.push(HEX[(c as usize) & 0xF] as char);
+        }
+        c => out.push(c),
+    }
 }
 
 /// ECMAScript `Number.prototype.toString(10)` for a finite double (ECMA-262

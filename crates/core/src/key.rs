@@ -89,18 +89,12 @@ impl IdempotencyKey {
 }
 
 /// Formats 16 random bytes as a UUIDv4 (RFC 9562 §5.4): version nibble 4,
-/// variant bits 10.
-pub fn uuid_v4_from_bytes(mut bytes: [u8; 16]) -> String {
-    bytes[6] = (bytes[6] & 0x0F) | 0x40;
-    bytes[8] = (bytes[8] & 0x3F) | 0x80;
-    let mut out = String::with_capacity(36);
-    for (i, part) in [&bytes[0..4], &bytes[4..6], &bytes[6..8], &bytes[8..10], &bytes[10..16]].into_iter().enumerate() {
-        if i > 0 {
-            out.push('-');
-        }
-        out.push_str(&digest::encode(part));
-    }
-    out
+/// variant bits 10 (the `uuid` crate's `Builder::from_random_bytes`), in
+/// lower-case hyphenated form.
+pub fn uuid_v4_from_bytes(bytes: [u8; 16]) -> String {
+    let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    uuid.hyphenated().encode_lower(&mut text).to_owned()
 }
 
 impl TryFrom<String> for IdempotencyKey {
@@ -232,6 +226,21 @@ mod tests {
         assert!(IdempotencyKey::parse(text).is_ok());
         assert_eq!(uuid_v4_from_bytes([0xFF; 16]), "ffffffff-ffff-4fff-bfff-ffffffffffff");
         assert_eq!(uuid_v4_from_bytes([0; 16]), "00000000-0000-4000-8000-000000000000");
+    }
+
+    proptest::proptest! {
+        /// The `uuid` crate writes what the hand-written formatter it
+        /// replaced wrote: version and variant bits set, lower-case hex,
+        /// hyphens at 8-4-4-4-12.
+        #[test]
+        fn uuid_keys_are_what_the_hand_formatter_wrote(mut bytes: [u8; 16]) {
+            let ours = uuid_v4_from_bytes(bytes);
+            bytes[6] = (bytes[6] & 0x0F) | 0x40;
+            bytes[8] = (bytes[8] & 0x3F) | 0x80;
+            let parts = [&bytes[0..4], &bytes[4..6], &bytes[6..8], &bytes[8..10], &bytes[10..16]];
+            let by_hand = parts.map(crate::digest::encode).join("-");
+            proptest::prop_assert_eq!(ours, by_hand);
+        }
     }
 
     #[test]

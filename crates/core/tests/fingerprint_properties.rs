@@ -200,3 +200,87 @@ fn the_issue_examples() {
     assert_eq!(fingerprint(r#"{"n":1}"#), fingerprint(r#"{"n":1e0}"#));
     assert_eq!(fingerprint(r#"{"a":"A","b":2}"#), fingerprint(r#"{"b":2,"a":"\u0041"}"#));
 }
+
+/// Characters escape-heavy text is made of: what JCS escapes (`"`, `\`,
+/// every C0 control), `/` (which JSON may escape), DEL, accented letters,
+/// symbols (✓, €), CJK, characters above U+FFFF (surrogate pairs in `\u`
+/// form) and the ones around U+E000–U+FFFF that sort differently in UTF-16.
+fn escape_heavy_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        prop::sample::select(vec!['"', '\\', '/', '\n', '\r', '\t', '\u{08}', '\u{0C}', '\u{7F}', ' ', 'a', 'Z']),
+        (0u32..0x20).prop_map(|c| char::from_u32(c).unwrap()),
+        prop::sample::select(vec![
+            'é', 'ï', 'ß', 'ç', '✓', '€', '“', '”', '日', '本', 'Я', '\u{E000}', '\u{FFFD}', '🙂', '𝄞'
+        ]),
+        any::<char>(),
+    ]
+}
+
+/// `c` as JSON may spell it inside a string, chosen by `how`: as it is
+/// (unless it must be escaped), a short escape where one exists, `\u` in
+/// lower or upper case hex (a surrogate pair above U+FFFF).
+fn spell_char(c: char, how: u8, out: &mut String) {
+    let short = match c {
+        '"' => Some("\\\""),
+        '\\' => Some("\\\\"),
+        '/' => Some("\\/"),
+        '\u{08}' => Some("\\b"),
+        '\u{0C}' => Some("\\f"),
+        '\n' => Some("\\n"),
+        '\r' => Some("\\r"),
+        '\t' => Some("\\t"),
+        _ => None,
+    };
+    let must_escape = c == '"' || c == '\\' || (c as u32) < 0x20;
+    match (how % 4, short) {
+        (0, _) if !must_escape => out.push(c),
+        (1, Some(short)) => out.push_str(short),
+        (how, _) => {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                out.push_str(&if how == 2 { format!("\\u{unit:04X}") } else { format!("\\u{unit:04x}") });
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// An escape-heavy string, spelled any way JSON allows, as a value and
+    /// as a member name: its canonical form is serde_json's escaping of the
+    /// decoded text (the same minimal escapes RFC 8785 prescribes), and the
+    /// fingerprint does not depend on the spelling.
+    #[test]
+    fn escape_heavy_strings_are_written_canonically(
+        chars in prop::collection::vec(escape_heavy_char(), 0..40),
+        a in prop::collection::vec(any::<u8>(), 40),
+        b in prop::collection::vec(any::<u8>(), 40),
+    ) {
+        let text: String = chars.iter().collect();
+        let spell = |how: &[u8]| {
+            let mut out = String::from("\"");
+            for (c, how) in chars.iter().zip(how) {
+                spell_char(*c, *how, &mut out);
+            }
+            out.push('"');
+            out
+        };
+        let (first, second) = (spell(&a), spell(&b));
+        let expected = serde_json::to_string(&text).unwrap();
+        prop_assert_eq!(canonicalize(first.as_bytes()).unwrap(), expected.clone());
+        prop_assert_eq!(canonicalize(second.as_bytes()).unwrap(), expected.clone());
+        // In a chat body: as a message's content and as a member name.
+        let body = |s: &str| format!(r#"{{"messages":[{{"role":"user","content":{s}}}],{s}:[{s},1]}}"#);
+        let canonical = format!(r#"{{{expected}:[{expected},1],"messages":[{{"content":{expected},"role":"user"}}]}}"#);
+        let sorted_first = !matches!(text.encode_utf16().cmp("messages".encode_utf16()), std::cmp::Ordering::Greater);
+        let canonical = if sorted_first {
+            canonical
+        } else {
+            format!(r#"{{"messages":[{{"content":{expected},"role":"user"}}],{expected}:[{expected},1]}}"#)
+        };
+        prop_assume!(text != "messages");
+        prop_assert_eq!(canonicalize(body(&first).as_bytes()).unwrap(), canonical);
+        prop_assert_eq!(fingerprint(&body(&first)), fingerprint(&body(&second)));
+    }
+}
