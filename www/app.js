@@ -118,7 +118,12 @@ function setState(state) {
 // The gateway's view of the job: state, and one audit record per upstream call.
 async function pollJob(key) {
   if (shown.polling) return;
-  shown.polling = true;
+  // This poll belongs to the request shown now: after every await it checks
+  // that the page still shows it (a new request replaces `shown`), so an
+  // earlier job's state never lands beside a newer key.
+  const mine = shown;
+  mine.polling = true;
+  const current = () => shown === mine && key === shown.key;
   try {
     // The attempt event fires as the request leaves; give the gateway a
     // moment to create the job before asking for it.
@@ -126,12 +131,13 @@ async function pollJob(key) {
     for (;;) {
       // Offline, the poll fails and is asked again (a failed poll is not an attempt).
       const res = await fetch(`/onejob/v1/jobs/${encodeURIComponent(key)}`, { headers: { Authorization: `Bearer ${TOKEN}` } }).catch(() => null);
-      if (key !== shown.key) return;
+      if (!current()) return;
       // A 4xx will not change by asking again: a 404 once the request was
       // answered means no job was made under this key (a 409 already-run
       // triage makes none); before the answer the job may still be starting.
       if (res && res.status >= 400 && res.status < 500 && (res.status !== 404 || shown.answered)) {
         const problem = await res.json().catch(() => null);
+        if (!current()) return;
         const why = res.status === 404 ? "the gateway has no job under this key" : (problem?.title ?? "the gateway refused to show it");
         addLine("poll-stopped", `stopped following the job: HTTP ${res.status}, ${why}`, { status: res.status });
         setState(res.status === 404 ? "no_job" : "unknown");
@@ -139,6 +145,7 @@ async function pollJob(key) {
       }
       if (res?.ok) {
         const job = await res.json();
+        if (!current()) return;
         setState(job.state);
         $("calls").textContent = String(job.attempts.length);
         $("calls").dataset.count = String(job.attempts.length);
@@ -148,7 +155,7 @@ async function pollJob(key) {
       await new Promise((r) => setTimeout(r, 400));
     }
   } finally {
-    shown.polling = false;
+    mine.polling = false;
   }
 }
 
