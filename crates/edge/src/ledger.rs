@@ -342,7 +342,7 @@ impl Ledger {
             // this response does not have the loser's tokens).
             let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
             self.state.wait_until(async move {
-                if driver::audit_late(&store, late).await {
+                if driver::audit_late(&env, &store, late).await {
                     index_now(&env, &store, &metering).await;
                 }
             });

@@ -27,6 +27,11 @@ impl Reply {
 
     /// The value of a hint header, by name (any case).
     pub fn header(&self, name: &str) -> Option<String> {
-        self.hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+        header_of(&self.hints, name)
     }
+}
+
+/// The retry hint `name` among `hints` (a reply's, taken apart).
+pub fn header_of(hints: &[(&'static str, String)], name: &str) -> Option<String> {
+    hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
 }

@@ -19,12 +19,7 @@ use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
 /// A response as stored, and as replayed byte for byte.
-#[derive(Debug, Clone)]
-pub struct StoredResponse {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
-}
+pub use onejob_core::ledger::attempts::StoredResponse;
 
 /// Who a job belongs to and what it asked for (for the operators' index).
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
