@@ -11,6 +11,7 @@
 //!   applied, raced, and what the caller is told).
 //! - [`drive`]: one run of attempts as a machine — placement, claim,
 //!   call, hedge, record, retry — returning the commands the Ledger performs.
+//! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
 //! - [`delivery`]: what the queue consumer does with a background job's
@@ -20,3 +21,4 @@ pub mod attempts;
 pub mod dead_letter;
 pub mod delivery;
 pub mod drive;
+pub mod stream_end;
