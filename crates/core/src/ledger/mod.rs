@@ -9,6 +9,8 @@
 //!
 //! - [`attempts`]: what one attempt's answer means for its job (judged,
 //!   applied, raced, and what the caller is told).
+//! - [`coordination`]: who works on the job in the object's memory (a
+//!   drive, a stream's pump, the effects runner), as one value.
 //! - [`drive`]: one run of attempts as a machine — placement, claim,
 //!   call, hedge, record, retry — returning the commands the Ledger performs.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
@@ -18,6 +20,7 @@
 //!   message once the Ledger judged or ran its delivery.
 
 pub mod attempts;
+pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
 pub mod drive;
