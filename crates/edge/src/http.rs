@@ -4,12 +4,11 @@
 use futures_util::StreamExt;
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use onejob_core::sse::with_id;
+use onejob_core::sse::{self, with_id};
 use worker::{Headers, Request, Response, Result};
 
 use crate::store::StoredResponse;
 use crate::stream::Subscription;
-use crate::upstream::SSE;
 
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.
@@ -164,7 +163,7 @@ impl JobResult {
         if replayed {
             headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
         }
-        if self.content_type.starts_with(SSE) {
+        if self.content_type.starts_with(sse::MEDIA_TYPE) {
             set_stream_headers(&headers)?;
         }
         match self.retry_after_ms {

@@ -13,14 +13,12 @@ use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::providers::{Api, Endpoint, Provider, check_api_path};
+use onejob_core::sse;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::clock;
 use crate::demo;
 use crate::reply::{ByteChunks, Reply};
-
-/// The media type of a streamed answer.
-pub const SSE: &str = "text/event-stream";
 
 /// Largest upstream body kept; a larger one is refused rather than stored.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -78,7 +76,7 @@ pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> Ca
         Endpoint::Demo { .. }
             if let Some(body) = call.stream.then(|| demo::stream(&call.target, &call.body, call.attempt)).flatten() =>
         {
-            CallResult::Stream(Streaming { content_type: SSE.into(), body, abort: None })
+            CallResult::Stream(Streaming { content_type: sse::MEDIA_TYPE.into(), body, abort: None })
         }
         Endpoint::Demo { .. } => {
             let reply = Box::pin(demo::respond(&call.target, &call.body, call.attempt));
@@ -99,7 +97,10 @@ pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> Ca
                 let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
                 let header = |name: &str| response.headers().get(name).ok().flatten();
                 let content_type = header("Content-Type").unwrap_or_default();
-                if wants_stream && (200..300).contains(&response.status_code()) && content_type.starts_with(SSE) {
+                if wants_stream
+                    && (200..300).contains(&response.status_code())
+                    && content_type.starts_with(sse::MEDIA_TYPE)
+                {
                     return Ok(Received::Stream(content_type, response.stream()?));
                 }
                 // A declared length over the limit is refused before it is read.
