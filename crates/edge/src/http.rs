@@ -1,14 +1,13 @@
 //! Response helpers: RFC 9457 problems, CORS, and a job's result with
 //! onejob's headers.
 
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::sse::{self, with_id};
 use worker::{Headers, Request, Response, Result};
 
 use crate::store::StoredResponse;
-use crate::stream::Subscription;
 
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.
@@ -177,17 +176,27 @@ impl JobResult {
     }
 }
 
-/// A caller's view of a live stream: its events as they come, with onejob's
-/// headers. The job is still running (`in_flight`).
-pub fn stream_response(subscription: Subscription, key: &str, replayed: bool) -> Result<Response> {
-    stream_response_with(subscription, key, replayed, false)
+/// What a caller's view of a live stream says about it: the attempt that
+/// streams, its content type, and how many events come before its first.
+pub struct StreamHead<'a> {
+    pub attempt: u32,
+    pub content_type: &'a str,
+    pub from: u64,
 }
 
-/// [`stream_response`], its events numbered with `id:` lines when `ids`.
-pub fn stream_response_with(subscription: Subscription, key: &str, replayed: bool, ids: bool) -> Result<Response> {
-    let Subscription { attempt, content_type, from, events } = subscription;
+/// A caller's view of a live stream: `events` (complete SSE events) as they
+/// come, with onejob's headers, numbered with `id:` lines when `ids`. The
+/// job is still running (`in_flight`).
+pub fn stream_response(
+    head: StreamHead,
+    events: impl Stream<Item = Vec<u8>> + 'static,
+    key: &str,
+    replayed: bool,
+    ids: bool,
+) -> Result<Response> {
+    let StreamHead { attempt, content_type, from } = head;
     let headers = Headers::new();
-    headers.set("Content-Type", &content_type)?;
+    headers.set("Content-Type", content_type)?;
     set_stream_headers(&headers)?;
     headers.set(header::IDEMPOTENCY_KEY, key)?;
     headers.set(header::JOB_STATE, JobState::InFlight.as_str())?;

@@ -271,7 +271,7 @@ impl Ledger {
             },
             Admission::Wait => match stream::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
-                Some(subscription) => http::stream_response(subscription, key, true),
+                Some(subscription) => subscription.into_response(key, true, false),
                 None => self.wait_for_driver(config, &submission).await,
             },
             Admission::Refuse(problem) => {
@@ -391,7 +391,7 @@ impl Ledger {
                     }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
-                return http::stream_response(own, submission.key.as_str(), false);
+                return own.into_response(submission.key.as_str(), false, false);
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
@@ -422,7 +422,7 @@ impl Ledger {
                 let replayed = result.state.is_terminal();
                 self.run_answer(config, submission, result, replayed)
             }
-            Either::Left((Ok(Handed::Stream(subscription)), _)) => http::stream_response(subscription, key, true),
+            Either::Left((Ok(Handed::Stream(subscription)), _)) => subscription.into_response(key, true, false),
             // The wait ran out, or the driver failed without a result.
             _ => http::problem_about(
                 &admission::in_progress(key, admission::DEFAULT_RETRY_AFTER_MS),
@@ -464,7 +464,7 @@ impl Ledger {
     fn resume_stream(&self, key: &str, from: u64, ids: bool) -> Result<Response> {
         let store = self.store();
         if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
-            return http::stream_response_with(subscription, key, true, ids);
+            return subscription.into_response(key, true, ids);
         }
         match store.load_job()? {
             Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from, ids)? {

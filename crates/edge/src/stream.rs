@@ -28,6 +28,7 @@ use onejob_core::sse::{
 use worker::{Delay, Result};
 
 use crate::clock::now_ms;
+use crate::http::{self, StreamHead};
 use crate::store::{Store, StoreError};
 use crate::upstream::Streaming;
 
@@ -59,6 +60,15 @@ pub struct Subscription {
     /// The number of events before the first one it gets.
     pub from: u64,
     pub events: UnboundedReceiver<Vec<u8>>,
+}
+
+impl Subscription {
+    /// The response that streams it to a caller, with `id:` lines when `ids`.
+    pub fn into_response(self, key: &str, replayed: bool, ids: bool) -> Result<worker::Response> {
+        let Self { attempt, content_type, from, events } = self;
+        let head = StreamHead { attempt, content_type: &content_type, from };
+        http::stream_response(head, events, key, replayed, ids)
+    }
 }
 
 /// Starts a live stream in `slot`.
