@@ -369,7 +369,9 @@ thread_local! {
     static INBOX_READY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
+/// The inbox's table (in the TICKETS database), created on first use in
+/// this isolate.
+pub async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
     let db = env.d1(crate::config::binding::TICKETS)?;
     if !INBOX_READY.with(std::cell::Cell::get) {
         db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
@@ -396,38 +398,4 @@ pub async fn mail_receipt(env: &worker::Env, delivery_id: &str) -> worker::Resul
         .bind(&[delivery_id.into()])?
         .first::<Value>(None)
         .await
-}
-
-/// `GET /demo/tickets` and `GET /demo/inbox`: the triage job type's rows
-/// and the mails it sent, for the demo page (only with `DEMO_TOKEN_ISSUER=on`).
-pub async fn read_out(env: &worker::Env, what: &str) -> worker::Result<worker::Response> {
-    let rows: Vec<Value> = match what {
-        "tickets" => {
-            let db = env.d1(crate::config::binding::TICKETS)?;
-            let query = "SELECT * FROM ticket_triage ORDER BY written_ms DESC LIMIT 200";
-            match db.prepare(query).all().await {
-                Ok(result) => result.results::<Value>()?,
-                // No ticket was triaged yet: the table does not exist.
-                Err(_) => Vec::new(),
-            }
-        }
-        _ => {
-            let db = inbox(env).await?;
-            let query = "SELECT delivery_id, payload, received_ms FROM demo_inbox ORDER BY received_ms DESC LIMIT 200";
-            db.prepare(query)
-                .all()
-                .await?
-                .results::<Value>()?
-                .into_iter()
-                .map(|mut row| {
-                    if let Some(text) = row.get("payload").and_then(Value::as_str) {
-                        let payload: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-                        row["payload"] = payload;
-                    }
-                    row
-                })
-                .collect()
-        }
-    };
-    crate::http::with_cors(worker::Response::from_json(&json!({ "rows": rows }))?)
 }

@@ -6,7 +6,6 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::check_api_path;
 use onejob_core::settings::MAX_WAIT_MS;
-use onejob_core::token::{self, UserToken};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
@@ -187,19 +186,6 @@ async fn submit(env: &Env, storage_id: &StorageId, submission: &Submission, body
     call_ledger(env, storage_id, route::SUBMIT, &init).await
 }
 
-/// `GET /demo/tickets` and `/demo/inbox` (see [`crate::demo::read_out`]),
-/// only where the demo is on (`DEMO_TOKEN_ISSUER=on`).
-pub async fn demo_read_out(req: &Request, env: &Env, what: &str) -> Result<Response> {
-    let Ok(config) = config::load(env) else { return http::misconfigured() };
-    if !config.demo_token_issuer {
-        return problem_of(ProblemType::NotFound, "no such route");
-    }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
-    crate::demo::read_out(env, what).await
-}
-
 /// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
 /// admin (names and health only: no URL, no key).
 pub async fn providers(req: Request, env: &Env) -> Result<Response> {
@@ -232,42 +218,6 @@ pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
         return http::method_not_allowed(&req.method(), &Method::Post);
     }
     check::run(req, &config).await
-}
-
-/// `GET /demo/token?user=<id>`: a one-hour user token of the `dev` tenant
-/// for the demo page (only with `DEMO_TOKEN_ISSUER=on`: it hands a token to
-/// anyone, as a real app's backend would hand one to its signed-in users).
-pub fn demo_token(req: Request, env: &Env) -> Result<Response> {
-    let Ok(config) = config::load(env) else { return http::misconfigured() };
-    if !config.demo_token_issuer {
-        return problem_of(ProblemType::NotFound, "no such route");
-    }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
-    let url = req.url()?;
-    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned()).unwrap_or_default();
-    let valid =
-        (1..=64).contains(&user.len()) && user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !valid {
-        return problem_of(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _");
-    }
-    let Some(secret) = config.token_secrets.secret_of("dev") else {
-        return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
-    };
-    let now_s = crate::clock::now_ms() / 1000;
-    let claims = UserToken {
-        tenant: "dev".into(),
-        user,
-        exp: now_s + 3_600,
-        iat: Some(now_s),
-        nbf: None,
-        models: None,
-        paths: None,
-        approve: false,
-    };
-    let body = serde_json::json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp });
-    http::with_cors(Response::from_json(&body)?)
 }
 
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.

@@ -26,6 +26,7 @@ mod check;
 mod clock;
 mod config;
 mod demo;
+mod demo_routes;
 mod driver;
 mod effects;
 mod gateway;
@@ -102,11 +103,11 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         return gateway::provider_check(req, env).await;
     }
     if path == "/demo/token" {
-        return gateway::demo_token(req, env);
+        return demo_routes::token(req, env);
     }
     if let Some(what @ ("tickets" | "inbox")) = path.strip_prefix("/demo/") {
         let what = what.to_owned();
-        return gateway::demo_read_out(&req, env, &what).await;
+        return demo_routes::read_out(&req, env, &what).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(&req, slug);
