@@ -33,7 +33,6 @@ use onejob_core::contract::Contract;
 use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::providers::{Api, Placement, Route};
-use onejob_core::random::RandomSource;
 use serde_json::Value;
 use worker::{Delay, Env, Result};
 
@@ -43,6 +42,7 @@ use crate::config::Config;
 use crate::handoff::Submission;
 use crate::health::{self, Report};
 use crate::http::JobResult;
+use crate::random::MathRandom;
 use crate::store::{JobMeta, Store, StoreError, StoredResponse};
 use crate::stored;
 use crate::upstream::{self, Call, CallResult, Streaming};
@@ -637,16 +637,5 @@ fn problem_response(problem: &Problem) -> StoredResponse {
         status: problem.status(),
         content_type: PROBLEM_CONTENT_TYPE.into(),
         body: problem.to_json().into_bytes(),
-    }
-}
-
-/// Jitter needs no cryptographic randomness; `Math.random` spreads retries.
-pub struct MathRandom;
-
-impl RandomSource for MathRandom {
-    fn next_u64(&mut self) -> u64 {
-        let high = (js_sys::Math::random() * 4_294_967_296.0) as u64;
-        let low = (js_sys::Math::random() * 4_294_967_296.0) as u64;
-        (high << 32) | low
     }
 }

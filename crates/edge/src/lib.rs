@@ -38,6 +38,7 @@ mod meter;
 mod objects;
 mod ops;
 mod queue;
+mod random;
 mod reply;
 mod store;
 mod stored;

@@ -23,11 +23,11 @@ use worker::{Delay, Response, Result};
 use super::Ledger;
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::driver::MathRandom;
 use crate::effects::{self, Performed};
 use crate::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
 use crate::http::{self, JobResult};
 use crate::ops;
+use crate::random::MathRandom;
 use crate::stored;
 
 /// A retry due sooner than this is waited for in the request that runs the
