@@ -27,8 +27,8 @@
 
 use serde_json::{Value, json};
 
+use crate::answer::{ByteChunks, Reply};
 use crate::clock;
-use crate::reply::{ByteChunks, Reply};
 
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
 pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {

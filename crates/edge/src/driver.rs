@@ -36,6 +36,7 @@ use onejob_core::providers::{Api, Placement, Route};
 use serde_json::Value;
 use worker::{Delay, Env, Result};
 
+use crate::answer::Streaming;
 use crate::budgets;
 use crate::clock::now_ms;
 use crate::config::Config;
@@ -45,7 +46,7 @@ use crate::http::JobResult;
 use crate::random::MathRandom;
 use crate::store::{JobMeta, Store, StoreError, StoredResponse};
 use crate::stored;
-use crate::upstream::{self, Call, CallResult, Streaming};
+use crate::upstream::{self, Call, CallResult};
 
 pub struct Driver<'a> {
     config: &'a Config,

@@ -18,6 +18,7 @@
 
 mod admin;
 mod alarms;
+mod answer;
 mod auth;
 mod body;
 mod budgets;
@@ -39,7 +40,6 @@ mod objects;
 mod ops;
 mod queue;
 mod random;
-mod reply;
 mod store;
 mod stored;
 mod stream;

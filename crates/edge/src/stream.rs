@@ -27,10 +27,10 @@ use onejob_core::sse::{
 };
 use worker::{Delay, Result};
 
+use crate::answer::Streaming;
 use crate::clock::now_ms;
 use crate::http::{self, StreamHead};
 use crate::store::{Store, StoreError};
-use crate::upstream::Streaming;
 
 /// An upstream silent this long is given up on (the stream is interrupted).
 pub const IDLE_TIMEOUT_MS: u64 = 120_000;

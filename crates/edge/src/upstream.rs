@@ -16,9 +16,9 @@ use onejob_core::providers::{Api, Endpoint, Provider, check_api_path};
 use onejob_core::sse;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
+use crate::answer::{Reply, Streaming};
 use crate::clock;
 use crate::demo;
-use crate::reply::{ByteChunks, Reply};
 
 /// Largest upstream body kept; a larger one is refused rather than stored.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -33,14 +33,6 @@ pub enum CallResult {
         failure: TransportFailure,
         detail: String,
     },
-}
-
-/// An answer being streamed.
-pub struct Streaming {
-    pub content_type: String,
-    pub body: ByteChunks,
-    /// Aborts the upstream call (none for the demo provider).
-    pub abort: Option<AbortController>,
 }
 
 /// What to send.

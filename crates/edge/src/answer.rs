@@ -1,9 +1,13 @@
 //! What a provider answered, as every provider (the demo one and HTTP
-//! upstreams) reports it to the driver.
+//! upstreams) reports it to the driver: a [`Reply`] read whole, or an
+//! answer [`Streaming`]. A leaf: it imports nothing of the crate, so the
+//! providers, the driver and the pump share these types without importing
+//! each other.
 
 use std::pin::Pin;
 
 use futures_util::Stream;
+use worker::AbortController;
 
 /// The bytes of an answer that streams, as they arrive.
 pub type ByteChunks = Pin<Box<dyn Stream<Item = worker::Result<Vec<u8>>>>>;
@@ -29,4 +33,12 @@ impl Reply {
     pub fn header(&self, name: &str) -> Option<String> {
         self.hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
     }
+}
+
+/// An answer being streamed.
+pub struct Streaming {
+    pub content_type: String,
+    pub body: ByteChunks,
+    /// Aborts the upstream call (none for the demo provider).
+    pub abort: Option<AbortController>,
 }
