@@ -1,6 +1,7 @@
 //! What a provider answered, as every provider (the demo one and HTTP
 //! upstreams) reports it to the driver: a [`Reply`] read whole, or an
-//! answer [`Streaming`]. A leaf: it imports nothing of the crate, so the
+//! answer [`Streaming`]; and a response as the Ledger keeps it
+//! ([`StoredResponse`]). A leaf: it imports nothing of the crate, so the
 //! providers, the driver and the pump share these types without importing
 //! each other.
 
@@ -41,4 +42,12 @@ pub struct Streaming {
     pub body: ByteChunks,
     /// Aborts the upstream call (none for the demo provider).
     pub abort: Option<AbortController>,
+}
+
+/// A response as stored, and as replayed byte for byte.
+#[derive(Debug, Clone)]
+pub struct StoredResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub body: Vec<u8>,
 }

@@ -36,15 +36,15 @@ use onejob_core::providers::{Api, Placement, Route};
 use serde_json::Value;
 use worker::{Delay, Env, Result};
 
-use crate::answer::Streaming;
+use crate::answer::{StoredResponse, Streaming};
 use crate::budgets;
 use crate::clock::now_ms;
 use crate::config::Config;
-use crate::handoff::Submission;
+use crate::handoff::{JobMeta, Submission};
 use crate::health::{self, Report};
 use crate::http::JobResult;
 use crate::random::MathRandom;
-use crate::store::{JobMeta, Store, StoreError, StoredResponse};
+use crate::store::{Store, StoreError};
 use crate::stored;
 use crate::upstream::{self, Call, CallResult};
 

@@ -48,6 +48,21 @@ pub struct JobMessage {
     pub key: String,
 }
 
+/// Who a job belongs to and what it asked for (for the operators' index).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct JobMeta {
+    pub tenant: String,
+    #[serde(default)]
+    pub user: Option<String>,
+    pub key: String,
+    /// The model the request asked for.
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Tokens of this job already counted against its quotas.
+    #[serde(default)]
+    pub metered: u64,
+}
+
 /// An operator's request about one job, as the admin API hands it over.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct OperatorRequest {

@@ -7,7 +7,7 @@ use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::sse::{self, with_id};
 use worker::{Headers, Request, Response, Result};
 
-use crate::store::StoredResponse;
+use crate::answer::StoredResponse;
 
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.

@@ -32,17 +32,18 @@ use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::alarms;
+use crate::answer::StoredResponse;
 use crate::cache;
 use crate::clock::now_ms;
 use crate::config::{self, Config};
 use crate::driver::{self, Driven, Driver};
-use crate::handoff::{self, DeadFacts, JobQuery, OperatorRequest, Submission};
+use crate::handoff::{self, DeadFacts, JobMeta, JobQuery, OperatorRequest, Submission};
 use crate::http::{self, JobResult};
 use crate::meter;
 use crate::ops;
 use crate::queue;
 use crate::random::MathRandom;
-use crate::store::{JobMeta, Store, StoredResponse};
+use crate::store::Store;
 use crate::stored;
 use crate::stream::{self, LiveSlot, Pump, Subscription};
 

@@ -16,8 +16,7 @@ use worker::{D1Database, Delay, Env, Fetch, Result};
 
 use crate::clock::now_ms;
 use crate::config::{AlertWebhook, Config, binding};
-use crate::handoff::{DeadFacts, JobMessage};
-use crate::store::JobMeta;
+use crate::handoff::{DeadFacts, JobMessage, JobMeta};
 use onejob_core::job::Job;
 
 thread_local! {

@@ -15,31 +15,11 @@ use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 
+use crate::answer::StoredResponse;
+use crate::handoff::JobMeta;
+
 /// Largest body chunk per row.
 pub const CHUNK_BYTES: usize = 256 * 1024;
-
-/// A response as stored, and as replayed byte for byte.
-#[derive(Debug, Clone)]
-pub struct StoredResponse {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
-}
-
-/// Who a job belongs to and what it asked for (for the operators' index).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct JobMeta {
-    pub tenant: String,
-    #[serde(default)]
-    pub user: Option<String>,
-    pub key: String,
-    /// The model the request asked for.
-    #[serde(default)]
-    pub model: Option<String>,
-    /// Tokens of this job already counted against its quotas.
-    #[serde(default)]
-    pub metered: u64,
-}
 
 /// What a stored response is, without its body.
 #[derive(Debug, Clone)]
