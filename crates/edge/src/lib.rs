@@ -1,9 +1,9 @@
 //! # onejob-edge
 //!
-//! The Cloudflare Worker of onejob. The stateless front ([`gateway`])
+//! The Cloudflare Worker of onejob. The stateless front ([`routes::gateway`])
 //! authenticates the caller, validates the request, fingerprints it with the
 //! core, tries the KV cache of finished results, and hands everything else
-//! (as one typed [`handoff`] message) to the `Ledger` Durable Object of
+//! (as one typed [`api::handoff`] message) to the `Ledger` Durable Object of
 //! (tenant, key), which runs the request upstream at most once per job and
 //! replays the outcome to every duplicate.
 //!
@@ -16,42 +16,27 @@
 //! - `GET /onejob/problems/{type}`: what an error type means;
 //! - `OPTIONS *`: CORS preflight; everything else: the demo page (assets).
 
-mod admin;
-mod alarms;
 mod answer;
-mod auth;
-mod body;
-mod budgets;
+mod api;
 mod cache;
-mod check;
-mod clock;
-mod config;
 mod demo;
-mod demo_routes;
-mod driver;
 mod effects;
-mod gateway;
-mod handoff;
-mod health;
+mod env;
 mod http;
 mod ledger;
-mod meter;
 mod objects;
 mod ops;
 mod queue;
-mod random;
-mod store;
-mod stored;
-mod stream;
+mod routes;
 mod upstream;
-mod webhook;
 
-pub use health::ProviderHealth;
 pub use ledger::Ledger;
-pub use meter::UsageMeter;
+pub use objects::health::ProviderHealth;
+pub use objects::meter::UsageMeter;
 
-use gateway::JobRoute;
 use onejob_core::protocol::ProblemType;
+use routes::admin;
+use routes::gateway::{self, JobRoute};
 use worker::{Context, Env, MessageBatch, Method, Request, Response, Result, event};
 
 #[event(fetch)]
@@ -104,11 +89,11 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         return gateway::provider_check(req, env).await;
     }
     if path == "/demo/token" {
-        return demo_routes::token(req, env);
+        return demo::routes::token(req, env);
     }
     if let Some(what @ ("tickets" | "inbox")) = path.strip_prefix("/demo/") {
         let what = what.to_owned();
-        return demo_routes::read_out(&req, env, &what).await;
+        return demo::routes::read_out(&req, env, &what).await;
     }
     if let Some(slug) = path.strip_prefix("/onejob/problems/") {
         return gateway::problem_doc(&req, slug);

@@ -1,6 +1,8 @@
 //! Response helpers: RFC 9457 problems, CORS, and a job's result with
 //! onejob's headers.
 
+pub mod body;
+
 use futures_util::{Stream, StreamExt};
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};

@@ -37,15 +37,15 @@ use serde_json::Value;
 use worker::{Delay, Env, Result};
 
 use crate::answer::{StoredResponse, Streaming};
-use crate::budgets;
-use crate::clock::now_ms;
-use crate::config::Config;
-use crate::handoff::{JobMeta, Submission};
-use crate::health::{self, Report};
+use crate::api::handoff::{JobMeta, Submission};
+use crate::env::budgets;
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
+use crate::env::random::MathRandom;
 use crate::http::JobResult;
-use crate::random::MathRandom;
-use crate::store::{Store, StoreError};
-use crate::stored;
+use crate::ledger::store::{Store, StoreError};
+use crate::ledger::stored;
+use crate::objects::health::{self, Report};
 use crate::upstream::{self, Call, CallResult};
 
 pub struct Driver<'a> {

@@ -8,9 +8,9 @@ use onejob_core::quota::{Meter, QuotaLimits};
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::clock::now_ms;
-use crate::config::binding;
-use crate::objects;
+use crate::api::client;
+use crate::env::clock::now_ms;
+use crate::env::config::binding;
 
 const STORAGE_KEY: &str = "meter";
 
@@ -100,5 +100,5 @@ pub async fn add(env: &Env, tenant: &str, user: Option<&str>, tokens: u64) -> Re
 }
 
 async fn ask(env: &Env, name: &str, url: &str, body: String) -> Result<Response> {
-    objects::call(env, binding::USAGE_METER, name, url, &objects::init(Some(body))).await
+    client::call(env, binding::USAGE_METER, name, url, &client::init(Some(body))).await
 }

@@ -6,7 +6,7 @@
 use onejob_core::signature;
 use worker::{Headers, Method, Request, RequestInit, Result};
 
-use crate::clock::now_ms;
+use crate::env::clock::now_ms;
 
 /// A POST of the JSON `body` to `url`, keyed by `delivery_id`, signed with
 /// `secret` when there is one.

@@ -28,7 +28,7 @@
 use serde_json::{Value, json};
 
 use crate::answer::{ByteChunks, Reply};
-use crate::clock;
+use crate::env::clock;
 
 /// Answers one call; `attempt` is the job's attempt number (1 for the first).
 pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
@@ -372,7 +372,7 @@ thread_local! {
 /// The inbox's table (in the TICKETS database), created on first use in
 /// this isolate.
 pub async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
-    let db = env.d1(crate::config::binding::TICKETS)?;
+    let db = env.d1(crate::env::config::binding::TICKETS)?;
     if !INBOX_READY.with(std::cell::Cell::get) {
         db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
             .await?;
@@ -385,7 +385,7 @@ pub async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
 pub async fn deliver_mail(env: &worker::Env, delivery_id: &str, payload: &Value) -> worker::Result<Value> {
     let db = inbox(env).await?;
     db.prepare("INSERT INTO demo_inbox (delivery_id, payload, received_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING")
-        .bind(&[delivery_id.into(), payload.to_string().into(), (crate::clock::now_ms() as f64).into()])?
+        .bind(&[delivery_id.into(), payload.to_string().into(), (crate::env::clock::now_ms() as f64).into()])?
         .run()
         .await?;
     Ok(json!({ "status": 202, "body": { "id": delivery_id } }))

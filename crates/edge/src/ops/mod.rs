@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Delay, Env, Fetch, Result};
 
-use crate::clock::now_ms;
-use crate::config::{AlertWebhook, Config, binding};
-use crate::handoff::{DeadFacts, JobMessage, JobMeta};
+use crate::api::handoff::{DeadFacts, JobMessage, JobMeta};
+use crate::env::clock::now_ms;
+use crate::env::config::{AlertWebhook, Config, binding};
 use onejob_core::job::Job;
 
 thread_local! {
@@ -208,7 +208,7 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
 /// POSTs an alert, signed: `OneJob-Signature: sha256=<hex HMAC-SHA256 of
 /// "<timestamp>.<body>">`, with `OneJob-Timestamp` and `OneJob-Delivery`.
 async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Result<()> {
-    let request = crate::webhook::signed_post(&webhook.url, Some(&webhook.secret), delivery_id, body)?;
+    let request = crate::effects::webhook::signed_post(&webhook.url, Some(&webhook.secret), delivery_id, body)?;
     let response = Fetch::Request(request).send().await?;
     if (200..300).contains(&response.status_code()) {
         worker::console_log!("onejob: alert {delivery_id} delivered");

@@ -18,14 +18,14 @@ use onejob_core::protocol::{ProblemType, header};
 use serde::Deserialize;
 use worker::{Env, Method, Request, Response, Result};
 
-use crate::auth::admin_of;
-use crate::body;
-use crate::config;
-use crate::gateway::percent_decode;
-use crate::handoff::{JobMessage, OperatorRequest, route};
+use crate::api::client;
+use crate::api::handoff::{JobMessage, OperatorRequest, route};
+use crate::env::config;
+use crate::http::body;
 use crate::http::{self, problem_of};
-use crate::objects;
 use crate::ops;
+use crate::routes::auth::admin_of;
+use crate::routes::gateway::percent_decode;
 
 /// The most jobs one replay of a cause touches.
 const MAX_REPLAY: u32 = 100;
@@ -388,7 +388,7 @@ fn json_response(status: u16, body: &str) -> Result<Response> {
 
 /// One operator request to a job's Ledger: its status and body.
 async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorRequest) -> Result<(u16, String)> {
-    let mut response = objects::to_ledger(env, job, route, serde_json::to_string(request)?).await?;
+    let mut response = client::to_ledger(env, job, route, serde_json::to_string(request)?).await?;
     Ok((response.status_code(), response.text().await?))
 }
 

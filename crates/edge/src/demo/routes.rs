@@ -8,8 +8,8 @@ use onejob_core::token::{self, UserToken};
 use serde_json::{Value, json};
 use worker::{Env, Method, Request, Response, Result};
 
-use crate::config;
 use crate::demo;
+use crate::env::config;
 use crate::http::{self, problem_of};
 
 /// `GET /demo/tickets` and `/demo/inbox` (see [`rows`]), only where the
@@ -80,7 +80,7 @@ pub fn token(req: Request, env: &Env) -> Result<Response> {
     let Some(secret) = config.token_secrets.secret_of("dev") else {
         return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
     };
-    let now_s = crate::clock::now_ms() / 1000;
+    let now_s = crate::env::clock::now_ms() / 1000;
     let claims = UserToken {
         tenant: "dev".into(),
         user,

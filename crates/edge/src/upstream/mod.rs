@@ -17,8 +17,8 @@ use onejob_core::sse;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::answer::{Reply, Streaming};
-use crate::clock;
 use crate::demo;
+use crate::env::clock;
 
 /// Largest upstream body kept; a larger one is refused rather than stored.
 pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;

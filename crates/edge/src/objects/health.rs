@@ -18,10 +18,10 @@ use onejob_core::providers::Provider;
 use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::clock::now_ms;
-use crate::config::{self, Config, binding};
+use crate::api::client;
+use crate::env::clock::now_ms;
+use crate::env::config::{self, Config, binding};
 use crate::http;
-use crate::objects;
 
 /// Where the breaker is kept in the object's storage.
 const STORAGE_KEY: &str = "breaker";
@@ -197,5 +197,5 @@ pub async fn providers_page(env: &Env, config: &Config) -> Result<Response> {
 }
 
 async fn ask(env: &Env, provider: &str, url: &str, body: Option<String>) -> Result<Response> {
-    objects::call(env, binding::PROVIDER_HEALTH, provider, url, &objects::init(body)).await
+    client::call(env, binding::PROVIDER_HEALTH, provider, url, &client::init(body)).await
 }

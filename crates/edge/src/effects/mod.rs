@@ -8,6 +8,8 @@
 //! - `webhook`: a signed POST with `Idempotency-Key: <delivery id>`; the
 //!   receipt is the receiver's status and body, or `GET {receipt_url}/{id}`.
 
+pub mod webhook;
+
 use std::cell::RefCell;
 use std::collections::HashSet;
 use std::time::Duration;
@@ -18,8 +20,8 @@ use serde_json::Value;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Delay, Env, Fetch};
 
-use crate::clock::now_ms;
 use crate::demo;
+use crate::env::clock::now_ms;
 
 /// How long a webhook receiver has to answer before the outcome is unknown.
 const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
@@ -156,12 +158,13 @@ fn sql_value(value: &Value) -> JsValue {
     }
 }
 
-/// POSTs the payload (see [`crate::webhook::signed_post`]): `OneJob-Signature:
+/// POSTs the payload (see [`crate::effects::webhook::signed_post`]): `OneJob-Signature:
 /// sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`.
 async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Value) -> Outcome {
     let body = payload.to_string();
     let sent = async {
-        let mut response = Fetch::Request(crate::webhook::signed_post(url, secret, delivery_id, &body)?).send().await?;
+        let mut response =
+            Fetch::Request(crate::effects::webhook::signed_post(url, secret, delivery_id, &body)?).send().await?;
         let status = response.status_code();
         let text = response.text().await.unwrap_or_default();
         Ok::<_, worker::Error>((status, text))

@@ -16,7 +16,7 @@ use onejob_core::job::Job;
 use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 
 use crate::answer::StoredResponse;
-use crate::handoff::JobMeta;
+use crate::api::handoff::JobMeta;
 
 /// Largest body chunk per row.
 pub const CHUNK_BYTES: usize = 256 * 1024;

@@ -28,9 +28,9 @@ use onejob_core::sse::{
 use worker::{Delay, Result};
 
 use crate::answer::Streaming;
-use crate::clock::now_ms;
+use crate::env::clock::now_ms;
 use crate::http::{self, StreamHead};
-use crate::store::{Store, StoreError};
+use crate::ledger::store::{Store, StoreError};
 
 /// An upstream silent this long is given up on (the stream is interrupted).
 pub const IDLE_TIMEOUT_MS: u64 = 120_000;

@@ -1,6 +1,6 @@
 //! `Ledger`: the Durable Object that owns one job (one per tenant + key).
 //! It is glue: the core decides ([`onejob_core::admission::admit`]), the
-//! [`crate::driver`] runs attempts, the [`crate::store`] keeps the job.
+//! [`crate::ledger::driver`] runs attempts, the [`crate::ledger::store`] keeps the job.
 //!
 //! Durable Objects run one event at a time, but an `.await` lets the next
 //! request in. So everything from reading the job to recording the claim is
@@ -31,24 +31,27 @@ use onejob_core::quota;
 use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::alarms;
 use crate::answer::StoredResponse;
+use crate::api::handoff::{self, DeadFacts, JobMeta, JobQuery, OperatorRequest, Submission};
 use crate::cache;
-use crate::clock::now_ms;
-use crate::config::{self, Config};
-use crate::driver::{self, Driven, Driver};
-use crate::handoff::{self, DeadFacts, JobMeta, JobQuery, OperatorRequest, Submission};
+use crate::env::clock::now_ms;
+use crate::env::config::{self, Config};
+use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
-use crate::meter;
+use crate::ledger::driver::{Driven, Driver};
+use crate::ledger::pump::{LiveSlot, Pump, Subscription};
+use crate::ledger::store::Store;
+use crate::objects::meter;
 use crate::ops;
 use crate::queue;
-use crate::random::MathRandom;
-use crate::store::Store;
-use crate::stored;
-use crate::stream::{self, LiveSlot, Pump, Subscription};
 
+mod alarms;
+mod driver;
 mod lock;
+mod pump;
 mod run;
+mod store;
+mod stored;
 
 use lock::{Coordination, DriveLock};
 
@@ -168,7 +171,7 @@ impl DurableObject for Ledger {
             }
             Some(mut job) if !job.is_expired(now) => {
                 // A stream whose pump is gone (restart, eviction, deploy) is settled.
-                stream::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
+                pump::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
                 let Ok(config) = config::load(&self.env) else {
                     return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
                 };
@@ -250,7 +253,7 @@ impl Ledger {
             job = self.creating.borrow().clone();
         }
         if let Some(job) = job.as_mut() {
-            stream::settle_by_time(&store, job, now, self.driving.get())?;
+            pump::settle_by_time(&store, job, now, self.driving.get())?;
         }
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
@@ -271,7 +274,7 @@ impl Ledger {
                 Some(job) => self.run_answer(config, &submission, stored::finished_result(&store, job)?, true),
                 None => Err(worker::Error::RustError("replay without a job".into())),
             },
-            Admission::Wait => match stream::subscribe(&self.live, &store, 0)? {
+            Admission::Wait => match pump::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
                 Some(subscription) => subscription.into_response(key, true, false),
                 None => self.wait_for_driver(config, &submission).await,
@@ -352,7 +355,7 @@ impl Ledger {
         let result = match driven? {
             Driven::Result(result) => result,
             Driven::Stream { ticket, streaming } => {
-                stream::open(&self.live, ticket.attempt, &streaming.content_type);
+                pump::open(&self.live, ticket.attempt, &streaming.content_type);
                 let pump = Pump::new(
                     Rc::clone(&self.live),
                     self.store(),
@@ -366,11 +369,11 @@ impl Ledger {
                 // Subscribed before the pump starts, so no event is missed;
                 // a failure here drops the pump (the upstream call ends) and
                 // the lock (the stream is closed, the waiters released).
-                let own = stream::subscribe(&self.live, store, 0)?
+                let own = pump::subscribe(&self.live, store, 0)?
                     .ok_or_else(|| worker::Error::RustError("the stream closed before it was followed".into()))?;
                 let mut handed = Vec::new();
                 for _ in 0..self.waiters.borrow().len() {
-                    if let Some(subscription) = stream::subscribe(&self.live, store, 0)? {
+                    if let Some(subscription) = pump::subscribe(&self.live, store, 0)? {
                         handed.push(subscription);
                     }
                 }
@@ -465,7 +468,7 @@ impl Ledger {
     /// `N`, live while the job streams, from storage once it has finished.
     fn resume_stream(&self, key: &str, from: u64, ids: bool) -> Result<Response> {
         let store = self.store();
-        if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
+        if let Some(subscription) = pump::subscribe(&self.live, &store, from)? {
             return subscription.into_response(key, true, ids);
         }
         match store.load_job()? {
@@ -656,7 +659,7 @@ impl Ledger {
         let now = now_ms();
         let mut job = store.load_job()?;
         if let Some(job) = job.as_mut() {
-            stream::settle_by_time(&store, job, now, self.driving.get())?;
+            pump::settle_by_time(&store, job, now, self.driving.get())?;
         }
         let judged = background::on_delivery(job.as_ref(), now, self.driving.get());
         let verdict = match delivery::without_run(judged, job.as_ref(), now) {

@@ -8,15 +8,15 @@ use onejob_core::providers::check_api_path;
 use onejob_core::settings::MAX_WAIT_MS;
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
-use crate::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
-use crate::body;
+use crate::api::client;
+use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission, route};
 use crate::cache;
-use crate::check;
-use crate::config::{self, Config, binding};
-use crate::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission, route};
-use crate::health;
+use crate::env::config::{self, Config, binding};
+use crate::http::body;
 use crate::http::{self, problem_of};
-use crate::objects;
+use crate::objects::health;
+use crate::routes::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
+use crate::routes::check;
 
 /// `POST /v1/{path}`.
 pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
@@ -203,7 +203,7 @@ pub async fn providers(req: Request, env: &Env) -> Result<Response> {
 }
 
 /// `POST /onejob/v1/providers/check`: a route's samples at each of its
-/// providers (see [`crate::check`]).
+/// providers (see [`crate::routes::check`]).
 pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
     // The check spends the deployment's provider keys: admins of all tenants only.
@@ -342,7 +342,7 @@ fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Co
 
 /// Sends `init` to `route` of the Ledger that owns `storage_id`.
 async fn call_ledger(env: &Env, storage_id: &StorageId, route: &str, init: &RequestInit) -> Result<Response> {
-    objects::call(env, binding::LEDGER, storage_id.as_str(), route, init).await
+    client::call(env, binding::LEDGER, storage_id.as_str(), route, init).await
 }
 
 /// Decodes `%XX` escapes of a path segment (keys may contain reserved characters).

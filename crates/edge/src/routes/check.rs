@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use worker::{Request, Response, Result};
 
-use crate::body;
-use crate::clock::now_ms;
-use crate::config::Config;
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
+use crate::http::body;
 use crate::http::{self, problem_of};
 use crate::upstream::{self, Call, CallResult};
 

@@ -11,7 +11,7 @@ use onejob_core::sse::with_id;
 use worker::Result;
 
 use crate::http::JobResult;
-use crate::store::Store;
+use crate::ledger::store::Store;
 
 /// The stored result of a finished job.
 pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {

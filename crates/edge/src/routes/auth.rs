@@ -8,8 +8,8 @@ use onejob_core::tenant::{TenantDirectory, bearer_token};
 use onejob_core::token::{self, TokenError, UserToken};
 use worker::Request;
 
-use crate::clock::now_ms;
-use crate::config::Config;
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
 
 /// Who is calling: a tenant (its own key), or one user of a tenant (a user
 /// token, with the scopes it carries).

@@ -23,7 +23,7 @@ pub fn retention(job: &Job) -> ScheduledTime {
 /// A job type's effects that are due or waiting (`effects_due`, see
 /// [`onejob_core::effect::next_wake_ms`]) bring it forward.
 pub fn next(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, effects_due: Option<u64>) -> ScheduledTime {
-    let due = onejob_core::background::wake_at(job, outbox, outbox_delay_ms, crate::clock::now_ms())
+    let due = onejob_core::background::wake_at(job, outbox, outbox_delay_ms, crate::env::clock::now_ms())
         .into_iter()
         .chain(effects_due)
         .fold(job.expires_ms(), u64::min);

@@ -1,0 +1,4 @@
+//! The Worker ↔ Durable Object protocol.
+
+pub mod client;
+pub mod handoff;

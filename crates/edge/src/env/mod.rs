@@ -1,0 +1,6 @@
+//! The worker's environment.
+
+pub mod budgets;
+pub mod clock;
+pub mod config;
+pub mod random;

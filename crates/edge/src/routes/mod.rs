@@ -1,0 +1,6 @@
+//! The stateless front.
+
+pub mod admin;
+mod auth;
+mod check;
+pub mod gateway;
