@@ -35,8 +35,8 @@ pub use objects::health::ProviderHealth;
 pub use objects::meter::UsageMeter;
 
 use onejob_core::protocol::ProblemType;
-use routes::admin;
 use routes::gateway::{self, JobRoute};
+use routes::{admin, providers};
 use worker::{Context, Env, MessageBatch, Method, Request, Response, Result, event};
 
 #[event(fetch)]
@@ -83,10 +83,10 @@ async fn route(req: Request, env: &Env) -> Result<Response> {
         return admin::handle(req, env, &rest).await;
     }
     if path == "/onejob/v1/providers" {
-        return gateway::providers(req, env).await;
+        return providers::list(req, env).await;
     }
     if path == "/onejob/v1/providers/check" {
-        return gateway::provider_check(req, env).await;
+        return providers::check(req, env).await;
     }
     if path == "/demo/token" {
         return demo::routes::token(req, env);

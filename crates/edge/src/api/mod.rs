@@ -2,3 +2,5 @@
 
 pub mod client;
 pub mod handoff;
+pub mod health;
+pub mod meter;

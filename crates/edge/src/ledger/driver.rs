@@ -38,6 +38,7 @@ use worker::{Delay, Env, Result};
 
 use crate::answer::{StoredResponse, Streaming};
 use crate::api::handoff::{JobMeta, Submission};
+use crate::api::health::{self, Report};
 use crate::env::budgets;
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
@@ -45,7 +46,6 @@ use crate::env::random::MathRandom;
 use crate::http::JobResult;
 use crate::ledger::store::{Store, StoreError};
 use crate::ledger::stored;
-use crate::objects::health::{self, Report};
 use crate::upstream::{self, Call, CallResult};
 
 pub struct Driver<'a> {

@@ -33,6 +33,7 @@ use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durabl
 
 use crate::answer::StoredResponse;
 use crate::api::handoff::{self, DeadFacts, JobMeta, JobQuery, OperatorRequest, Submission};
+use crate::api::meter;
 use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
@@ -41,7 +42,6 @@ use crate::http::{self, JobResult};
 use crate::ledger::driver::{Driven, Driver};
 use crate::ledger::pump::{LiveSlot, Pump, Subscription};
 use crate::ledger::store::Store;
-use crate::objects::meter;
 use crate::ops;
 use crate::queue;
 

@@ -3,8 +3,9 @@
 //! that fails for one Ledger is skipped by all of them and exactly one probe
 //! goes out after the cool-down.
 //!
-//! Every attempt on a provider with a breaker asks it first ([`permit`]) and
-//! tells it how the call went ([`report`]): one round trip to the object
+//! Every attempt on a provider with a breaker asks it first
+//! ([`crate::api::health::permit`]) and tells it how the call went
+//! ([`crate::api::health::report`]): one round trip to the object
 //! before the call, one after. The trade-off, measured in the bench: a few
 //! milliseconds per attempt, against per-isolate breakers that would each
 //! need N failures of their own (N × isolates calls to a dead provider) and
@@ -12,15 +13,13 @@
 
 use std::cell::RefCell;
 
-use onejob_core::breaker::{Breaker, BreakerState, Permit, Transition};
+use onejob_core::breaker::Breaker;
 use onejob_core::protocol::ProblemType;
-use onejob_core::providers::Provider;
-use serde::{Deserialize, Serialize};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::api::client;
+use crate::api::health::{HealthView, Report};
 use crate::env::clock::now_ms;
-use crate::env::config::{self, Config, binding};
+use crate::env::config;
 use crate::http;
 
 /// Where the breaker is kept in the object's storage.
@@ -32,30 +31,6 @@ pub struct ProviderHealth {
     env: Env,
     /// The breaker, loaded on first use.
     breaker: RefCell<Option<Breaker>>,
-}
-
-/// `POST /report`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Report {
-    /// The call failed (transient or unknown): see [`onejob_core::breaker::is_failure`].
-    pub failed: bool,
-    /// It was let through as the half-open probe.
-    pub probe: bool,
-}
-
-/// A provider's health as the providers' page shows it: no URL, no key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HealthView {
-    pub state: BreakerState,
-    pub consecutive_failures: u32,
-    /// Outcomes reported, and how many were failures.
-    pub calls: u64,
-    pub failures: u64,
-    /// Failures over calls (0 with no calls).
-    pub error_rate: f64,
-    /// Until the next probe may go (0 when closed).
-    pub retry_after_ms: u64,
-    pub transitions: Vec<Transition>,
 }
 
 impl DurableObject for ProviderHealth {
@@ -124,78 +99,4 @@ fn view(breaker: &Breaker, now: u64) -> HealthView {
         retry_after_ms: breaker.retry_after_ms(now),
         transitions: breaker.transitions().to_vec(),
     }
-}
-
-/// Asks `provider`'s breaker whether to call it. A provider without a
-/// breaker, or a breaker that cannot be reached, is called (the breaker
-/// protects the provider; it must not become an outage of its own).
-pub async fn permit(env: &Env, provider: &Provider) -> Permit {
-    if !provider.breaker {
-        return Permit::Call;
-    }
-    match ask(env, &provider.name, "https://health/permit", None).await {
-        Ok(mut response) => response.json::<Permit>().await.unwrap_or(Permit::Call),
-        Err(error) => {
-            worker::console_warn!("onejob: breaker of {} unreachable: {error}", provider.name);
-            Permit::Call
-        }
-    }
-}
-
-/// Tells `provider`'s breaker how a call went.
-pub async fn report(env: &Env, provider: &Provider, report: Report) {
-    if !provider.breaker {
-        return;
-    }
-    let body = serde_json::to_string(&report).unwrap_or_default();
-    if let Err(error) = ask(env, &provider.name, "https://health/report", Some(body)).await {
-        worker::console_warn!("onejob: breaker of {} unreachable: {error}", provider.name);
-    }
-}
-
-/// `GET /onejob/v1/providers`: every provider's name, kind and health.
-pub async fn providers_page(env: &Env, config: &Config) -> Result<Response> {
-    let mut providers = Vec::new();
-    for provider in config.settings.providers.list() {
-        let health = if provider.breaker {
-            let mut response = ask(env, &provider.name, "https://health/view", None).await?;
-            Some(response.json::<HealthView>().await?)
-        } else {
-            None
-        };
-        providers.push(serde_json::json!({
-            "name": provider.name,
-            "kind": provider.kind.as_str(),
-            "breaker": provider.breaker,
-            "state": health.as_ref().map_or(BreakerState::Closed, |h| h.state),
-            "consecutive_failures": health.as_ref().map_or(0, |h| h.consecutive_failures),
-            "calls": health.as_ref().map_or(0, |h| h.calls),
-            "failures": health.as_ref().map_or(0, |h| h.failures),
-            "error_rate": health.as_ref().map_or(0.0, |h| h.error_rate),
-            "retry_after_ms": health.as_ref().map_or(0, |h| h.retry_after_ms),
-            "transitions": health.map(|h| h.transitions).unwrap_or_default(),
-        }));
-    }
-    let providers_config = &config.settings.providers;
-    let routes: Vec<_> = providers_config
-        .routes()
-        .map(|(model, route)| {
-            let steps: Vec<_> = route
-                .steps
-                .iter()
-                .map(|s| serde_json::json!({ "provider": providers_config.get(s.provider).name, "model": s.model }))
-                .collect();
-            serde_json::json!({
-                "model": model,
-                "providers": steps,
-                "hedge_after_ms": route.hedge_after_ms,
-                "contract": route.contract.is_some(),
-            })
-        })
-        .collect();
-    http::with_cors(Response::from_json(&serde_json::json!({ "providers": providers, "routes": routes }))?)
-}
-
-async fn ask(env: &Env, provider: &str, url: &str, body: Option<String>) -> Result<Response> {
-    client::call(env, binding::PROVIDER_HEALTH, provider, url, &client::init(body)).await
 }

@@ -14,9 +14,7 @@ use crate::cache;
 use crate::env::config::{self, Config, binding};
 use crate::http::body;
 use crate::http::{self, problem_of};
-use crate::objects::health;
-use crate::routes::auth::{Caller, Refusal, admin_of, caller_of, tenant_of};
-use crate::routes::check;
+use crate::routes::auth::{Caller, Refusal, caller_of};
 
 /// `POST /v1/{path}`.
 pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
@@ -184,40 +182,6 @@ async fn submit(env: &Env, storage_id: &StorageId, submission: &Submission, body
     init.with_method(Method::Post);
     init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(submission, body).as_slice()).into()));
     call_ledger(env, storage_id, route::SUBMIT, &init).await
-}
-
-/// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
-/// admin (names and health only: no URL, no key).
-pub async fn providers(req: Request, env: &Env) -> Result<Response> {
-    let Ok(config) = config::load(env) else { return http::misconfigured() };
-    // Any tenant, or an admin.
-    if let Err(detail) =
-        tenant_of(&req, &config.tenants).map(|_| ()).or_else(|_| admin_of(&req, &config.admins).map(|_| ()))
-    {
-        return problem_of(ProblemType::Unauthorized, detail);
-    }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
-    health::providers_page(env, &config).await
-}
-
-/// `POST /onejob/v1/providers/check`: a route's samples at each of its
-/// providers (see [`crate::routes::check`]).
-pub async fn provider_check(req: Request, env: &Env) -> Result<Response> {
-    let Ok(config) = config::load(env) else { return http::misconfigured() };
-    // The check spends the deployment's provider keys: admins of all tenants only.
-    match admin_of(&req, &config.admins) {
-        Ok(admin) if admin.reaches_all() => {}
-        Ok(_) => {
-            return problem_of(ProblemType::Forbidden, "provider checks need an admin key for every tenant (\"*\")");
-        }
-        Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
-    }
-    if req.method() != Method::Post {
-        return http::method_not_allowed(&req.method(), &Method::Post);
-    }
-    check::run(req, &config).await
 }
 
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.

@@ -4,3 +4,4 @@ pub mod admin;
 mod auth;
 mod check;
 pub mod gateway;
+pub mod providers;
