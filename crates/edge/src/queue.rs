@@ -11,7 +11,8 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Result};
 
-use crate::env::config::{Config, binding};
+use crate::env::binding;
+use crate::env::config::Config;
 use onejob_core::ledger::delivery::Verdict;
 
 use crate::api::client;

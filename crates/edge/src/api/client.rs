@@ -5,7 +5,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::api::handoff::JobMessage;
-use crate::env::config::binding;
+use crate::env::binding;
 
 /// Sends `init` to `url` of the object named `name` in namespace `binding`.
 pub async fn call(env: &Env, binding: &str, name: &str, url: &str, init: &RequestInit) -> Result<Response> {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Response, Result};
 
 use crate::api::client;
-use crate::env::config::binding;
+use crate::env::binding;
 
 /// `POST /report`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use worker::{Env, Response, Result};
 
 use crate::api::client;
-use crate::env::config::binding;
+use crate::env::binding;
 
 /// `POST /check`: may a job start under this limit?
 #[derive(Serialize, Deserialize)]

@@ -372,7 +372,7 @@ thread_local! {
 /// The inbox's table (in the TICKETS database), created on first use in
 /// this isolate.
 pub async fn inbox(env: &worker::Env) -> worker::Result<worker::D1Database> {
-    let db = env.d1(crate::env::config::binding::TICKETS)?;
+    let db = env.d1(crate::env::binding::TICKETS)?;
     if !INBOX_READY.with(std::cell::Cell::get) {
         db.exec("CREATE TABLE IF NOT EXISTS demo_inbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, received_ms INTEGER NOT NULL)")
             .await?;

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use worker::{Env, Method, Request, Response, Result};
 
 use crate::demo;
-use crate::env::config;
+use crate::env::{binding, config};
 use crate::http::{self, problem_of};
 
 /// `GET /demo/tickets` and `/demo/inbox` (see [`rows`]), only where the
@@ -30,7 +30,7 @@ pub async fn read_out(req: &Request, env: &Env, what: &str) -> Result<Response> 
 async fn rows(env: &Env, what: &str) -> Result<Response> {
     let rows: Vec<Value> = match what {
         "tickets" => {
-            let db = env.d1(config::binding::TICKETS)?;
+            let db = env.d1(binding::TICKETS)?;
             let query = "SELECT * FROM ticket_triage ORDER BY written_ms DESC LIMIT 200";
             match db.prepare(query).all().await {
                 Ok(result) => result.results::<Value>()?,

@@ -1,5 +1,6 @@
 //! The worker's environment.
 
+pub mod binding;
 pub mod budgets;
 pub mod clock;
 pub mod config;

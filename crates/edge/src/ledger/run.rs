@@ -575,7 +575,7 @@ pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
     init.with_method(worker::Method::Post);
     let asked = crate::api::client::call(
         env,
-        crate::env::config::binding::LEDGER,
+        crate::env::binding::LEDGER,
         storage_id.as_str(),
         "https://ledger/effects",
         &init,

@@ -15,8 +15,9 @@ use wasm_bindgen::JsValue;
 use worker::{D1Database, Delay, Env, Fetch, Result};
 
 use crate::api::handoff::{DeadFacts, JobMessage, JobMeta};
+use crate::env::binding;
 use crate::env::clock::now_ms;
-use crate::env::config::{AlertWebhook, Config, binding};
+use crate::env::config::{AlertWebhook, Config};
 use onejob_core::job::Job;
 
 thread_local! {
