@@ -1,6 +1,8 @@
 //! The demo.
 
+mod inbox;
 mod provider;
 pub mod routes;
 
-pub use provider::{INBOX_URL, deliver_mail, inbox, mail_receipt, outage, respond, stream};
+pub use inbox::{INBOX_URL, deliver_mail, mail_receipt};
+pub use provider::{outage, respond, stream};

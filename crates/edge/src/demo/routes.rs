@@ -8,7 +8,7 @@ use onejob_core::token::{self, UserToken};
 use serde_json::{Value, json};
 use worker::{Env, Method, Request, Response, Result};
 
-use crate::demo;
+use crate::demo::inbox;
 use crate::env::{binding, config};
 use crate::http::{self, problem_of};
 
@@ -39,7 +39,7 @@ async fn rows(env: &Env, what: &str) -> Result<Response> {
             }
         }
         _ => {
-            let db = demo::inbox(env).await?;
+            let db = inbox::database(env).await?;
             let query = "SELECT delivery_id, payload, received_ms FROM demo_inbox ORDER BY received_ms DESC LIMIT 200";
             db.prepare(query)
                 .all()
