@@ -1,0 +1,7 @@
+//! The worker's environment.
+
+pub mod binding;
+pub mod budgets;
+pub mod clock;
+pub mod config;
+pub mod random;
