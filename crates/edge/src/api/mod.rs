@@ -3,4 +3,5 @@
 pub mod client;
 pub mod handoff;
 pub mod health;
+pub mod ledger;
 pub mod meter;

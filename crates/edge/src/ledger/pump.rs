@@ -30,6 +30,7 @@ use worker::{Delay, Result};
 use crate::answer::Streaming;
 use crate::env::clock::now_ms;
 use crate::http::{self, StreamHead};
+use crate::ledger::lock::Memory;
 use crate::ledger::store::{Store, StoreError};
 
 /// An upstream silent this long is given up on (the stream is interrupted).
@@ -116,8 +117,8 @@ impl Live {
 pub struct Pump {
     slot: LiveSlot,
     store: Store,
-    /// The Ledger's "someone drives this job" flag, cleared at the end.
-    driving: Rc<Cell<bool>>,
+    /// Who works on the job in the Ledger: the pump ends its drive at the end.
+    memory: Memory,
     job: Job,
     ticket: AttemptTicket,
     streaming: Streaming,
@@ -135,7 +136,7 @@ impl Pump {
     pub fn new(
         slot: LiveSlot,
         store: Store,
-        driving: Rc<Cell<bool>>,
+        memory: Memory,
         cancel: Rc<Cell<bool>>,
         job: Job,
         ticket: AttemptTicket,
@@ -146,7 +147,7 @@ impl Pump {
         Self {
             slot,
             store,
-            driving,
+            memory,
             job,
             ticket,
             streaming,
@@ -172,7 +173,7 @@ impl Pump {
         }
         // Dropping the senders ends every subscriber's stream.
         *self.slot.borrow_mut() = None;
-        self.driving.set(false);
+        self.memory.borrow_mut().end_stream();
     }
 
     async fn pump(&mut self) -> End {

@@ -6,7 +6,7 @@
 //! from the stored input and answer, and driven by whoever finds one due:
 //! the request that got the answer, a queue delivery, the alarm, an
 //! approval or an operator. One runner at a time per object
-//! (`effects_running`); every claim and record is a compare-and-swap on the
+//! (the coordination's effects runner); every claim and record is a compare-and-swap on the
 //! effect's version. A claimed effect that was never recorded (the runtime
 //! died in between) is reconciled with its destination, never performed
 //! blindly.
@@ -22,6 +22,7 @@ use worker::{Delay, Response, Result};
 
 use super::Ledger;
 use crate::api::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
+use crate::api::ledger::LedgerCall;
 use crate::effects::{self, Performed};
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
@@ -255,16 +256,15 @@ impl Ledger {
     /// Runs every effect that is due, waiting in between for retries due
     /// within [`INLINE_WAIT_MS`]; later ones are left to the alarm.
     pub(super) async fn run_effects(&self, config: &Config) -> Result<()> {
-        if self.effects_running.get() {
+        if !self.memory.borrow_mut().begin_effects() {
             return Ok(()); // the runner here looks again before it stops
         }
-        self.effects_running.set(true);
         let watch = worker::ScheduledTime::from(Duration::from_millis(CLAIM_WATCH_MS));
         if let Err(error) = crate::ledger::alarms::set(&self.state, watch).await {
             worker::console_warn!("ledger: setting the effects' watch failed: {error}");
         }
         let ran = self.run_effects_now(config).await;
-        self.effects_running.set(false);
+        self.memory.borrow_mut().end_effects();
         let store = self.store();
         if let Some(job) = store.load_job()? {
             self.arm(config, &job);
@@ -424,7 +424,7 @@ impl Ledger {
         let job_type = self.stored_job_type(config);
         effects.retain(|e| job_type.is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
         let due = effect::next_wake_ms(&effects, now_ms())?;
-        Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
+        Some(if self.memory.borrow().effects_running() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
     }
 
     /// Fills a view's effects in (a run job's).
@@ -570,17 +570,8 @@ fn answered(job: &Job) -> bool {
 /// Asks the Ledger of `submission`'s job to follow its answer up (after its
 /// stream ended; see `Ledger::follow_up`).
 pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
-    let storage_id = submission.storage_id();
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Post);
-    let asked = crate::api::client::call(
-        env,
-        crate::env::binding::LEDGER,
-        storage_id.as_str(),
-        "https://ledger/effects",
-        &init,
-    );
-    if let Err(error) = asked.await {
+    let asked = crate::api::client::ledger(env, &submission.storage_id(), &LedgerCall::FollowUp).await;
+    if let Err(error) = asked {
         worker::console_warn!("ledger: running a streamed job's effects failed (the alarm will): {error}");
     }
 }
