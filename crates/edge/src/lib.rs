@@ -28,6 +28,7 @@ mod config;
 mod demo;
 mod driver;
 mod effects;
+mod faults;
 mod gateway;
 mod handoff;
 mod health;
