@@ -36,9 +36,12 @@ run() {
 }
 
 # The worker and the client, built once for every suite that needs them
-# (worker-build and wasm-bindgen), with their sizes.
-echo "=== build: worker and client for wasm32"
-make -s build-edge build-client || { echo "build: FAILED"; status=1; }
+# (worker-build and wasm-bindgen), with their sizes. The worker twice: the
+# production build most suites run (and the package ships), and the build
+# with fault injection (cargo feature `faults`) for the edge tests that set
+# its knobs (tests/support/worker.mjs, `faults: true`).
+echo "=== build: worker (production and with faults) and client for wasm32"
+make -s build-edge build-edge-test build-client || { echo "build: FAILED"; status=1; }
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
@@ -47,8 +50,12 @@ run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
 run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
-# The edge's own logic that needs no runtime (the Ledger's drive lock), natively.
-run edge-native cargo test -p onejob-edge --lib
+# The edge's own logic that needs no runtime (the Ledger's drive lock),
+# natively; then the fault injection's own tests, with the feature.
+edge_native() {
+  cargo test -p onejob-edge --lib && cargo test -p onejob-edge --lib --features faults faults::
+}
+run edge-native edge_native
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 run client-node wasm-pack test --node crates/client -- --nocapture
 run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs
