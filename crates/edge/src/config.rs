@@ -215,12 +215,11 @@ fn job_types(
                 continue;
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
-            let resolve = |value: &str| resolve_env(value, var, secret);
-            *url = resolve(url);
+            *url = resolve_env(url, var, secret);
             if !is_effect_url(url) {
                 return Err(format!("the url of {at} is not set, or not an http(s) URL"));
             }
-            *receipt_url = receipt_url.as_deref().map(resolve).filter(|u| !u.is_empty());
+            *receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
             if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
                 return Err(format!("the receipt_url of {at} is not an http(s) URL"));
             }
