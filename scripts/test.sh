@@ -45,6 +45,14 @@ make -s build-edge build-edge-test build-client || { echo "build: FAILED"; statu
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
+# Clippy's lints as errors, natively (the edge without its `faults` feature)
+# and for wasm32 (the worker and the SDK as they ship, the edge with
+# `faults`, so both sides of its cfg are linted).
+clippy_all() {
+  cargo clippy --workspace --all-targets -- -D warnings &&
+    cargo clippy --workspace --all-targets --target wasm32-unknown-unknown --features onejob-edge/faults -- -D warnings
+}
+run clippy clippy_all
 run core-native cargo test -p onejob-core --all-targets
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
