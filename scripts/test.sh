@@ -26,7 +26,7 @@ run() {
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
   # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball)'
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball|.*: error TS[0-9]+)'
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
@@ -66,6 +66,9 @@ edge_native() {
 run edge-native edge_native
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 run client-node wasm-pack test --node crates/client -- --nocapture
+# The SDK's JavaScript shell type-checked from its JSDoc (tsc --checkJs
+# --strict, against the engine's types from the client build).
+run sdk-types tsc -p crates/client/tsconfig.check.json
 run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs
 run browser-e2e node --test --test-reporter=spec tests/browser/*.test.mjs
 run package node --test --test-reporter=spec tests/package/*.test.mjs
