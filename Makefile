@@ -17,7 +17,7 @@ build: bootstrap build-edge build-client
 # The worker, twice: build-edge is the production build (crates/edge/build,
 # wrangler.toml's `main`: what `make dev`, `make package` and a deployment
 # run); build-edge-test adds the cargo feature `faults`, the fault injection
-# some edge tests need (crates/edge/src/faults.rs), in crates/edge/build-test.
+# some edge tests need (crates/edge/src/env/faults.rs), in crates/edge/build-test.
 # A failed build fails the target: the old artifact is removed first, and
 # pipefail keeps worker-build's status (the filter never fails the pipe).
 # edge_build DIR CARGO-ARGS

@@ -42,7 +42,7 @@ const configPath = path.resolve(args[0] ?? "wrangler.toml");
 /** A variable whose name says it holds a credential. */
 const CREDENTIAL_NAME = /KEY|SECRET|PASSW|CREDENTIAL|^TOKEN|^TENANTS$/i;
 const PLACEHOLDER = "REPLACE_WITH";
-/** The testing knobs (crates/edge/src/faults.rs), read only by the worker built with `faults`. */
+/** The testing knobs (crates/edge/src/env/faults.rs), read only by the worker built with `faults`. */
 const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];
 const KV_ID = /^[0-9a-f]{32}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

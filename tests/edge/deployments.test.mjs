@@ -59,7 +59,7 @@ test("no UPSTREAM (nor PROVIDERS): 500 gateway-misconfigured on every route, nev
 });
 
 test("a refused connection: workerd cannot tell it from a dropped one, so the outcome is unknown and nothing is resent", async () => {
-  // workerd reports "Network connection lost" for both (see upstream.rs):
+  // workerd reports "Network connection lost" for both (see crates/edge/src/upstream/http.rs):
   // the gateway takes the safe side, one attempt and an unknown outcome.
   const closed = await freePort();
   await withStack({ vars: { MAX_ATTEMPTS: "3" }, upstream: `http://127.0.0.1:${closed}/v1` }, async (stack) => {

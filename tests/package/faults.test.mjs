@@ -1,6 +1,6 @@
 // The worker's two builds, as `make build-edge` and `make build-edge-test`
 // left them (this test builds nothing): fault injection (the cargo feature
-// `faults`, crates/edge/src/faults.rs) is in the test build only. The
+// `faults`, crates/edge/src/env/faults.rs) is in the test build only. The
 // production build (crates/edge/build) is what wrangler.toml runs under
 // `make dev`, what `make package` packs and what a deployment uploads: no
 // knob's name is in it, so it cannot read one; the test build, which the

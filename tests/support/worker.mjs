@@ -28,7 +28,7 @@ export const DEV_VARS_TEMPLATE = path.join(root, "dev.vars.example");
  * The worker's two builds, relative to a checkout. `make build-edge`: the
  * production build (wrangler.toml's `main`; what `make dev`, `make package`
  * and a deployment run), with no fault injection. `make build-edge-test`:
- * the same worker with the cargo feature `faults` (crates/edge/src/faults.rs),
+ * the same worker with the cargo feature `faults` (crates/edge/src/env/faults.rs),
  * whose knobs (QUEUE_SEND_FAULTS, EFFECT_HANG_AFTER) only it reads.
  */
 export const EDGE_BUILD = "crates/edge/build";

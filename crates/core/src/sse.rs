@@ -13,6 +13,9 @@
 
 use crate::reply::Usage;
 
+/// The media type of a streamed answer (`Content-Type: text/event-stream`).
+pub const MEDIA_TYPE: &str = "text/event-stream";
+
 /// Cuts a byte stream into complete SSE events. An event ends at a blank
 /// line (`\n\n`, `\r\n\r\n` or `\r\r`); the bytes of each event are kept
 /// exactly as received, its terminating blank line included, so the events

@@ -7,7 +7,7 @@ use onejob_core::job::JobState;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 
-use crate::config::binding;
+use crate::env::binding;
 use crate::http::JobResult;
 
 /// Stored beside the body as the KV entry's metadata.

@@ -10,11 +10,12 @@ use std::time::Duration;
 use futures_util::future::join_all;
 use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Result};
 
-use crate::config::{Config, binding};
+use crate::env::binding;
+use crate::env::config::Config;
 use onejob_core::ledger::delivery::Verdict;
 
-use crate::handoff::{DeadFacts, JobMessage, route};
-use crate::objects;
+use crate::api::client;
+use crate::api::handoff::{DeadFacts, JobMessage, route};
 use crate::ops;
 
 /// Sends a background job's message.
@@ -79,7 +80,7 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
         ask_ledger(env, &job, route::FACTS).await.and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
     let recorded = match facts {
         Ok(facts) if facts.dead => match ops::record_dead_letter(env, &job, &facts).await {
-            Ok(()) => match crate::config::load(env) {
+            Ok(()) => match crate::env::config::load(env) {
                 Ok(config) => ops::alert_if_due(env, &config, &facts.error_class).await,
                 Err(_) => Ok(()),
             },
@@ -104,7 +105,7 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
 
 /// POSTs to a route of the job's Ledger and returns the answer's body.
 async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
-    let mut response = objects::to_ledger(env, job, route, serde_json::to_string(job)?).await?;
+    let mut response = client::to_ledger(env, job, route, serde_json::to_string(job)?).await?;
     if !(200..300).contains(&response.status_code()) {
         return Err(worker::Error::RustError(format!("the ledger answered {}", response.status_code())));
     }

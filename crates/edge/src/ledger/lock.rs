@@ -16,7 +16,7 @@ use onejob_core::job::Job;
 
 use super::Handed;
 use crate::http::JobResult;
-use crate::stream::LiveSlot;
+use crate::ledger::pump::LiveSlot;
 
 /// What the Ledger coordinates in memory while a job is driven (its fields).
 pub(super) struct Coordination<'a> {
@@ -69,7 +69,7 @@ impl DriveLock<'_> {
     }
 
     /// The stream's pump owns the lock from here and clears `driving` at
-    /// the stream's end ([`crate::stream::Pump::run`]).
+    /// the stream's end ([`crate::ledger::pump::Pump::run`]).
     pub fn hand_to_pump(mut self) {
         self.held = false;
         self.coordination.creating.borrow_mut().take();
@@ -103,7 +103,7 @@ mod tests {
 
     use super::{Coordination, Handed};
     use crate::http::JobResult;
-    use crate::stream::{self, LiveSlot};
+    use crate::ledger::pump::{self, LiveSlot};
 
     /// The Ledger's coordination fields, as the Durable Object holds them.
     struct Fields {
@@ -143,7 +143,7 @@ mod tests {
     /// What an early `?` in `drive` does: the lock goes out of scope unused.
     fn drive_that_fails(fields: &Fields) -> Result<(), &'static str> {
         let _lock = fields.coordination().lock(Some(new_job()));
-        stream::open(&fields.live, 1, "text/event-stream");
+        pump::open(&fields.live, 1, "text/event-stream");
         let saved: Result<(), &'static str> = Err("saving the job type's request failed");
         saved?;
         Ok(())
@@ -185,7 +185,7 @@ mod tests {
     fn a_lock_handed_to_the_pump_stays_held_until_the_pump_ends() {
         let fields = Fields::new();
         let lock = fields.coordination().lock(None);
-        stream::open(&fields.live, 1, "text/event-stream");
+        pump::open(&fields.live, 1, "text/event-stream");
         lock.hand_to_pump();
         assert!(fields.driving.get(), "the pump clears it at the stream's end");
         assert!(fields.live.borrow().is_some());

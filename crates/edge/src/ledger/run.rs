@@ -21,14 +21,14 @@ use serde_json::{Value, json};
 use worker::{Delay, Response, Result};
 
 use super::Ledger;
-use crate::clock::now_ms;
-use crate::config::Config;
-use crate::driver::MathRandom;
+use crate::api::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
 use crate::effects::{self, Performed};
-use crate::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
+use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
+use crate::ledger::stored;
 use crate::ops;
-use crate::stored;
 
 /// A retry due sooner than this is waited for in the request that runs the
 /// effects; a later one is left to the alarm.
@@ -101,7 +101,7 @@ impl Ledger {
         let Ok(Some(submission)) = self.stored_submission() else { return };
         let Some(run) = &submission.run else { return };
         // The subject is only ever claimed when the type names one.
-        let Ok(config) = crate::config::load(&self.env) else { return };
+        let Ok(config) = crate::env::config::load(&self.env) else { return };
         let Some(subject) = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input)) else {
             return;
         };
@@ -256,7 +256,7 @@ impl Ledger {
         }
         self.effects_running.set(true);
         let watch = worker::ScheduledTime::from(Duration::from_millis(CLAIM_WATCH_MS));
-        if let Err(error) = crate::alarms::set(&self.state, watch).await {
+        if let Err(error) = crate::ledger::alarms::set(&self.state, watch).await {
             worker::console_warn!("ledger: setting the effects' watch failed: {error}");
         }
         let ran = self.run_effects_now(config).await;
@@ -563,8 +563,13 @@ pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
     let storage_id = submission.storage_id();
     let mut init = worker::RequestInit::new();
     init.with_method(worker::Method::Post);
-    let asked =
-        crate::objects::call(env, crate::config::binding::LEDGER, storage_id.as_str(), "https://ledger/effects", &init);
+    let asked = crate::api::client::call(
+        env,
+        crate::env::binding::LEDGER,
+        storage_id.as_str(),
+        "https://ledger/effects",
+        &init,
+    );
     if let Err(error) = asked.await {
         worker::console_warn!("ledger: running a streamed job's effects failed (the alarm will): {error}");
     }

@@ -1,0 +1,73 @@
+//! The messages of the `ProviderHealth` Durable Object
+//! ([`crate::objects::health`]) and its client: an attempt asks a
+//! provider's breaker first ([`permit`]) and tells it how the call went
+//! ([`report`]); the providers' page reads it ([`view`]).
+
+use onejob_core::breaker::{BreakerState, Permit, Transition};
+use onejob_core::providers::Provider;
+use serde::{Deserialize, Serialize};
+use worker::{Env, Response, Result};
+
+use crate::api::client;
+use crate::env::binding;
+
+/// `POST /report`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Report {
+    /// The call failed (transient or unknown): see [`onejob_core::breaker::is_failure`].
+    pub failed: bool,
+    /// It was let through as the half-open probe.
+    pub probe: bool,
+}
+
+/// A provider's health as the providers' page shows it: no URL, no key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HealthView {
+    pub state: BreakerState,
+    pub consecutive_failures: u32,
+    /// Outcomes reported, and how many were failures.
+    pub calls: u64,
+    pub failures: u64,
+    /// Failures over calls (0 with no calls).
+    pub error_rate: f64,
+    /// Until the next probe may go (0 when closed).
+    pub retry_after_ms: u64,
+    pub transitions: Vec<Transition>,
+}
+
+/// Asks `provider`'s breaker whether to call it. A provider without a
+/// breaker, or a breaker that cannot be reached, is called (the breaker
+/// protects the provider; it must not become an outage of its own).
+pub async fn permit(env: &Env, provider: &Provider) -> Permit {
+    if !provider.breaker {
+        return Permit::Call;
+    }
+    match ask(env, &provider.name, "https://health/permit", None).await {
+        Ok(mut response) => response.json::<Permit>().await.unwrap_or(Permit::Call),
+        Err(error) => {
+            worker::console_warn!("onejob: breaker of {} unreachable: {error}", provider.name);
+            Permit::Call
+        }
+    }
+}
+
+/// Tells `provider`'s breaker how a call went.
+pub async fn report(env: &Env, provider: &Provider, report: Report) {
+    if !provider.breaker {
+        return;
+    }
+    let body = serde_json::to_string(&report).unwrap_or_default();
+    if let Err(error) = ask(env, &provider.name, "https://health/report", Some(body)).await {
+        worker::console_warn!("onejob: breaker of {} unreachable: {error}", provider.name);
+    }
+}
+
+/// `provider`'s breaker as the providers' page shows it.
+pub async fn view(env: &Env, provider: &str) -> Result<HealthView> {
+    let mut response = ask(env, provider, "https://health/view", None).await?;
+    response.json::<HealthView>().await
+}
+
+async fn ask(env: &Env, provider: &str, url: &str, body: Option<String>) -> Result<Response> {
+    client::call(env, binding::PROVIDER_HEALTH, provider, url, &client::init(body)).await
+}

@@ -1,0 +1,8 @@
+//! The demo.
+
+mod inbox;
+mod provider;
+pub mod routes;
+
+pub use inbox::{INBOX_URL, deliver_mail, mail_receipt};
+pub use provider::{outage, respond, stream};

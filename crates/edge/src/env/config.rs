@@ -1,0 +1,230 @@
+//! The deployment's configuration, parsed once per isolate: the settings
+//! (see [`onejob_core::settings`]) and the tenant directory. A malformed
+//! value makes every request a 500 `gateway-misconfigured` whose body says
+//! nothing more; what is wrong goes to the operator's log.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use onejob_core::admin::AdminDirectory;
+use onejob_core::effect::EffectTarget;
+use onejob_core::job_type::JobTypes;
+use onejob_core::pricing::Prices;
+use onejob_core::providers::{ProviderKind, is_base_url};
+use onejob_core::quota::Quotas;
+use onejob_core::settings::Settings;
+use onejob_core::tenant::TenantDirectory;
+use onejob_core::token::TokenSecrets;
+use worker::Env;
+
+use crate::env::binding;
+use crate::env::faults::Faults;
+
+/// Everything read from the environment.
+pub struct Config {
+    pub settings: Settings,
+    pub tenants: TenantDirectory,
+    /// Who may use the operator API (`/onejob/v1/admin/…`, provider checks).
+    pub admins: AdminDirectory,
+    /// Each tenant's user-token secret (`TOKEN_SECRETS`).
+    pub token_secrets: TokenSecrets,
+    /// The bundled price table with `PRICES` merged over it, for the
+    /// console's spend estimates.
+    pub prices: Prices,
+    /// `QUOTAS`: token budgets per day, per tenant and per user.
+    pub quotas: Quotas,
+    /// `DEMO_TOKEN_ISSUER=on`: the worker mints user tokens for the demo
+    /// page at `/demo/token` (development only: it hands a token to anyone).
+    pub demo_token_issuer: bool,
+    /// Each provider's API key (by its index in the settings' providers),
+    /// sent only to that provider.
+    pub api_keys: Vec<Option<String>>,
+    /// `ALERT_WEBHOOK_URL` and the `ALERT_SECRET` its alerts are signed with.
+    pub alert_webhook: Option<AlertWebhook>,
+    /// Job types (`POST /onejob/v1/run/{type}`): the bundled `jobs/*.json`,
+    /// then `JOB_TYPES` (which adds or replaces by name), with every `env:`
+    /// URL and secret name resolved.
+    pub job_types: JobTypes,
+    /// The tests' fault injection (nothing unless built with `faults`).
+    pub faults: Faults,
+}
+
+/// Where dead-letter alerts go.
+pub struct AlertWebhook {
+    pub url: String,
+    pub secret: String,
+}
+
+impl Config {
+    /// The token budgets of `tenant`'s jobs.
+    pub fn settings_quota_limits(&self, tenant: &str) -> onejob_core::quota::QuotaLimits {
+        self.quotas.limits_for(tenant)
+    }
+
+    /// The API key of the provider at `index`.
+    pub fn api_key(&self, index: usize) -> Option<&str> {
+        self.api_keys.get(index).and_then(Option::as_deref)
+    }
+}
+
+/// The deployment's configuration is unusable (the detail is logged).
+#[derive(Debug, Clone, Copy)]
+pub struct Misconfigured;
+
+thread_local! {
+    /// Variables cannot change within an isolate: a new deployment gets new
+    /// isolates. So the first request parses, and the rest reuse it.
+    static CONFIG: RefCell<Option<Result<Rc<Config>, Misconfigured>>> = const { RefCell::new(None) };
+}
+
+/// The configuration of this isolate, parsed on first use.
+pub fn load(env: &Env) -> Result<Rc<Config>, Misconfigured> {
+    if let Some(parsed) = CONFIG.with(|c| c.borrow().clone()) {
+        return parsed;
+    }
+    let parsed = parse(env).map(Rc::new).map_err(|detail| {
+        worker::console_error!("onejob: gateway misconfigured: {detail}");
+        Misconfigured
+    });
+    CONFIG.with(|c| *c.borrow_mut() = Some(parsed.clone()));
+    parsed
+}
+
+fn parse(env: &Env) -> Result<Config, String> {
+    let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
+    let settings = Settings::parse(&var).map_err(|e| e.to_string())?;
+    let tenants = match var(binding::TENANTS) {
+        Some(text) => TenantDirectory::from_json(&text).map_err(|e| e.to_string())?,
+        None => TenantDirectory::default(),
+    };
+    let admins = match env.secret(binding::ADMIN_KEYS).ok().map(|s| s.to_string()).or_else(|| var(binding::ADMIN_KEYS))
+    {
+        Some(text) => AdminDirectory::from_json(&text).map_err(|e| e.to_string())?,
+        None => AdminDirectory::default(),
+    };
+    let mut api_keys = Vec::new();
+    for provider in settings.providers.list() {
+        let key = provider.api_key_var.as_deref().and_then(|name| {
+            env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|k| !k.trim().is_empty())
+        });
+        // A listed provider whose key secret is missing would answer every
+        // call with a 401: refuse the deployment instead, by the secret's name.
+        if key.is_none()
+            && provider.kind != ProviderKind::Passthrough
+            && let Some(name) = &provider.api_key_var
+        {
+            return Err(format!("the secret {name} (the API key of provider {}) is not set", provider.name));
+        }
+        api_keys.push(key);
+    }
+    let token_secrets = match secret_or_var(env, "TOKEN_SECRETS") {
+        Some(text) => TokenSecrets::from_json(&text).map_err(|e| e.to_string())?,
+        None => TokenSecrets::default(),
+    };
+    let demo_token_issuer = var("DEMO_TOKEN_ISSUER").as_deref() == Some("on");
+    let quotas = match var("QUOTAS") {
+        Some(text) => Quotas::from_json(&text).map_err(|e| e.to_string())?,
+        None => Quotas::default(),
+    };
+    let prices = match var("PRICES") {
+        Some(text) => Prices::bundled_with(&text).map_err(|e| e.to_string())?,
+        None => Prices::bundled(),
+    };
+    let secret = |name: &str| {
+        env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
+    };
+    let alert_webhook = match (secret("ALERT_WEBHOOK_URL"), secret("ALERT_SECRET")) {
+        (None, _) => None,
+        (Some(url), Some(secret)) if is_base_url(&url) => Some(AlertWebhook { url, secret }),
+        (Some(_), Some(_)) => {
+            return Err("ALERT_WEBHOOK_URL must be an http(s) URL with no credentials, query or fragment".into());
+        }
+        (Some(_), None) => {
+            return Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into());
+        }
+    };
+    let job_types = job_types(&var, &secret)?;
+    // An approval must end well before its job is deleted (the job's
+    // retention runs from its creation, the approval from its answer).
+    let retention_ms = settings.policy.retention_ms();
+    if let Some(job_type) = job_types.iter().find(|t| t.longest_approval_ms() > retention_ms / 2) {
+        return Err(format!(
+            "job type {}: an approval_ttl_ms is longer than half of RETENTION_SECONDS ({} s)",
+            job_type.name,
+            retention_ms / 1000
+        ));
+    }
+    Ok(Config {
+        job_types,
+        faults: Faults::read(&var),
+        settings,
+        tenants,
+        admins,
+        token_secrets,
+        prices,
+        quotas,
+        demo_token_issuer,
+        api_keys,
+        alert_webhook,
+    })
+}
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/job_types.rs"));
+}
+
+/// The bundled job types and `JOB_TYPES`, with their webhooks' `env:NAME`
+/// URLs and secret names resolved (a missing one refuses the deployment,
+/// by name).
+fn job_types(
+    var: &dyn Fn(&str) -> Option<String>,
+    secret: &dyn Fn(&str) -> Option<String>,
+) -> Result<JobTypes, String> {
+    let mut types = JobTypes::from_definitions(bundled::BUNDLED_JOB_TYPES).map_err(|e| e.to_string())?;
+    if let Some(text) = var("JOB_TYPES").filter(|t| !t.trim().is_empty()) {
+        types.merge(JobTypes::from_json(&text).map_err(|e| e.to_string())?);
+    }
+    for job_type in types.iter_mut() {
+        for effect in &mut job_type.effects {
+            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, .. } = &mut effect.target else {
+                continue;
+            };
+            let at = format!("effect {} of job type {}", effect.name, job_type.name);
+            *url = resolve_env(url, var, secret);
+            if !is_effect_url(url) {
+                return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+            }
+            *receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
+            if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
+                return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+            }
+            if let Some(name) = secret_name.as_mut() {
+                *name = secret(name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
+            }
+        }
+    }
+    Ok(types)
+}
+
+/// `env:NAME` as the value of the variable (or secret) NAME ("" if unset);
+/// any other value as it is.
+fn resolve_env(value: &str, var: &dyn Fn(&str) -> Option<String>, secret: &dyn Fn(&str) -> Option<String>) -> String {
+    match value.strip_prefix("env:") {
+        Some(name) => var(name).or_else(|| secret(name)).map(|v| v.trim().to_owned()).unwrap_or_default(),
+        None => value.to_owned(),
+    }
+}
+
+/// An effect's URL: http(s) without credentials, or the demo's inbox.
+fn is_effect_url(url: &str) -> bool {
+    url == crate::demo::INBOX_URL || ((url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@'))
+}
+
+/// A secret, or a plain variable of that name (development).
+fn secret_or_var(env: &Env, name: &str) -> Option<String> {
+    env.secret(name)
+        .ok()
+        .map(|s| s.to_string())
+        .or_else(|| env.var(name).ok().map(|v| v.to_string()))
+        .filter(|v| !v.trim().is_empty())
+}

@@ -1,0 +1,447 @@
+//! The driver of a job: performs what the core's attempt machine
+//! ([`onejob_core::ledger::drive::Drive`]) decides — asks the breakers, waits,
+//! writes the job, calls providers, starts the hedge timer — until it has
+//! the caller's answer. It decides nothing itself: placement, retries with
+//! the core's full-jitter backoff within the job's attempt cap and the
+//! tenant's retry budget, the hedge race and the audit of losers are the
+//! machine's.
+//!
+//! Failover is a new attempt of the same job: after a failure the next
+//! attempt goes to the route's next provider (see
+//! [`onejob_core::providers::Route::rotation`]), skipping providers whose
+//! breaker is open, and does not wait out the failed provider's backoff. A
+//! route with `hedge_after_ms` races a second attempt on the next provider
+//! when the first is slow; the first final answer wins the job by
+//! compare-and-swap and the other, if it answers, is audited as `lost_race`.
+//!
+//! Every write is a compare-and-swap on the job's version. An attempt whose
+//! write loses (another writer changed the job meanwhile) does not overwrite
+//! the winner: it is recorded in the audit as discarded, and the caller gets
+//! the job as it now stands.
+
+use std::cell::{OnceCell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use onejob_core::admission;
+use onejob_core::breaker::Permit;
+use onejob_core::classify::ErrorClass;
+use onejob_core::job::{AttemptTicket, Job};
+use onejob_core::ledger::attempts;
+use onejob_core::ledger::drive::{
+    Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing,
+};
+use onejob_core::protocol::{Problem, ProblemType};
+use onejob_core::providers::{Api, Provider, Route};
+use serde_json::Value;
+use worker::{Delay, Env, Result};
+
+use crate::answer::{Reply, Streaming, header_of};
+use crate::api::handoff::{JobMeta, Submission};
+use crate::api::health::{self, Report};
+use crate::env::budgets;
+use crate::env::clock::now_ms;
+use crate::env::config::{self, Config};
+use crate::env::random::MathRandom;
+use crate::http::JobResult;
+use crate::ledger::store::{Store, StoreError};
+use crate::ledger::stored;
+use crate::upstream::{self, Call, CallResult};
+
+pub struct Driver<'a> {
+    config: &'a Config,
+    env: &'a Env,
+    store: &'a Store,
+    submission: &'a Submission,
+    body: &'a [u8],
+    /// The job's key for the provider: derived from tenant + key.
+    upstream_key: String,
+    /// The request's JSON, to send each provider its own model name.
+    request: Option<Value>,
+    /// The model the request asked for: picks the route.
+    model: Option<String>,
+    /// The request asks for a streamed answer (`"stream": true`).
+    stream: bool,
+    api: Api,
+    /// A hedged attempt that lost the race and has not answered yet.
+    late: RefCell<Option<LateAttempt>>,
+    /// The body, owned once for the calls that outlive this borrow.
+    shared_body: OnceCell<Rc<[u8]>>,
+}
+
+/// What driving a job produced for its caller.
+pub enum Driven {
+    /// A result (final, or one to ask again about later).
+    Result(JobResult),
+    /// The upstream is streaming its answer: the Ledger's pump takes it from
+    /// here. `ticket` holds the job for the streaming attempt.
+    Stream { ticket: AttemptTicket, streaming: Streaming },
+}
+
+/// An awaited piece of I/O (a breaker's permit, a timer, a call) and the
+/// event it becomes for the machine. Each owns what it needs: a call may
+/// outlive the request (a hedge's loser is awaited after the winner has answered).
+type Pending = Pin<Box<dyn Future<Output = Event>>>;
+
+/// A stream's body, by attempt, until the machine says whose it is.
+type Streams = Rc<RefCell<Vec<(u32, Streaming)>>>;
+
+/// A hedged attempt that lost the race but may still answer: its answer is
+/// audited (it was paid for) and never used. The machine waits for it.
+pub struct LateAttempt {
+    drive: Drive,
+    pending: FuturesUnordered<Pending>,
+    tenant: String,
+    target: String,
+    model: Option<String>,
+}
+
+impl<'a> Driver<'a> {
+    pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
+        let upstream_key = submission.storage_id().upstream_key();
+        let request = serde_json::from_slice::<Value>(body).ok();
+        let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
+        let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(Value::as_bool) == Some(true);
+        let api = Api::of_path(&submission.target);
+        Self {
+            config,
+            env,
+            store,
+            submission,
+            body,
+            upstream_key,
+            request,
+            model,
+            stream,
+            api,
+            late: RefCell::new(None),
+            shared_body: OnceCell::new(),
+        }
+    }
+
+    /// The hedged attempt still out after the job was won, if any: the
+    /// Ledger awaits it past the response ([`audit_late`]).
+    pub fn take_late(&self) -> Option<LateAttempt> {
+        self.late.borrow_mut().take()
+    }
+
+    /// Runs attempts on `job` (claimable) until a result for the caller.
+    /// A job that is not `stored` yet is written with its first claim (one
+    /// write on the first call, not two).
+    pub async fn run(&self, job: &mut Job, stored: bool) -> Result<Driven> {
+        let providers = &self.config.settings.providers;
+        let route = match route_of(self.config, &self.submission.target, self.model.as_deref()) {
+            Ok(route) => route,
+            Err(no_route) => return Ok(Driven::Result(JobResult::problem(&no_route.problem(), job.state(), None))),
+        };
+        let routing = Routing { providers, route };
+        let setup = DriveSetup {
+            background: self.submission.background,
+            stream: self.stream,
+            model: self.model.clone(),
+            api: self.api,
+            backoff: self.config.settings.backoff,
+        };
+        let mut drive = Drive::new(setup, job.clone(), stored, providers);
+        let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
+        let streams: Streams = Rc::default();
+        let mut commands = with_inputs(&self.submission.tenant, |inputs| drive.start(routing, inputs));
+        let ending = loop {
+            match self.perform(&mut drive, routing, commands, &mut pending, &streams)? {
+                Some(ending) => break ending,
+                None => {
+                    let Some(event) = pending.next().await else {
+                        return Err(worker::Error::RustError("the driver had nothing left to wait for".into()));
+                    };
+                    commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
+                }
+            }
+        };
+        *job = drive.job().clone();
+        if !drive.is_idle() {
+            *self.late.borrow_mut() = Some(LateAttempt {
+                drive,
+                pending,
+                tenant: self.submission.tenant.clone(),
+                target: self.submission.target.clone(),
+                model: self.model.clone(),
+            });
+        }
+        Ok(match ending {
+            Ending::Answer { response, state, attempt, retry_after_ms } => {
+                Driven::Result(JobResult::of(response, state, attempt, retry_after_ms))
+            }
+            Ending::Problem { problem, state } => Driven::Result(JobResult::problem(&problem, state, None)),
+            Ending::Stored => Driven::Result(stored::finished_result(self.store, job)?),
+            Ending::InProgress => {
+                let problem = admission::in_progress(self.submission.key.as_str(), admission::DEFAULT_RETRY_AFTER_MS);
+                Driven::Result(JobResult::problem(&problem, job.state(), None))
+            }
+            Ending::Stream { ticket } => {
+                let position = streams.borrow().iter().position(|(attempt, _)| *attempt == ticket.attempt);
+                let Some(position) = position else {
+                    return Err(worker::Error::RustError("a stream without its body".into()));
+                };
+                let (_, streaming) = streams.borrow_mut().remove(position);
+                Driven::Stream { ticket, streaming }
+            }
+            Ending::Broken(error) => return Err(worker::Error::RustError(error)),
+        })
+    }
+
+    /// Performs `commands` in order (a write's answer goes back to the
+    /// machine at once, before any other event). Returns the caller's
+    /// answer once the machine gives it.
+    fn perform(
+        &self,
+        drive: &mut Drive,
+        routing: Routing<'_>,
+        commands: Vec<Command>,
+        pending: &mut FuturesUnordered<Pending>,
+        streams: &Streams,
+    ) -> Result<Option<Ending>> {
+        let mut queue = std::collections::VecDeque::from(commands);
+        let mut ending = None;
+        while let Some(command) = queue.pop_front() {
+            match command {
+                Command::Place { order } => pending.push(self.place(order)),
+                Command::Sleep { ms } => pending.push(Box::pin(async move {
+                    Delay::from(Duration::from_millis(ms)).await;
+                    Event::Woke
+                })),
+                Command::HedgeAfter { attempt, ms } => pending.push(Box::pin(async move {
+                    Delay::from(Duration::from_millis(ms)).await;
+                    Event::HedgeDue { attempt }
+                })),
+                Command::Call { ticket, provider, model, probe } => {
+                    pending.push(self.launch(ticket, provider, model, probe, routing.route, streams))
+                }
+                Command::Persist { job, expected } => {
+                    let meta = expected.is_none().then(|| self.meta());
+                    let event = Event::Persisted(persist(self.store, &job, expected, meta)?);
+                    queue.extend(with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs)));
+                }
+                Command::SaveResponse { attempt, response, replace: false } => {
+                    self.store.save_response(attempt, &response)?
+                }
+                Command::SaveResponse { attempt, response, replace: true } => {
+                    self.store.keep_answer(attempt, &response)?
+                }
+                Command::OpenStream { attempt, content_type } => {
+                    self.store.start_streamed_response(attempt, &content_type)?
+                }
+                Command::Finish(finished) => ending = Some(finished),
+            }
+        }
+        Ok(ending)
+    }
+
+    /// Who this job belongs to and what it asks for.
+    pub fn meta(&self) -> JobMeta {
+        JobMeta {
+            tenant: self.submission.tenant.clone(),
+            user: self.submission.user.clone(),
+            key: self.submission.key.to_string(),
+            model: self.model.clone(),
+            metered: 0,
+        }
+    }
+
+    /// Asks the breakers of `order`, in order, which lets the attempt
+    /// through (the first that does, as a call or as its half-open probe).
+    fn place(&self, order: Vec<Candidate>) -> Pending {
+        let env = self.env.clone();
+        let providers: Vec<Provider> =
+            order.iter().map(|c| self.config.settings.providers.get(c.provider).clone()).collect();
+        Box::pin(async move {
+            let mut retry_after_ms: Option<u64> = None;
+            for (index, provider) in providers.iter().enumerate() {
+                match health::permit(&env, provider).await {
+                    Permit::Call => return Event::Placed(Placed::Chosen { index, probe: false }),
+                    Permit::Probe => return Event::Placed(Placed::Chosen { index, probe: true }),
+                    Permit::Skip { retry_after_ms: ms } => {
+                        retry_after_ms = Some(retry_after_ms.map_or(ms, |earliest| earliest.min(ms)))
+                    }
+                }
+            }
+            Event::Placed(Placed::Skipped { retry_after_ms })
+        })
+    }
+
+    /// Starts one upstream call, judged (and checked against the output
+    /// contract) when it answers, and reported to the provider's breaker.
+    /// A streaming answer's body waits in `streams` for the pump.
+    fn launch(
+        &self,
+        ticket: AttemptTicket,
+        provider: usize,
+        model: Option<String>,
+        probe: bool,
+        route: &Route,
+        streams: &Streams,
+    ) -> Pending {
+        let settings = &self.config.settings;
+        let provider_index = provider;
+        let provider = settings.providers.get(provider_index).clone();
+        let api_key = self.config.api_key(provider_index).map(str::to_owned);
+        let call = Call {
+            target: self.submission.target.clone(),
+            body: self.body_for(model.as_deref()),
+            content_type: self.submission.content_type.clone(),
+            upstream_key: self.upstream_key.clone(),
+            attempt: ticket.attempt,
+            timeout_ms: settings.upstream_timeout_ms,
+            stream: self.stream,
+            headers: self.submission.provider_headers.clone(),
+        };
+        let retry_after_cap_ms = settings.retry_after_cap_ms;
+        let job_type = self.submission.run.as_ref().and_then(|run| self.config.job_types.get(&run.job_type));
+        let contract =
+            attempts::contract_for(&self.submission.target, job_type.map(|t| &t.output), route.contract.as_ref())
+                .cloned();
+        let (env, streams) = (self.env.clone(), Rc::clone(streams));
+        let attempt = ticket.attempt;
+        Box::pin(async move {
+            let answered = upstream::call(provider.clone(), api_key, call).await;
+            let (answer, failed) = match answered {
+                CallResult::Stream(streaming) => {
+                    let content_type = streaming.content_type.clone();
+                    streams.borrow_mut().push((attempt, streaming));
+                    (Answer::Streams { content_type }, false)
+                }
+                CallResult::Reply(Reply { status, content_type, body, hints }) => {
+                    let headers = |name: &str| header_of(&hints, name);
+                    let (attempted, failed) = attempts::judge_reply(
+                        status,
+                        &headers,
+                        content_type,
+                        body,
+                        contract.as_ref(),
+                        now_ms(),
+                        retry_after_cap_ms,
+                    );
+                    if attempted.observed.classification.class == ErrorClass::Contract {
+                        worker::console_warn!("onejob: an answer broke its route's contract");
+                    }
+                    (Answer::Judged(attempted), failed)
+                }
+                CallResult::Transport { failure, detail } => {
+                    (Answer::Judged(attempts::judge_transport(failure, &detail)), true)
+                }
+            };
+            health::report(&env, &provider, Report { failed, probe }).await;
+            Event::Answered { attempt, answer }
+        })
+    }
+
+    /// The request's body with `model` in it (unchanged when it already is,
+    /// or when the body is not a JSON object). A rewritten body is
+    /// re-serialised: its members may come out in another order, which no
+    /// provider's API depends on.
+    fn body_for(&self, model: Option<&str>) -> Rc<[u8]> {
+        // The body as it came, copied once per job, shared by its attempts.
+        let unchanged = || Rc::clone(self.shared_body.get_or_init(|| Rc::from(self.body)));
+        match (&self.request, model) {
+            (Some(Value::Object(request)), Some(model)) if self.model.as_deref() != Some(model) => {
+                let mut request = request.clone();
+                request.insert("model".into(), Value::from(model));
+                serde_json::to_vec(&request).map(Rc::from).unwrap_or_else(|_| unchanged())
+            }
+            _ => unchanged(),
+        }
+    }
+}
+
+/// Runs `f` with the machine's inputs: now, `Math.random` jitter, and the tenant's retry budget.
+fn with_inputs<T>(tenant: &str, f: impl FnOnce(&mut Inputs<'_>) -> T) -> T {
+    budgets::with_budget(tenant, |budget| f(&mut Inputs { now_ms: now_ms(), random: &mut MathRandom, budget }))
+}
+
+/// Performs one of the machine's writes: a compare-and-swap on `expected`,
+/// or the job's first write (with who it belongs to). A lost race answers
+/// with the job as it now stands.
+fn persist(
+    store: &Store,
+    job: &Job,
+    expected: Option<u64>,
+    meta: Option<JobMeta>,
+) -> Result<std::result::Result<(), Option<Job>>> {
+    let written = match (expected, meta) {
+        (Some(version), _) => store.update_job(version, job),
+        (None, Some(meta)) => store.insert_job(job).and_then(|()| store.save_meta(&meta).map_err(StoreError::Failed)),
+        (None, None) => return Err(worker::Error::RustError("a job's first write without its owner".into())),
+    };
+    match written {
+        Ok(()) => Ok(Ok(())),
+        Err(StoreError::LostRace) => Ok(Err(store.load_job()?)),
+        Err(StoreError::Failed(error)) => Err(error),
+    }
+}
+
+/// The route that serves `model` with the API of `target`, or [`NoRoute`]
+/// when none does (no route for the model, or none of its providers speaks
+/// that API).
+pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> std::result::Result<&'c Route, NoRoute> {
+    let providers = &config.settings.providers;
+    let api = Api::of_path(target);
+    match providers.route(model) {
+        Some(route) if !route.rotation(providers, api, None).is_empty() => Ok(route),
+        _ => Err(NoRoute(api)),
+    }
+}
+
+/// No route serves the request's model with its API (the one kept here):
+/// the `400 no-route` problem, built only where it is answered.
+#[derive(Debug, Clone, Copy)]
+pub struct NoRoute(Api);
+
+impl NoRoute {
+    /// The problem the caller is answered.
+    pub fn problem(self) -> Problem {
+        Problem::new(
+            ProblemType::NoRoute,
+            match self.0 {
+                Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
+                Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
+            },
+        )
+    }
+}
+
+/// Awaits a hedged attempt that lost the race and has the machine audit its
+/// answer (status, usage) as `lost_race`: it was paid for, and never used.
+/// Returns whether the audit was written.
+pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
+    let LateAttempt { mut drive, mut pending, tenant, target, model } = late;
+    let Ok(config) = config::load(env) else { return false };
+    let Ok(route) = route_of(&config, &target, model.as_deref()) else { return false };
+    let routing = Routing { providers: &config.settings.providers, route };
+    let mut written = false;
+    while !drive.is_idle() {
+        let Some(event) = pending.next().await else { break };
+        let mut queue =
+            std::collections::VecDeque::from(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs)));
+        while let Some(command) = queue.pop_front() {
+            // After the caller's answer only the loser's audit is written.
+            if let Command::Persist { job, expected } = command {
+                let answer = match persist(store, &job, expected, None) {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        worker::console_error!("onejob: auditing a late attempt failed: {error}");
+                        return written;
+                    }
+                };
+                written |= answer.is_ok();
+                queue.extend(with_inputs(&tenant, |inputs| drive.on(routing, Event::Persisted(answer), inputs)));
+            }
+        }
+    }
+    if written {
+        worker::console_log!("onejob: an attempt answered after losing the race");
+    }
+    written
+}

@@ -1,0 +1,102 @@
+//! `ProviderHealth`: the Durable Object that holds one provider's circuit
+//! breaker ([`onejob_core::breaker`]), shared by every isolate, so a provider
+//! that fails for one Ledger is skipped by all of them and exactly one probe
+//! goes out after the cool-down.
+//!
+//! Every attempt on a provider with a breaker asks it first
+//! ([`crate::api::health::permit`]) and tells it how the call went
+//! ([`crate::api::health::report`]): one round trip to the object
+//! before the call, one after. The trade-off, measured in the bench: a few
+//! milliseconds per attempt, against per-isolate breakers that would each
+//! need N failures of their own (N × isolates calls to a dead provider) and
+//! could not promise one probe.
+
+use std::cell::RefCell;
+
+use onejob_core::breaker::Breaker;
+use onejob_core::protocol::ProblemType;
+use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
+
+use crate::api::health::{HealthView, Report};
+use crate::env::clock::now_ms;
+use crate::env::config;
+use crate::http;
+
+/// Where the breaker is kept in the object's storage.
+const STORAGE_KEY: &str = "breaker";
+
+#[durable_object]
+pub struct ProviderHealth {
+    state: State,
+    env: Env,
+    /// The breaker, loaded on first use.
+    breaker: RefCell<Option<Breaker>>,
+}
+
+impl DurableObject for ProviderHealth {
+    fn new(state: State, env: Env) -> Self {
+        Self { state, env, breaker: RefCell::new(None) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        let Ok(config) = config::load(&self.env) else { return http::misconfigured() };
+        let policy = config.settings.breaker;
+        // Everything that awaits comes before the breaker is read: from the
+        // read to the write below nothing else may run (an await on the body
+        // would let another request in, and one of two updates be lost).
+        let report = match req.path().as_str() {
+            "/report" => match req.json::<Report>().await {
+                Ok(report) => Some(report),
+                Err(_) => return http::problem_of(ProblemType::Internal, "malformed health report"),
+            },
+            _ => None,
+        };
+        let mut breaker = self.load().await?;
+        let now = now_ms();
+        let before = breaker.clone();
+        let answer = match (req.path().as_str(), report) {
+            ("/permit", _) => Response::from_json(&breaker.permit(policy, now))?,
+            ("/report", Some(report)) => {
+                breaker.report(policy, report.failed, report.probe, now);
+                Response::empty()?
+            }
+            ("/view", _) => Response::from_json(&view(&breaker, now))?,
+            _ => return http::problem_of(ProblemType::NotFound, "unknown health route"),
+        };
+        if breaker != before {
+            if breaker.state() != before.state() {
+                worker::console_log!("onejob: provider breaker {:?} → {:?}", before.state(), breaker.state());
+            }
+            // Memory first: the next request reads it even while the write
+            // is in flight (the output gate holds responses until it lands).
+            *self.breaker.borrow_mut() = Some(breaker.clone());
+            self.state.storage().put(STORAGE_KEY, &breaker).await?;
+        }
+        Ok(answer)
+    }
+}
+
+impl ProviderHealth {
+    async fn load(&self) -> Result<Breaker> {
+        if let Some(breaker) = self.breaker.borrow().clone() {
+            return Ok(breaker);
+        }
+        let stored = self.state.storage().get::<Breaker>(STORAGE_KEY).await.ok().flatten();
+        let breaker = stored.unwrap_or_default();
+        *self.breaker.borrow_mut() = Some(breaker.clone());
+        Ok(breaker)
+    }
+}
+
+fn view(breaker: &Breaker, now: u64) -> HealthView {
+    let (calls, failures) = breaker.counts();
+    HealthView {
+        state: breaker.state(),
+        consecutive_failures: breaker.consecutive_failures(),
+        calls,
+        failures,
+        error_rate: if calls == 0 { 0.0 } else { failures as f64 / calls as f64 },
+        retry_after_ms: breaker.retry_after_ms(now),
+        transitions: breaker.transitions().to_vec(),
+    }
+}

@@ -1,0 +1,54 @@
+//! `UsageMeter`: the Durable Object that counts one tenant's (or one user's)
+//! upstream tokens per day, for quotas ([`onejob_core::quota`]). One object
+//! per tenant and per (tenant, user), so every isolate sees one count.
+
+use std::cell::Cell;
+
+use onejob_core::quota::Meter;
+use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
+
+use crate::api::meter::{Add, Check};
+use crate::env::clock::now_ms;
+
+const STORAGE_KEY: &str = "meter";
+
+#[durable_object]
+pub struct UsageMeter {
+    state: State,
+    loaded: Cell<Option<Meter>>,
+}
+
+impl DurableObject for UsageMeter {
+    fn new(state: State, _env: Env) -> Self {
+        Self { state, loaded: Cell::new(None) }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        // Read the body before the meter: nothing may run between its read and write.
+        let body = req.bytes().await?;
+        let mut meter = match self.loaded.get() {
+            Some(meter) => meter,
+            None => self.state.storage().get::<Meter>(STORAGE_KEY).await.ok().flatten().unwrap_or_default(),
+        };
+        let now = now_ms();
+        let answer = match req.path().as_str() {
+            "/check" => {
+                let check: Check = serde_json::from_slice(&body)?;
+                Response::from_json(
+                    &serde_json::json!({ "allowed": meter.allows(check.limit, now), "used": meter.used_on(now) }),
+                )?
+            }
+            "/add" => {
+                let add: Add = serde_json::from_slice(&body)?;
+                meter.add(add.tokens, now);
+                Response::empty()?
+            }
+            _ => Response::error("no such route", 404)?,
+        };
+        self.loaded.set(Some(meter));
+        if req.path() == "/add" {
+            self.state.storage().put(STORAGE_KEY, &meter).await?;
+        }
+        Ok(answer)
+    }
+}

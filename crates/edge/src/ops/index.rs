@@ -1,0 +1,182 @@
+//! The jobs index: one row per job, written in batches as the Ledgers change
+//! their jobs, for the operators' jobs list and the spend per tenant and model.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use onejob_core::admin_query::{JobsQuery, cursor_of};
+use onejob_core::job::Job;
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::JsValue;
+use worker::{Delay, Env, Result};
+
+use crate::api::handoff::JobMeta;
+use crate::env::config::Config;
+
+/// How long index rows wait to be written together: one D1 batch for the
+/// jobs of every Ledger in this isolate that changed meanwhile, instead of
+/// one write each.
+const INDEX_FLUSH_MS: u64 = 200;
+
+const UPSERT_JOB: &str = "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts,
+                                 tokens, cost_usd, background, created_ms, updated_ms, version)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
+     ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = ?4, model = ?5, provider = ?6, error_class = ?7,
+         attempts = ?8, tokens = ?9, cost_usd = ?10, background = ?11, updated_ms = ?13, version = ?14
+     WHERE excluded.version >= jobs_index.version";
+
+thread_local! {
+    /// Index rows waiting for the next flush, one per job (the newest).
+    static PENDING_ROWS: RefCell<Vec<(String, Vec<JsValue>)>> = const { RefCell::new(Vec::new()) };
+    /// A flush is scheduled: rows added now go with it.
+    static FLUSH_SCHEDULED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Writes a job's row in the operators' index (newer versions only: two
+/// writes may land out of order). Rows are written in batches: the first
+/// caller of a batch waits [`INDEX_FLUSH_MS`] and writes every row queued
+/// meanwhile in this isolate (a row lost with its isolate is written again
+/// at the job's next change; the index is for looking, the Ledger decides).
+pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) -> Result<()> {
+    let id = format!("{}\u{1f}{}\u{1f}{}", meta.tenant, meta.user.as_deref().unwrap_or(""), meta.key);
+    let row = index_row(config, meta, job);
+    PENDING_ROWS.with(|rows| {
+        let mut rows = rows.borrow_mut();
+        rows.retain(|(pending, _)| *pending != id);
+        rows.push((id, row));
+    });
+    if FLUSH_SCHEDULED.with(|f| f.replace(true)) {
+        return Ok(());
+    }
+    Delay::from(Duration::from_millis(INDEX_FLUSH_MS)).await;
+    FLUSH_SCHEDULED.with(|f| f.set(false));
+    let rows = PENDING_ROWS.with(|rows| std::mem::take(&mut *rows.borrow_mut()));
+    let db = super::database(env).await?;
+    let statements = rows.iter().map(|(_, row)| db.prepare(UPSERT_JOB).bind(row)).collect::<Result<Vec<_>>>()?;
+    db.batch(statements).await?;
+    Ok(())
+}
+
+/// A job's row of the index, as the upsert's parameters.
+fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
+    let shown = job.replayed_attempt().or(job.attempts().last());
+    let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
+    let cost: f64 = job
+        .attempts()
+        .iter()
+        .filter_map(|a| Some(config.prices.cost_usd(a.model.as_deref(), a.usage.as_ref()?).unwrap_or(0.0)))
+        .sum();
+    let text = |value: Option<&str>| value.map_or(JsValue::NULL, JsValue::from);
+    let error_class = shown.and_then(|a| a.error_class).map(onejob_core::classify::ErrorClass::name);
+    vec![
+        meta.tenant.as_str().into(),
+        meta.user.as_deref().unwrap_or("").into(),
+        meta.key.as_str().into(),
+        job.state().as_str().into(),
+        // The model asked for (the route), as callers and filters name it.
+        text(meta.model.as_deref().or(shown.and_then(|a| a.model.as_deref()))),
+        text(shown.map(|a| a.provider.as_str())),
+        text(error_class.as_deref()),
+        JsValue::from(job.attempts().len() as f64),
+        JsValue::from(tokens as f64),
+        JsValue::from(cost),
+        JsValue::from(u8::from(job.is_background())),
+        JsValue::from(job.created_ms() as f64),
+        JsValue::from(job.updated_ms() as f64),
+        JsValue::from(job.version() as f64),
+    ]
+}
+
+/// One job in the operators' list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IndexedJob {
+    pub tenant: String,
+    #[serde(default)]
+    pub user: String,
+    #[serde(rename = "key", alias = "job_key")]
+    pub key: String,
+    pub state: String,
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub error_class: Option<String>,
+    pub attempts: u32,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub background: u8,
+    pub created_ms: u64,
+    pub updated_ms: u64,
+}
+
+/// A page of the jobs list, newest first, and the cursor of the next.
+pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Option<String>)> {
+    let db = super::database(env).await?;
+    let limit = filter.limit;
+    let (cursor_ms, cursor_key) = filter
+        .cursor
+        .as_ref()
+        .map_or((JsValue::NULL, JsValue::NULL), |(ms, key)| (JsValue::from(*ms as f64), JsValue::from(key.as_str())));
+    let text = |value: &Option<String>| value.as_deref().map_or(JsValue::NULL, JsValue::from);
+    let number = |value: Option<u64>| value.map_or(JsValue::NULL, |v| JsValue::from(v as f64));
+    let rows = db
+        .prepare(
+            "SELECT tenant, user, job_key, state, model, provider, error_class, attempts, tokens, cost_usd, background,
+                    created_ms, updated_ms
+             FROM jobs_index
+             WHERE (?1 IS NULL OR tenant = ?1) AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR state = ?3)
+               AND (?4 IS NULL OR model = ?4) AND (?5 IS NULL OR error_class = ?5)
+               AND (?6 IS NULL OR created_ms >= ?6) AND (?7 IS NULL OR created_ms < ?7)
+               AND (?8 IS NULL OR created_ms < ?8 OR (created_ms = ?8 AND job_key < ?9))
+             ORDER BY created_ms DESC, job_key DESC
+             LIMIT ?10",
+        )
+        .bind(&[
+            text(&filter.tenant),
+            text(&filter.user),
+            filter.state.map_or(JsValue::NULL, |state| JsValue::from(state.as_str())),
+            text(&filter.model),
+            text(&filter.error_class),
+            number(filter.since_ms),
+            number(filter.until_ms),
+            cursor_ms,
+            cursor_key,
+            JsValue::from(f64::from(limit)),
+        ])?
+        .all()
+        .await?
+        .results::<IndexedJob>()?;
+    let next = (rows.len() as u32 == limit).then(|| rows.last().map(|j| cursor_of(j.created_ms, &j.key))).flatten();
+    Ok((rows, next))
+}
+
+/// Jobs, tokens and estimated spend per tenant and per model since `since_ms`
+/// (of one tenant with `tenant`).
+pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<serde_json::Value> {
+    let db = super::database(env).await?;
+    let mut out = serde_json::Map::new();
+    for (name, column) in [("by_tenant", "tenant"), ("by_model", "model")] {
+        let rows = db
+            .prepare(format!(
+                "SELECT {column} AS name, COUNT(*) AS jobs, SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
+                 FROM jobs_index WHERE created_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)
+                 GROUP BY {column} ORDER BY tokens DESC"
+            ))
+            .bind(&[JsValue::from(since_ms as f64), tenant.map_or(JsValue::NULL, JsValue::from)])?
+            .all()
+            .await?
+            .results::<serde_json::Value>()?;
+        let rows: Vec<serde_json::Value> = rows
+            .into_iter()
+            .map(|mut row| {
+                if let Some(object) = row.as_object_mut()
+                    && let Some(value) = object.remove("name")
+                {
+                    object.insert(column.into(), value);
+                }
+                row
+            })
+            .collect();
+        out.insert(name.into(), serde_json::Value::from(rows));
+    }
+    out.insert("since_ms".into(), serde_json::Value::from(since_ms));
+    Ok(serde_json::Value::Object(out))
+}
