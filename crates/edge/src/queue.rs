@@ -5,7 +5,6 @@
 //! message. A job that died is sent to the dead-letter queue, whose consumer
 //! records it for operators ([`crate::ops`]).
 
-use std::cell::Cell;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -20,18 +19,9 @@ use crate::api::handoff::{DeadFacts, JobMessage};
 use crate::api::ledger::LedgerCall;
 use crate::ops;
 
-thread_local! {
-    /// Queue sends failed on purpose so far (`QUEUE_SEND_FAULTS`).
-    static FAULTS_SPENT: Cell<u32> = const { Cell::new(0) };
-}
-
 /// Sends a background job's message.
 pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Result<()> {
-    let spent = FAULTS_SPENT.with(Cell::get);
-    if spent < config.queue_send_faults {
-        FAULTS_SPENT.with(|f| f.set(spent + 1));
-        return Err(worker::Error::RustError("queue send failed (QUEUE_SEND_FAULTS)".into()));
-    }
+    config.faults.queue_send()?;
     env.queue(binding::JOBS)?.send(message).await
 }
 

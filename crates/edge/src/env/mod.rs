@@ -4,4 +4,5 @@ pub mod binding;
 pub mod budgets;
 pub mod clock;
 pub mod config;
+pub mod faults;
 pub mod random;

@@ -136,7 +136,7 @@ impl<'a> Driver<'a> {
         let providers = &self.config.settings.providers;
         let route = match route_of(self.config, &self.submission.target, self.model.as_deref()) {
             Ok(route) => route,
-            Err(problem) => return Ok(Driven::Result(JobResult::problem(&problem, job.state(), None))),
+            Err(no_route) => return Ok(Driven::Result(JobResult::problem(&no_route.problem(), job.state(), None))),
         };
         let routing = Routing { providers, route };
         let setup = DriveSetup {
@@ -382,21 +382,33 @@ fn persist(
     }
 }
 
-/// The route that serves `model` with the API of `target`, or the `400
-/// no-route` problem when none does (no route for the model, or none of
-/// its providers speaks that API).
-pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> std::result::Result<&'c Route, Problem> {
+/// The route that serves `model` with the API of `target`, or [`NoRoute`]
+/// when none does (no route for the model, or none of its providers speaks
+/// that API).
+pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> std::result::Result<&'c Route, NoRoute> {
     let providers = &config.settings.providers;
     let api = Api::of_path(target);
     match providers.route(model) {
         Some(route) if !route.rotation(providers, api, None).is_empty() => Ok(route),
-        _ => Err(Problem::new(
+        _ => Err(NoRoute(api)),
+    }
+}
+
+/// No route serves the request's model with its API (the one kept here):
+/// the `400 no-route` problem, built only where it is answered.
+#[derive(Debug, Clone, Copy)]
+pub struct NoRoute(Api);
+
+impl NoRoute {
+    /// The problem the caller is answered.
+    pub fn problem(self) -> Problem {
+        Problem::new(
             ProblemType::NoRoute,
-            match api {
+            match self.0 {
                 Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
                 Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
             },
-        )),
+        )
     }
 }
 

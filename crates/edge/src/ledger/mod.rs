@@ -237,9 +237,9 @@ impl Ledger {
         // is written (a finished job of it is still replayed).
         if admitted == Admission::Run
             && job.is_none()
-            && let Err(problem) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
+            && let Err(no_route) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
         {
-            return http::problem_about(&problem, key, JobState::Pending);
+            return http::problem_about(&no_route.problem(), key, JobState::Pending);
         }
         if submission.background {
             return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;

@@ -43,10 +43,6 @@ const INLINE_BUDGET_MS: u64 = 15_000;
 /// mid-effect, the alarm after the restart reconciles what was claimed.
 const CLAIM_WATCH_MS: u64 = 5_000;
 
-/// `EFFECT_HANG_AFTER`: how long the Ledger waits between performing the
-/// named effect and recording it (a test kills the runtime meanwhile).
-const HANG_MS: u64 = 600_000;
-
 impl Ledger {
     /// The submission this object's job was made with, if it kept one (a
     /// job type's job always does: its type and input are in it).
@@ -298,13 +294,7 @@ impl Ledger {
                         store.update_effect(read, &effect)?;
                         let claimed = effect.version;
                         let performed = effects::perform(&self.env, spec, &effect, &source).await;
-                        if config.effect_hang_after.as_deref() == Some(effect.name.as_str()) {
-                            worker::console_log!(
-                                "ledger: EFFECT_HANG_AFTER: effect {} performed, not recorded",
-                                effect.name
-                            );
-                            Delay::from(Duration::from_millis(HANG_MS)).await;
-                        }
+                        config.faults.after_effect(&effect.name).await;
                         let before = effect.state;
                         match performed {
                             Performed::Outcome(outcome) => {
