@@ -13,6 +13,8 @@
 //!   drive, a stream's pump, the effects runner), as one value.
 //! - [`drive`]: one run of attempts as a machine — placement, claim,
 //!   call, hedge, record, retry — returning the commands the Ledger performs.
+//! - [`follow_up`]: what follows a job type's answer, and the cadence of
+//!   its effects' run.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
@@ -24,4 +26,5 @@ pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
 pub mod drive;
+pub mod follow_up;
 pub mod stream_end;

@@ -378,7 +378,7 @@ impl Ledger {
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
-        self.after_answer(config, submission, run::Ended::of(&result)).await;
+        self.after_answer(config, submission, run::ended_of(&result)).await;
         let adopt = lock.finish(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
