@@ -17,6 +17,7 @@
 //!   its effects' run.
 //! - [`operator`]: an operator's settlement, a caller's cancel, a poll's wait.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
+//! - [`wake`]: what the alarm does when it rings, and when it rings next.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
 //! - [`delivery`]: what the queue consumer does with a background job's
@@ -30,3 +31,4 @@ pub mod drive;
 pub mod follow_up;
 pub mod operator;
 pub mod stream_end;
+pub mod wake;

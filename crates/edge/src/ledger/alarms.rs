@@ -9,24 +9,16 @@ use onejob_core::background::Outbox;
 use onejob_core::job::Job;
 use worker::{ScheduledTime, State};
 
-/// How often a running stream's watchdog looks at it.
-const WATCHDOG_MS: u64 = 30_000;
+use onejob_core::ledger::wake::{self, WATCHDOG_MS};
 
 /// When the job's retention ends.
 pub fn retention(job: &Job) -> ScheduledTime {
     ScheduledTime::new(js_sys::Date::new(&(job.expires_ms() as f64).into()))
 }
 
-/// The job's next due time: a background job's next look (see
-/// [`onejob_core::background::wake_at`]) or its retention, whichever comes
-/// first.
-/// A job type's effects that are due or waiting (`effects_due`, see
-/// [`onejob_core::effect::next_wake_ms`]) bring it forward.
+/// The job's next due time ([`wake::next_ms`]).
 pub fn next(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, effects_due: Option<u64>) -> ScheduledTime {
-    let due = onejob_core::background::wake_at(job, outbox, outbox_delay_ms, crate::env::clock::now_ms())
-        .into_iter()
-        .chain(effects_due)
-        .fold(job.expires_ms(), u64::min);
+    let due = wake::next_ms(job, outbox, outbox_delay_ms, effects_due, crate::env::clock::now_ms());
     ScheduledTime::new(js_sys::Date::new(&(due as f64).into()))
 }
 

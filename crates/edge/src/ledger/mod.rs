@@ -26,6 +26,7 @@ use onejob_core::key::IdempotencyKey;
 use onejob_core::ledger::dead_letter;
 use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::ledger::operator::{self, Resolution};
+use onejob_core::ledger::wake::Ring;
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::quota;
@@ -139,13 +140,14 @@ impl DurableObject for Ledger {
             worker::console_error!("ledger: deleting an unreadable job: {error}");
             None
         });
-        match job {
-            // Expired, or streaming, while an attempt still runs here: look
+        let ring = Ring::of(job.as_ref(), now, self.memory.borrow().is_busy());
+        match (ring, job) {
+            // Expired, or streaming, while something still runs here: look
             // again soon (the stream's watchdog).
-            Some(job) if (job.is_expired(now) || job.is_streaming()) && self.memory.borrow().is_busy() => {
+            (Ring::Watch, _) => {
                 alarms::set(&self.state, alarms::watchdog()).await?;
             }
-            Some(mut job) if !job.is_expired(now) => {
+            (Ring::Tend, Some(mut job)) => {
                 // A stream whose pump is gone (restart, eviction, deploy) is settled.
                 pump::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
                 let Ok(config) = config::load(&self.env) else {
@@ -183,7 +185,7 @@ impl DurableObject for Ledger {
                 alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, effects_due)).await?
             }
             // Expired (or nothing here): leave no table, row or alarm behind.
-            _ => {
+            (Ring::Tend | Ring::Delete, job) => {
                 self.release_subject_at_expiry(job.as_ref()).await;
                 self.state.storage().delete_alarm().await?;
                 self.state.storage().delete_all().await?;

@@ -1,0 +1,88 @@
+//! The Ledger's one alarm: what it does when it rings, and when it rings next.
+//!
+//! One alarm serves three purposes: retention (everything is deleted when
+//! the job expires), a running stream's watchdog (a stream whose pump is
+//! gone is settled), and the follow-ups that are due — a background job's
+//! outbox (its message sent again if it may not exist) and a job type's
+//! effects (a retry, an approval's expiry, a claim left by a runtime that is gone).
+
+use crate::background::{self, Outbox};
+use crate::job::Job;
+
+/// How often a running stream's (or effects run's) watchdog looks.
+pub const WATCHDOG_MS: u64 = 30_000;
+
+/// What the alarm does when it rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ring {
+    /// Something runs here that must not be settled under it (a drive, a
+    /// stream's pump, the effects runner) while the job is past its
+    /// retention or streaming: only look again after the watchdog's interval.
+    Watch,
+    /// Tend the job: settle what time decided, send what is due, follow up,
+    /// and set the next alarm.
+    Tend,
+    /// Expired, or nothing here: leave no table, row or alarm behind.
+    Delete,
+}
+
+impl Ring {
+    /// What the alarm does for `job` at `now_ms` (`busy`: something runs here).
+    pub fn of(job: Option<&Job>, now_ms: u64, busy: bool) -> Self {
+        match job {
+            Some(job) if (job.is_expired(now_ms) || job.is_streaming()) && busy => Self::Watch,
+            Some(job) if !job.is_expired(now_ms) => Self::Tend,
+            _ => Self::Delete,
+        }
+    }
+}
+
+/// When the alarm rings next: the earliest of the job's retention, a
+/// background job's next look ([`background::wake_at`]) and its effects'
+/// next look (`effects_due`).
+pub fn next_ms(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, effects_due: Option<u64>, now_ms: u64) -> u64 {
+    background::wake_at(job, outbox, outbox_delay_ms, now_ms)
+        .into_iter()
+        .chain(effects_due)
+        .fold(job.expires_ms(), u64::min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::Fingerprint;
+    use crate::job::{JobPolicy, UnknownPolicy};
+
+    fn job() -> Job {
+        let policy = JobPolicy::new(3, 30_000, 60_000, 1_000_000, UnknownPolicy::RetryAfterLease).expect("policy");
+        Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy)
+    }
+
+    #[test]
+    fn a_live_job_is_tended_and_an_expired_or_missing_one_deleted() {
+        assert_eq!(Ring::of(Some(&job()), 10, false), Ring::Tend);
+        assert_eq!(Ring::of(Some(&job()), 2_000_000, false), Ring::Delete);
+        assert_eq!(Ring::of(None, 10, false), Ring::Delete);
+        assert_eq!(Ring::of(None, 10, true), Ring::Delete);
+    }
+
+    #[test]
+    fn nothing_is_settled_under_a_running_drive_stream_or_effects_run() {
+        assert_eq!(Ring::of(Some(&job()), 2_000_000, true), Ring::Watch, "expired while something runs");
+        let mut streaming = job();
+        let ticket = streaming.claim(streaming.version(), 1, "p", None).expect("claim");
+        streaming.mark_streaming(ticket, 2).expect("stream");
+        assert_eq!(Ring::of(Some(&streaming), 10, true), Ring::Watch);
+        assert_eq!(Ring::of(Some(&streaming), 10, false), Ring::Tend, "a stream whose pump is gone is settled");
+        assert_eq!(Ring::of(Some(&job()), 10, true), Ring::Tend, "a live job that is not streaming is tended");
+    }
+
+    #[test]
+    fn the_next_ring_is_the_earliest_due_thing_and_never_past_retention() {
+        let j = job();
+        let outbox = Outbox::default();
+        assert_eq!(next_ms(&j, &outbox, 5_000, None, 0), 1_000_000);
+        assert_eq!(next_ms(&j, &outbox, 5_000, Some(7_000), 0), 7_000);
+        assert_eq!(next_ms(&j, &outbox, 5_000, Some(5_000_000), 0), 1_000_000);
+    }
+}
