@@ -24,6 +24,7 @@
 //! | [`queue`], [`cache`] | Cloudflare Queues (background jobs, dead letters); the KV cache of finished results |
 //! | [`http`] | building responses (problems, CORS, a job's result, a stream) and reading request bodies |
 //! | [`env`] | the only code that reads `Env`, the clock and `Math.random`: configuration, bindings, retry budgets |
+//! | [`error`] | a leaf: the edge's own failures, by kind (`EdgeError`) |
 //! | [`answer`] | a leaf: what a provider answered, and a response as the Ledger keeps it |
 //! | [`demo`] | the built-in demo: its provider, its inbox, its routes; imported by upstream, effects and routes only |
 
@@ -35,6 +36,7 @@ mod cache;
 mod demo;
 mod effects;
 mod env;
+mod error;
 mod http;
 mod ledger;
 mod objects;

@@ -12,6 +12,7 @@ use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, R
 
 use crate::env::binding;
 use crate::env::config::Config;
+use crate::error::EdgeError;
 use onejob_core::ledger::delivery::Verdict;
 
 use crate::api::client;
@@ -112,7 +113,7 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
 async fn ask_ledger(env: &Env, job: &JobMessage, call: &LedgerCall) -> Result<Vec<u8>> {
     let mut response = client::to_ledger(env, job, call).await?;
     if !(200..300).contains(&response.status_code()) {
-        return Err(worker::Error::RustError(format!("the ledger answered {}", response.status_code())));
+        return Err(EdgeError::Refused { by: "ledger", status: response.status_code() }.into());
     }
     response.bytes().await
 }

@@ -5,6 +5,23 @@
 use crate::job::{Job, JobState};
 use crate::protocol::{Problem, ProblemType};
 
+/// Why an action is refused: the problem's type and detail (a small value;
+/// [`Refused::problem`] builds the problem sent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// The problem's type.
+    pub kind: ProblemType,
+    /// Its detail.
+    pub detail: &'static str,
+}
+
+impl Refused {
+    /// The problem sent for it.
+    pub fn problem(self) -> Problem {
+        Problem::new(self.kind, self.detail)
+    }
+}
+
 /// How an operator settles a job whose last outcome is unknown.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolution {
@@ -22,20 +39,18 @@ pub enum Resolution {
 impl Resolution {
     /// Reads an operator's `action` (`succeeded` or `retry`) with the
     /// response a success records (status 200 by default, `null` body).
-    pub fn read(action: Option<&str>, status: Option<u16>, body: Option<serde_json::Value>) -> Result<Self, Problem> {
+    pub fn read(action: Option<&str>, status: Option<u16>, body: Option<serde_json::Value>) -> Result<Self, Refused> {
         match action {
             Some("succeeded") => {
                 let status = status.unwrap_or(200);
                 if !(200..300).contains(&status) {
-                    return Err(Problem::new(
-                        ProblemType::InvalidQuery,
-                        "a resolved job's response status is 200 to 299",
-                    ));
+                    let detail = "a resolved job's response status is 200 to 299";
+                    return Err(Refused { kind: ProblemType::InvalidQuery, detail });
                 }
                 Ok(Self::Succeeded { status, body: body.unwrap_or(serde_json::Value::Null) })
             }
             Some("retry") => Ok(Self::Retry),
-            _ => Err(Problem::new(ProblemType::InvalidQuery, "action must be succeeded or retry")),
+            _ => Err(Refused { kind: ProblemType::InvalidQuery, detail: "action must be succeeded or retry" }),
         }
     }
 }
@@ -44,14 +59,15 @@ impl Resolution {
 /// (`202`, under way), `Ok(false)` changes nothing (`200`: a streamed answer
 /// that has ended, cancelled or not), `Err` refuses (`409`: a job whose
 /// answer does not stream, finished or not, was never cancellable).
-pub fn cancel(job: &Job, streaming_here: bool) -> Result<bool, Problem> {
+pub fn cancel(job: &Job, streaming_here: bool) -> Result<bool, Refused> {
     let streamed = job.replayed_attempt().is_some_and(|attempt| attempt.streamed);
     if streaming_here {
         Ok(true)
     } else if job.state().is_terminal() && streamed {
         Ok(false)
     } else {
-        Err(Problem::new(ProblemType::NotCancellable, "only a job whose answer is streaming can be cancelled"))
+        let detail = "only a job whose answer is streaming can be cancelled";
+        Err(Refused { kind: ProblemType::NotCancellable, detail })
     }
 }
 

@@ -7,6 +7,7 @@ use worker::{Env, Method, Request, RequestInit, Response, Result};
 use crate::api::handoff::JobMessage;
 use crate::api::ledger::LedgerCall;
 use crate::env::binding;
+use crate::error::EdgeError;
 
 /// Sends `init` to `url` of the object named `name` in namespace `binding`.
 pub async fn call(env: &Env, binding: &str, name: &str, url: &str, init: &RequestInit) -> Result<Response> {
@@ -33,6 +34,6 @@ pub async fn ledger(env: &Env, storage_id: &StorageId, call: &LedgerCall) -> Res
 
 /// Makes `call` to the Ledger of `job` (a tenant's or a user's).
 pub async fn to_ledger(env: &Env, job: &JobMessage, call: &LedgerCall) -> Result<Response> {
-    let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let key = IdempotencyKey::parse(&job.key).map_err(|e| EdgeError::Malformed(e.to_string()))?;
     ledger(env, &StorageId::of(&job.tenant, job.user.as_deref(), &key), call).await
 }

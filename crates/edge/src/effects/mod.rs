@@ -22,6 +22,7 @@ use worker::{D1Database, Delay, Env, Fetch};
 
 use crate::demo;
 use crate::env::clock::now_ms;
+use crate::error::EdgeError;
 
 /// How long a webhook receiver has to answer before the outcome is unknown.
 const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
@@ -187,7 +188,7 @@ async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
     let url = format!("{}/{}", receipt_url.trim_end_matches('/'), percent_encode(delivery_id));
     let asked = async {
         let mut response =
-            Fetch::Url(url.parse().map_err(|_| worker::Error::RustError("bad receipt URL".into()))?).send().await?;
+            Fetch::Url(url.parse().map_err(|_| EdgeError::Malformed("the receipt URL".into()))?).send().await?;
         let status = response.status_code();
         let text = response.text().await.unwrap_or_default();
         Ok::<_, worker::Error>((status, text))

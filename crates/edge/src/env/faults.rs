@@ -15,6 +15,9 @@
 #[cfg(feature = "faults")]
 use std::cell::Cell;
 
+#[cfg(feature = "faults")]
+use crate::error::EdgeError;
+
 /// The knobs of this isolate (none in a production build).
 #[derive(Debug, Default)]
 pub struct Faults {
@@ -50,7 +53,7 @@ impl Faults {
         let spent = self.queue_sends_spent.get();
         if spent < self.queue_sends {
             self.queue_sends_spent.set(spent + 1);
-            return Err(worker::Error::RustError("queue send failed (QUEUE_SEND_FAULTS)".into()));
+            return Err(EdgeError::Injected("queue send failed (QUEUE_SEND_FAULTS)").into());
         }
         Ok(())
     }

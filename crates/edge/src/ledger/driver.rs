@@ -47,6 +47,7 @@ use crate::env::budgets;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
 use crate::env::random::MathRandom;
+use crate::error::EdgeError;
 use crate::http::JobResult;
 use crate::ledger::store::{Store, StoreError};
 use crate::ledger::stored;
@@ -155,7 +156,7 @@ impl<'a> Driver<'a> {
                 Some(ending) => break ending,
                 None => {
                     let Some(event) = pending.next().await else {
-                        return Err(worker::Error::RustError("the driver had nothing left to wait for".into()));
+                        return Err(EdgeError::broken("the driver had nothing left to wait for").into());
                     };
                     commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
                 }
@@ -184,12 +185,12 @@ impl<'a> Driver<'a> {
             Ending::Stream { ticket } => {
                 let position = streams.borrow().iter().position(|(attempt, _)| *attempt == ticket.attempt);
                 let Some(position) = position else {
-                    return Err(worker::Error::RustError("a stream without its body".into()));
+                    return Err(EdgeError::broken("a stream without its body").into());
                 };
                 let (_, streaming) = streams.borrow_mut().remove(position);
                 Driven::Stream { ticket, streaming }
             }
-            Ending::Broken(error) => return Err(worker::Error::RustError(error)),
+            Ending::Broken(error) => return Err(EdgeError::Broken(error).into()),
         })
     }
 
@@ -373,7 +374,7 @@ fn persist(
     let written = match (expected, meta) {
         (Some(version), _) => store.update_job(version, job),
         (None, Some(meta)) => store.insert_job(job).and_then(|()| store.save_meta(&meta).map_err(StoreError::Failed)),
-        (None, None) => return Err(worker::Error::RustError("a job's first write without its owner".into())),
+        (None, None) => return Err(EdgeError::broken("a job's first write without its owner").into()),
     };
     match written {
         Ok(()) => Ok(Ok(())),

@@ -41,6 +41,7 @@ use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
 use crate::env::random::MathRandom;
+use crate::error::EdgeError;
 use crate::http::{self, JobResult};
 use crate::ledger::driver::{Driven, Driver};
 use crate::ledger::pump::{LiveSlot, Pump, Subscription};
@@ -247,7 +248,7 @@ impl Ledger {
         match admitted {
             Admission::Replay => match job.as_ref() {
                 Some(job) => self.run_answer(config, &submission, stored::finished_result(&store, job)?, true),
-                None => Err(worker::Error::RustError("replay without a job".into())),
+                None => Err(EdgeError::broken("replay without a job").into()),
             },
             Admission::Wait => match pump::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
@@ -268,7 +269,7 @@ impl Ledger {
                 };
                 // Admitted to run: nobody drives the job (no await since admission).
                 let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
-                    return Err(worker::Error::RustError("admitted to run a job another drive holds".into()));
+                    return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
                 self.drive(config, lock, &store, job, stored, &submission, &body).await
             }
@@ -348,7 +349,7 @@ impl Ledger {
                 // a failure here drops the pump (the upstream call ends) and
                 // the lock (the stream is closed, the waiters released).
                 let own = pump::subscribe(&self.live, store, 0)?
-                    .ok_or_else(|| worker::Error::RustError("the stream closed before it was followed".into()))?;
+                    .ok_or_else(|| EdgeError::broken("the stream closed before it was followed"))?;
                 let mut handed = Vec::new();
                 for _ in 0..self.waiters.borrow().len() {
                     if let Some(subscription) = pump::subscribe(&self.live, store, 0)? {
@@ -426,7 +427,7 @@ impl Ledger {
         let streaming_here = self.live.borrow().is_some();
         let stops = match operator::cancel(&job, streaming_here) {
             Ok(stops) => stops,
-            Err(problem) => return http::problem_about(&problem, key, job.state()),
+            Err(refused) => return http::problem_about(&refused.problem(), key, job.state()),
         };
         self.cancel.set(stops);
         let status = if stops { 202 } else { 200 };
@@ -482,7 +483,7 @@ impl Ledger {
         match admitted {
             Admission::Replay => match job.as_ref() {
                 Some(job) => self.run_answer(config, submission, stored::finished_result(&store, job)?, true),
-                None => Err(worker::Error::RustError("replay without a job".into())),
+                None => Err(EdgeError::broken("replay without a job").into()),
             },
             Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
@@ -581,7 +582,7 @@ impl Ledger {
             return Ok(());
         };
         let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
-            return Err(worker::Error::RustError("unreadable stored request".into()));
+            return Err(EdgeError::Unreadable("request".into()).into());
         };
         let message = submission.message();
         // Noted before the send, beside the job, never in it: a send must
@@ -650,9 +651,7 @@ impl Ledger {
                     // This delivery runs the job from here: a duplicate that
                     // arrives while the quota is asked must find it taken.
                     let Some(lock) = self.coordination().lock(None) else {
-                        return Err(worker::Error::RustError(
-                            "a delivery judged to run a job another drive holds".into(),
-                        ));
+                        return Err(EdgeError::broken("a delivery judged to run a job another drive holds").into());
                     };
                     // It took the message: from here the attempt's lease
                     // covers the job, not the outbox. The alarm is set for
@@ -808,7 +807,7 @@ impl Ledger {
         let now = now_ms();
         let resolution = match Resolution::read(request.action.as_deref(), request.status, request.body.clone()) {
             Ok(resolution) => resolution,
-            Err(problem) => return http::problem(&problem),
+            Err(refused) => return http::problem(&refused.problem()),
         };
         let outcome = match resolution {
             Resolution::Succeeded { status, body } => {
@@ -944,7 +943,7 @@ impl Ledger {
     }
 
     fn parse_key(&self, key: &str) -> Result<IdempotencyKey> {
-        IdempotencyKey::parse(key).map_err(|e| worker::Error::RustError(e.to_string()))
+        IdempotencyKey::parse(key).map_err(|e| EdgeError::Malformed(e.to_string()).into())
     }
 }
 

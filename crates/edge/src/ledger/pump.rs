@@ -29,6 +29,7 @@ use worker::{Delay, Result};
 
 use crate::answer::Streaming;
 use crate::env::clock::now_ms;
+use crate::error::EdgeError;
 use crate::http::{self, StreamHead};
 use crate::ledger::lock::Memory;
 use crate::ledger::store::{Store, StoreError};
@@ -277,7 +278,7 @@ impl Pump {
         self.flush(false)?;
         let read = self.job.version();
         if end.record(&mut self.job, self.ticket, now_ms(), usage).is_err() {
-            return Err(worker::Error::RustError("the streaming attempt no longer holds the job".into()));
+            return Err(EdgeError::broken("the streaming attempt no longer holds the job").into());
         }
         self.store.finish_streamed_response(self.ticket.attempt, size)?;
         self.store.update_job(read, &self.job)?;

@@ -17,6 +17,7 @@ use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 
 use crate::answer::StoredResponse;
 use crate::api::handoff::JobMeta;
+use crate::error::EdgeError;
 
 /// Largest body chunk per row.
 pub const CHUNK_BYTES: usize = 256 * 1024;
@@ -50,7 +51,7 @@ impl From<worker::Error> for StoreError {
 impl From<StoreError> for worker::Error {
     fn from(error: StoreError) -> Self {
         match error {
-            StoreError::LostRace => worker::Error::RustError("the job changed concurrently".into()),
+            StoreError::LostRace => EdgeError::broken("the job changed concurrently").into(),
             StoreError::Failed(error) => error,
         }
     }
@@ -109,7 +110,7 @@ impl Store {
         self.create_tables()?;
         self.write(
             "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-            vec![Value::String(serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?)],
+            vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
         )?;
         Ok(())
     }
@@ -118,7 +119,7 @@ impl Store {
     pub fn update_meta(&self, meta: &JobMeta) -> worker::Result<()> {
         self.write(
             "UPDATE meta SET record = ? WHERE id = 1",
-            vec![Value::String(serde_json::to_string(meta).map_err(|e| worker::Error::RustError(e.to_string()))?)],
+            vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
         )?;
         Ok(())
     }
@@ -156,7 +157,7 @@ impl Store {
     /// changes the version an attempt in flight holds.
     pub fn save_outbox(&self, outbox: &Outbox) -> worker::Result<()> {
         self.create_tables()?;
-        let record = serde_json::to_string(outbox).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let record = serde_json::to_string(outbox).map_err(|e| EdgeError::Unwritable(e.to_string()))?;
         self.write(
             "INSERT INTO outbox (id, record) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record",
             vec![Value::String(record)],
@@ -552,13 +553,13 @@ fn version(version: u64) -> worker::Result<Value> {
 }
 
 fn record(job: &Job) -> worker::Result<Value> {
-    serde_json::to_string(job).map(Value::String).map_err(|e| worker::Error::RustError(e.to_string()))
+    serde_json::to_string(job).map(Value::String).map_err(|e| EdgeError::Unwritable(e.to_string()).into())
 }
 
 fn effect_record(effect: &Effect) -> worker::Result<Value> {
-    serde_json::to_string(effect).map(Value::String).map_err(|e| worker::Error::RustError(e.to_string()))
+    serde_json::to_string(effect).map(Value::String).map_err(|e| EdgeError::Unwritable(e.to_string()).into())
 }
 
 fn unreadable(what: &str) -> worker::Error {
-    worker::Error::RustError(format!("the stored {what} is unreadable"))
+    EdgeError::Unreadable(what.into()).into()
 }

@@ -8,6 +8,7 @@ use worker::{Env, Fetch, Result};
 
 use crate::env::clock::now_ms;
 use crate::env::config::{AlertWebhook, Config};
+use crate::error::EdgeError;
 use crate::ops::dead_letters::dead_letters;
 
 /// Alerts about `error_class` if its dead letters call for one (see
@@ -97,6 +98,6 @@ async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Re
         worker::console_log!("onejob: alert {delivery_id} delivered");
         Ok(())
     } else {
-        Err(worker::Error::RustError(format!("the alert receiver answered {}", response.status_code())))
+        Err(EdgeError::Refused { by: "alert receiver", status: response.status_code() }.into())
     }
 }

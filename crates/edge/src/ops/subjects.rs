@@ -7,6 +7,7 @@ use wasm_bindgen::JsValue;
 use worker::{Env, Result};
 
 use crate::env::clock::now_ms;
+use crate::error::EdgeError;
 
 /// One job's hold on a job type's subject (its `once_per` value).
 pub struct SubjectClaim<'a> {
@@ -64,7 +65,7 @@ pub async fn claim_subject(env: &Env, claim: &SubjectClaim<'_>) -> Result<Option
         .bind(&claim.params()[..3])?;
     let results = db.batch(vec![insert, read]).await?;
     // No answer to the read is an error, never a free subject.
-    let read = results.get(1).ok_or_else(|| worker::Error::RustError("the subject's read returned nothing".into()))?;
+    let read = results.get(1).ok_or_else(|| EdgeError::broken("the subject's read returned nothing"))?;
     let holder = read.results::<SubjectRow>()?.into_iter().next();
     let user = claim.user.unwrap_or("");
     Ok(holder
