@@ -164,7 +164,7 @@ pub fn fingerprint(job: usize, other: bool) -> &'static Fingerprint {
 impl Scenario {
     /// The scenario of a seed, drawn from its generator.
     pub fn draw(rng: &mut Rng) -> Self {
-        let provider_count = rng.range(1, 3) as usize;
+        let provider_count = [1, 2, 2, 3, 3][rng.below(5) as usize];
         let profiles: Vec<Profile> =
             (0..provider_count).map(|_| PROFILES[rng.below(PROFILES.len() as u64) as usize]).collect();
         let job_count = rng.range(1, MAX_JOBS as u64) as usize;
@@ -176,10 +176,10 @@ impl Scenario {
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.below(i as u64 + 1) as usize);
             }
-            order.truncate(rng.range(1, provider_count as u64) as usize);
+            order.truncate(if rng.chance(700) { provider_count } else { rng.range(1, provider_count as u64) as usize });
             let steps: Vec<String> = order.iter().map(|p| format!(r#"{{"provider":"p{p}"}}"#)).collect();
             let hedge =
-                if rng.chance(350) { format!(r#","hedge_after_ms":{}"#, rng.range(50, 2_000)) } else { String::new() };
+                if rng.chance(500) { format!(r#","hedge_after_ms":{}"#, rng.range(50, 2_000)) } else { String::new() };
             routes.push(format!(r#""m{job}":{{"providers":[{}]{hedge}}}"#, steps.join(",")));
         }
         let providers = Providers::parse(&format!("[{}]", list.join(",")), Some(&format!("{{{}}}", routes.join(","))))
@@ -202,9 +202,9 @@ impl Scenario {
             .map(|job| {
                 let background = rng.chance(250);
                 let stream = !background && rng.chance(120);
-                let callers = (0..rng.range(1, 4))
+                let callers = (0..rng.range(1, 5))
                     .map(|i| CallerSpec {
-                        at_ms: if i == 0 { rng.range(0, 500) } else { rng.range(0, 4_000) },
+                        at_ms: if i == 0 { rng.range(0, 500) } else { rng.range(0, 8_000) },
                         wait_ms: if rng.chance(250) { 0 } else { rng.range(500, 30_000) },
                         tries: rng.range(1, 4) as u32,
                         other_payload: i > 0 && rng.chance(80),
@@ -213,16 +213,6 @@ impl Scenario {
                 JobSpec { model: format!("m{job}"), background, stream, callers }
             })
             .collect();
-        Self {
-            providers,
-            profiles,
-            policy,
-            backoff,
-            budget,
-            budget_capacity,
-            call_timeout_ms,
-            crash_per_mille,
-            jobs,
-        }
+        Self { providers, profiles, policy, backoff, budget, budget_capacity, call_timeout_ms, crash_per_mille, jobs }
     }
 }

@@ -29,9 +29,7 @@ use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::Api;
 
 use crate::rng::Rng;
-use crate::scenario::{
-    CallerSpec, JobSpec, OUTBOX_DELAY_MS, REPLIES, RETENTION_MS, Reply, Scenario, T0, fingerprint,
-};
+use crate::scenario::{CallerSpec, JobSpec, OUTBOX_DELAY_MS, REPLIES, RETENTION_MS, Reply, Scenario, T0, fingerprint};
 use crate::trace::Trace;
 
 /// Steps of the busy part of a run (callers, crashes) at most.
@@ -561,7 +559,10 @@ impl World {
         match admitted {
             Admission::Replay => {
                 if !stored || !job.as_ref().is_some_and(|j| j.state().is_terminal()) {
-                    self.violate("replay-of-finished", format!("job {j} replayed unfinished: {:?}", job.map(|j| j.state())));
+                    self.violate(
+                        "replay-of-finished",
+                        format!("job {j} replayed unfinished: {:?}", job.map(|j| j.state())),
+                    );
                     return;
                 }
                 self.count("replays");
@@ -766,10 +767,11 @@ impl World {
     /// Feeds one event to a drive (`None`: starts it) and performs its commands.
     fn feed(&mut self, j: usize, id: u32, event: Option<Event>) {
         let Some(mut slot) = self.objects[j].memory.drives.remove(&id) else {
-            self.trace.line(|| format!("        (no drive #{id} here: dropped)"));
+            self.trace.line(|| format!("        (no drive j{j}#{id} here: dropped)"));
             return;
         };
-        self.trace.line(|| format!("        drive #{id} <- {}", event.as_ref().map_or("start".into(), short_event)));
+        self.trace
+            .line(|| format!("        drive j{j}#{id} <- {}", event.as_ref().map_or("start".into(), short_event)));
         let was_done = slot.finished;
         let before = self.budget.tokens();
         let route = self.sc.providers.route(Some(&self.sc.jobs[j].model)).expect("every job's model has a route");
@@ -849,6 +851,8 @@ impl World {
 
     /// Storage's compare-and-swap: `expected` must be the stored version
     /// (`None`: nothing may be stored yet).
+    // The drive's own `Event::Persisted` carries this result as it is.
+    #[allow(clippy::result_large_err)]
     fn write(&mut self, j: usize, job: Job, expected: Option<u64>, who: &str) -> Result<(), Option<Job>> {
         let current = self.objects[j].storage.job.as_ref();
         let result = match (current, expected) {
@@ -1013,9 +1017,11 @@ impl World {
                 9 + attempt
             )
         };
-        let error = |what: &str| format!(r#"{{"error":{{"message":"{what}","attempt":{attempt},"provider":{provider}}}}}"#);
+        let error =
+            |what: &str| format!(r#"{{"error":{{"message":"{what}","attempt":{attempt},"provider":{provider}}}}}"#);
         let http = |world: &mut Self, status: u16, headers: Vec<(&'static str, String)>, body: String| -> Answer {
-            let lookup = |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+            let lookup =
+                |name: &str| headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
             let (attempted, _) = attempts::judge_reply(
                 status,
                 &lookup,
@@ -1191,7 +1197,10 @@ impl World {
         }
         let (last, settled) = if pump.breaks {
             let report = AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::StreamError) };
-            (b"event: error\ndata: {\"error\":\"upstream broke\"}\n\n".to_vec(), job.interrupt(pump.ticket, self.now, report))
+            (
+                b"event: error\ndata: {\"error\":\"upstream broke\"}\n\n".to_vec(),
+                job.interrupt(pump.ticket, self.now, report),
+            )
         } else {
             let report = AttemptReport { status: Some(200), usage: None, error_class: Some(ErrorClass::None) };
             (b"data: [DONE]\n\n".to_vec(), job.complete(pump.ticket, self.now, report))
@@ -1458,8 +1467,7 @@ impl World {
         self.count("drain redrives");
         self.crash(j, "drain restart");
         let policy = self.sc.policy;
-        let other_payload =
-            object_fingerprint(&self.objects[j]).is_some_and(|fp| fp == fingerprint(j, true));
+        let other_payload = object_fingerprint(&self.objects[j]).is_some_and(|fp| fp == fingerprint(j, true));
         let spec = CallerSpec { at_ms: 0, wait_ms: 60_000, tries: 3, other_payload };
         let caller = self.add_caller(j, spec, false);
         let at = self.now + policy.attempt_lease_ms() + policy.unknown_lease_ms() + self.sc.backoff.cap_ms() + 1;
@@ -1490,7 +1498,10 @@ impl World {
                 let needs_operator = background::needs_operator(&job, &object.storage.outbox, self.now);
                 let dead = job.state() == JobState::Dead;
                 if (needs_operator || dead) && !self.dead_letters[j] {
-                    self.violate("no-job-lost", format!("background job {j} ({}) never dead-lettered", job.state().as_str()));
+                    self.violate(
+                        "no-job-lost",
+                        format!("background job {j} ({}) never dead-lettered", job.state().as_str()),
+                    );
                 }
                 if job.state() == JobState::Unknown && !needs_operator {
                     self.violate("no-job-lost", format!("background job {j} blocked but not shown to operators"));
@@ -1520,12 +1531,19 @@ impl World {
             };
             let mut found: Vec<(&'static str, String)> = Vec::new();
             if job.attempts().len() as u32 > job.max_attempts() {
-                found.push(("attempt-cap", format!("job {j}: {} attempts, cap {}", job.attempts().len(), job.max_attempts())));
+                found.push((
+                    "attempt-cap",
+                    format!("job {j}: {} attempts, cap {}", job.attempts().len(), job.max_attempts()),
+                ));
             }
             let running = job.attempts().iter().filter(|a| a.outcome == AttemptOutcome::Running).count();
-            let hedged = self.sc.providers.route(Some(&self.sc.jobs[j].model)).is_some_and(|r| r.hedge_after_ms.is_some());
+            let hedged =
+                self.sc.providers.route(Some(&self.sc.jobs[j].model)).is_some_and(|r| r.hedge_after_ms.is_some());
             if running > 2 || (running == 2 && !hedged) {
-                found.push(("no-call-in-live-lease", format!("job {j}: {running} attempts running (hedged route: {hedged})")));
+                found.push((
+                    "no-call-in-live-lease",
+                    format!("job {j}: {running} attempts running (hedged route: {hedged})"),
+                ));
             }
             for attempt in job.attempts() {
                 let answered = matches!(
@@ -1544,7 +1562,10 @@ impl World {
                 if (answered || attempt.streamed) && !kept {
                     found.push((
                         "response-before-job",
-                        format!("job {j} names attempt {} ({:?}) whose response is missing", attempt.number, attempt.outcome),
+                        format!(
+                            "job {j} names attempt {} ({:?}) whose response is missing",
+                            attempt.number, attempt.outcome
+                        ),
                     ));
                 }
             }
@@ -1607,7 +1628,9 @@ fn short_event(event: &Event) -> String {
         Event::Woke => "Woke".into(),
         Event::Persisted(Ok(())) => "Persisted(Ok)".into(),
         Event::Persisted(Err(current)) => format!("Persisted(lost to v{:?})", current.as_ref().map(Job::version)),
-        Event::Answered { attempt, answer: Answer::Judged(a) } => format!("Answered(a{attempt}: {})", short_attempted(a)),
+        Event::Answered { attempt, answer: Answer::Judged(a) } => {
+            format!("Answered(a{attempt}: {})", short_attempted(a))
+        }
         Event::Answered { attempt, answer: Answer::Streams { .. } } => format!("Answered(a{attempt}: streams)"),
         Event::HedgeDue { attempt } => format!("HedgeDue(a{attempt})"),
     }
@@ -1645,12 +1668,12 @@ fn short_command(command: &Command) -> String {
 
 fn short_ending(ending: &Ending) -> String {
     match ending {
-        Ending::Answer { response, state, attempt, retry_after_ms } => format!(
-            "Answer {} {} a{attempt:?} retry_after {retry_after_ms:?}",
-            response.status,
-            state.as_str()
-        ),
-        Ending::Problem { problem, state } => format!("Problem {} {} {}", problem.status(), problem.kind.slug(), state.as_str()),
+        Ending::Answer { response, state, attempt, retry_after_ms } => {
+            format!("Answer {} {} a{attempt:?} retry_after {retry_after_ms:?}", response.status, state.as_str())
+        }
+        Ending::Problem { problem, state } => {
+            format!("Problem {} {} {}", problem.status(), problem.kind.slug(), state.as_str())
+        }
         other => format!("{other:?}"),
     }
 }
