@@ -418,3 +418,30 @@ fn an_unknown_outcome_stops_the_drive_and_keeps_no_response() {
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(ending)]);
     assert_eq!(world.budget.tokens(), 500, "an unknown outcome is not retried, and costs nothing");
 }
+
+/// Found by the simulation (seed 7438; also 293, 1585, 8718 of the first
+/// 10,000): a call answers after its attempt's lease ran out. Meanwhile a
+/// duplicate's look expired the job (unknown), and, its unknown lease over
+/// with no attempt left, it died naming that attempt as its last, so it
+/// replays "gave up, the last outcome was unknown" (a 502), and did to a
+/// caller. The late answer must not become that dead job's result: its
+/// response, kept under the attempt's number, is not kept before the drive
+/// knows the attempt still holds the job.
+#[test]
+fn a_late_answer_never_rewrites_the_result_of_a_job_that_died_meanwhile() {
+    let mut world = World::new(providers(&["a"], None));
+    let job = new_job(1);
+    let mut drive = world.drive(false, job.clone(), false);
+    let (stored, _) = first_call(&mut world, &mut drive, &job);
+    let mut dead = stored.clone();
+    assert!(dead.expire(T0 + 30_000), "the attempt's lease ran out: unknown");
+    assert!(dead.expire(T0 + 30_000 + 60_000), "the unknown lease too, no attempt left: dead");
+    assert_eq!(dead.state(), JobState::Dead);
+    world.now_ms = T0 + 100_000;
+    let late = reply(200, &[], GOOD, world.now_ms);
+    let commands = world.on(&mut drive, answered(1, &late));
+    assert!(
+        !commands.iter().any(|c| matches!(c, Command::SaveResponse { attempt: 1, .. })),
+        "attempt 1's response is what the dead job replays: kept before the drive knows it holds the job: {commands:?}"
+    );
+}
