@@ -209,15 +209,15 @@ fn a_503_on_the_only_provider_waits_out_the_backoff_before_the_claim() {
 
 #[test]
 fn a_record_that_loses_its_compare_and_swap_is_audited_and_the_caller_told_the_job_as_it_stands() {
-    // Still being worked on: the attempt's lease ran out while its call
-    // was out, and a duplicate's look at the job made it unknown.
+    // Another writer changed the job while the call was out (here: it was
+    // made a background job); the attempt's answer loses to it.
     let mut world = World::new(providers(&["a"], None));
     let job = new_job(4);
     let mut drive = world.drive(false, job.clone(), false);
     let (stored, ticket) = first_call(&mut world, &mut drive, &job);
-    world.now_ms += 31_000;
+    world.now_ms += 250;
     let mut current = stored.clone();
-    assert!(current.expire(world.now_ms));
+    assert!(current.run_in_background(world.now_ms));
     let good = reply(200, &[], GOOD, world.now_ms);
     let mut mine = stored.clone();
     mine.complete(ticket, world.now_ms, good.report).expect("complete");
@@ -233,23 +233,28 @@ fn a_record_that_loses_its_compare_and_swap_is_audited_and_the_caller_told_the_j
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::InProgress)]);
     assert!(drive.is_idle());
+}
 
-    // Finished meanwhile by another attempt: the stored result is the answer.
+#[test]
+fn a_late_answer_whose_attempt_was_taken_for_lost_is_only_audited() {
+    // Its lease ran out while the call was out, both leases then, and
+    // another request's attempt won the job: the late answer renews its
+    // lease first, that write loses, and the caller gets the stored result.
+    let mut world = World::new(providers(&["a"], None));
+    let job = new_job(4);
     let mut drive = world.drive(false, job.clone(), false);
-    world.now_ms = T0;
     let (stored, ticket) = first_call(&mut world, &mut drive, &job);
-    // Its lease ran out (unknown), then the unknown lease too: another
-    // request's attempt won the job.
     let mut current = stored.clone();
     assert!(current.expire(world.now_ms + 30_000));
     world.now_ms += 30_000 + 60_000;
     let other = current.claim(current.version(), world.now_ms, "a", None).expect("claim after both leases");
+    let good = reply(200, &[], GOOD, world.now_ms);
     current.complete(other, world.now_ms, good.report).expect("complete");
-    let mut mine = stored.clone();
-    mine.complete(ticket, world.now_ms, good.report).expect("complete");
+    let mut renewed = stored.clone();
+    renewed.extend_lease(ticket, world.now_ms).expect("renew");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![save(1, &good), Command::Persist { job: mine, expected: Some(stored.version()) }]
+        vec![Command::Persist { job: renewed, expected: Some(stored.version()) }]
     );
     let mut audited = current.clone();
     assert!(audited.note_discarded(1, world.now_ms, good.report));
@@ -258,6 +263,35 @@ fn a_record_that_loses_its_compare_and_swap_is_audited_and_the_caller_told_the_j
         vec![Command::Persist { job: audited, expected: Some(current.version()) }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::Stored)]);
+}
+
+#[test]
+fn a_late_answer_nobody_took_for_lost_is_still_the_job_s_answer() {
+    let mut world = World::new(providers(&["a"], None));
+    let job = new_job(4);
+    let mut drive = world.drive(false, job.clone(), false);
+    let (mut stored, ticket) = first_call(&mut world, &mut drive, &job);
+    world.now_ms += 45_000;
+    let good = reply(200, &[], GOOD, world.now_ms);
+    let read = stored.version();
+    let renewed = stored.extend_lease(ticket, world.now_ms).expect("renew");
+    assert_eq!(
+        world.on(&mut drive, answered(1, &good)),
+        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+    );
+    let read = stored.version();
+    stored.complete(renewed, world.now_ms, good.report).expect("complete");
+    assert_eq!(
+        world.on(&mut drive, Event::Persisted(Ok(()))),
+        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: Some(read) }]
+    );
+    let ending = Ending::Answer {
+        response: good.response.clone(),
+        state: JobState::Completed,
+        attempt: Some(1),
+        retry_after_ms: None,
+    };
+    assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(ending)]);
 }
 
 /// A hedged drive up to its two calls out: attempt 1 on `a`, 2 on `b`.
@@ -444,4 +478,16 @@ fn a_late_answer_never_rewrites_the_result_of_a_job_that_died_meanwhile() {
         !commands.iter().any(|c| matches!(c, Command::SaveResponse { attempt: 1, .. })),
         "attempt 1's response is what the dead job replays: kept before the drive knows it holds the job: {commands:?}"
     );
+    // The lease is renewed first; that write loses to the dead job, and
+    // the late answer is only audited.
+    let mut renewed = stored.clone();
+    renewed.extend_lease(AttemptTicket { attempt: 1, version: 1 }, world.now_ms).expect("renew");
+    assert_eq!(commands, vec![Command::Persist { job: renewed, expected: Some(stored.version()) }]);
+    let mut audited = dead.clone();
+    assert!(audited.note_discarded(1, world.now_ms, late.report));
+    assert_eq!(
+        world.on(&mut drive, Event::Persisted(Err(Some(dead.clone())))),
+        vec![Command::Persist { job: audited, expected: Some(dead.version()) }]
+    );
+    assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::Stored)]);
 }
