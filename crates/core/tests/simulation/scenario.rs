@@ -180,7 +180,10 @@ impl Scenario {
             let steps: Vec<String> = order.iter().map(|p| format!(r#"{{"provider":"p{p}"}}"#)).collect();
             let hedge =
                 if rng.chance(500) { format!(r#","hedge_after_ms":{}"#, rng.range(50, 2_000)) } else { String::new() };
-            routes.push(format!(r#""m{job}":{{"providers":[{}]{hedge}}}"#, steps.join(",")));
+            // An output contract: an answer without the key is a 502 the
+            // next provider may do better than.
+            let contract = if rng.chance(150) { r#","contract":{"required_keys":["answer"]}"# } else { "" };
+            routes.push(format!(r#""m{job}":{{"providers":[{}]{hedge}{contract}}}"#, steps.join(",")));
         }
         let providers = Providers::parse(&format!("[{}]", list.join(",")), Some(&format!("{{{}}}", routes.join(","))))
             .expect("the drawn providers and routes");

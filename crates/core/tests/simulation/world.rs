@@ -1005,15 +1005,30 @@ impl World {
             return;
         }
         let answer = self.judge(&call);
+        if let Answer::Judged(judged) = &answer {
+            match judged.observed.classification.class {
+                ErrorClass::Contract => self.count("contracts broken"),
+                ErrorClass::TimeoutAfterSend | ErrorClass::DroppedAfterSend => self.count("unknown outcomes"),
+                _ => {}
+            }
+        }
         self.feed(call.job, call.drive, Some(Event::Answered { attempt: call.attempt, answer }));
     }
 
     /// What the call's reply is, judged by the core.
     fn judge(&mut self, call: &Call) -> Answer {
         let (j, attempt, provider) = (call.job, call.attempt, call.provider);
+        let route = self.sc.providers.route(Some(&self.sc.jobs[j].model)).expect("route").clone();
+        // Under a contract, an answer in JSON with the key it asks for, or
+        // (now and then) prose that breaks it.
+        let content = if route.contract.is_some() && !self.rng.chance(300) {
+            format!(r#"{{\"answer\":\"{j}.{attempt} by p{provider}\"}}"#)
+        } else {
+            format!("answer {j}.{attempt} by p{provider}")
+        };
         let good = |finish: &str| {
             format!(
-                r#"{{"id":"s-j{j}-a{attempt}-p{provider}","choices":[{{"message":{{"role":"assistant","content":"answer {j}.{attempt} by p{provider}"}},"finish_reason":"{finish}"}}],"usage":{{"prompt_tokens":9,"completion_tokens":{attempt},"total_tokens":{}}}}}"#,
+                r#"{{"id":"s-j{j}-a{attempt}-p{provider}","choices":[{{"message":{{"role":"assistant","content":"{content}"}},"finish_reason":"{finish}"}}],"usage":{{"prompt_tokens":9,"completion_tokens":{attempt},"total_tokens":{}}}}}"#,
                 9 + attempt
             )
         };
@@ -1027,7 +1042,7 @@ impl World {
                 &lookup,
                 "application/json".into(),
                 body.into_bytes(),
-                None,
+                route.contract.as_ref(),
                 world.now,
                 60_000,
             );
