@@ -16,9 +16,9 @@ use crate::rng::Rng;
 /// The clock's start (virtual milliseconds since the epoch).
 pub const T0: u64 = 1_700_000_000_000;
 
-/// How long jobs are kept: short, so the drain reaches it, and far longer
-/// than any lease or the outbox's give-up (under an hour).
-pub const RETENTION_MS: u64 = 6 * 3_600_000;
+/// How long jobs are kept (the default: 24 h), far longer than any lease
+/// or the outbox's resends of a message the queue lost now and then.
+pub const RETENTION_MS: u64 = 24 * 3_600_000;
 
 /// The outbox's base delay (the `OUTBOX_DELAY_MS` default).
 pub const OUTBOX_DELAY_MS: u64 = 5_000;
