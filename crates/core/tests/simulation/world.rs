@@ -261,6 +261,8 @@ pub struct World {
     winner: Vec<Option<(Option<u32>, StoredResponse)>>,
     /// The attempts called, per job.
     called: Vec<Vec<u32>>,
+    /// What each attempt's call answered, judged (its response as kept).
+    answered_with: BTreeMap<(usize, u32), StoredResponse>,
     /// Jobs the queue or the Ledger sent to the dead letters.
     dead_letters: Vec<bool>,
     trace: Trace,
@@ -292,6 +294,7 @@ impl World {
             first_final: vec![None; jobs],
             winner: vec![None; jobs],
             called: vec![Vec::new(); jobs],
+            answered_with: BTreeMap::new(),
             dead_letters: vec![false; jobs],
             trace: Trace::new(traced),
             violations: Vec::new(),
@@ -1006,6 +1009,7 @@ impl World {
         }
         let answer = self.judge(&call);
         if let Answer::Judged(judged) = &answer {
+            self.answered_with.insert((call.job, call.attempt), judged.response.clone());
             match judged.observed.classification.class {
                 ErrorClass::Contract => self.count("contracts broken"),
                 ErrorClass::TimeoutAfterSend | ErrorClass::DroppedAfterSend => self.count("unknown outcomes"),
@@ -1594,6 +1598,24 @@ impl World {
             }
             if job.state().is_terminal() {
                 let result = (job.replayed_attempt().map(|a| a.number), self.finished_result(j));
+                // A completed job's result is its winner's answer, as the provider gave it.
+                if job.state() == JobState::Completed {
+                    let winner = job.replayed_attempt();
+                    let won = winner
+                        .is_some_and(|a| matches!(a.outcome, AttemptOutcome::Succeeded | AttemptOutcome::Rejected));
+                    let given = winner.filter(|a| !a.streamed).and_then(|a| self.answered_with.get(&(j, a.number)));
+                    if !won || given.is_some_and(|given| *given != result.1) {
+                        found.push((
+                            "result-is-the-winner",
+                            format!(
+                                "completed job {j} replays attempt {:?} ({:?}), {} B, not its winner's answer",
+                                result.0,
+                                winner.map(|a| a.outcome),
+                                result.1.body.len()
+                            ),
+                        ));
+                    }
+                }
                 match &self.winner[j] {
                     None => {
                         if let Some((first, by)) = &self.first_final[j]
