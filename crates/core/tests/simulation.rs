@@ -13,9 +13,11 @@
 //! - a failing seed prints its trace to stderr and names itself.
 //!
 //! It prints one line: `simulation: N seeds, M steps, V violations`.
-//! `make simulate SEEDS=N` runs it in release.
+//! `make simulate SEEDS=N` runs it in release. On wasm32 (no threads, no
+//! environment) it runs the first 300 seeds, the same worlds as natively.
 
-#![cfg(not(target_arch = "wasm32"))]
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
 
 #[path = "simulation/rng.rs"]
 mod rng;
@@ -62,30 +64,37 @@ fn simulation_seeds_keep_the_invariants() {
         assert!(outcome.violations.is_empty(), "seed {seed}:\n{}", describe(&outcome.violations));
         return;
     }
-    let seeds = env_u64("SEEDS").unwrap_or(10_000);
+    let default_seeds = if cfg!(target_arch = "wasm32") { 300 } else { 10_000 };
+    let seeds = env_u64("SEEDS").unwrap_or(default_seeds);
     let first = env_u64("SIM_FIRST").unwrap_or(0);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(2) as u64;
-    let results: Vec<(u64, Vec<Violation>, BTreeMap<&'static str, u64>)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    let (mut steps, mut violations, mut stats) = (0, Vec::new(), BTreeMap::new());
-                    let mut seed = first + t;
-                    while seed < first + seeds {
-                        let outcome = world::run(seed, false);
-                        steps += outcome.steps;
-                        violations.extend(outcome.violations);
-                        for (what, n) in outcome.stats {
-                            *stats.entry(what).or_insert(0) += n;
-                        }
-                        seed += threads;
-                    }
-                    (steps, violations, stats)
-                })
-            })
-            .collect();
-        workers.into_iter().map(|w| w.join().expect("a simulation worker panicked")).collect()
-    });
+    // Seeds first+t, first+t+threads, … on each of (at most) two threads.
+    let worker = move |t: u64, threads: u64| {
+        let (mut steps, mut violations, mut stats) = (0, Vec::new(), BTreeMap::new());
+        let mut seed = first + t;
+        while seed < first + seeds {
+            let outcome = world::run(seed, false);
+            steps += outcome.steps;
+            violations.extend(outcome.violations);
+            for (what, n) in outcome.stats {
+                *stats.entry(what).or_insert(0) += n;
+            }
+            seed += threads;
+        }
+        (steps, violations, stats)
+    };
+    let threads = if cfg!(target_arch = "wasm32") {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(2) as u64
+    };
+    let results: Vec<(u64, Vec<Violation>, BTreeMap<&'static str, u64>)> = if threads == 1 {
+        vec![worker(0, 1)]
+    } else {
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..threads).map(|t| scope.spawn(move || worker(t, threads))).collect();
+            workers.into_iter().map(|w| w.join().expect("a simulation worker panicked")).collect()
+        })
+    };
     let steps: u64 = results.iter().map(|r| r.0).sum();
     let mut violations: Vec<Violation> = results.iter().flat_map(|r| r.1.clone()).collect();
     violations.sort_by_key(|v| (v.seed, v.step));
