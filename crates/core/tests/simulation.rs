@@ -7,9 +7,30 @@
 //! object's memory at any step — with the invariants checked after every
 //! step. One seed is one world; the same seed gives the same run.
 //!
+//! The invariants, by the name a violation gives (see `simulation/world.rs`):
+//! `result-stable` (once finished, a job's result — the attempt it names and
+//! its bytes — never changes, nor is it written again), `answers-agree` (every
+//! final answer, live or replayed, is the job's first, byte for byte),
+//! `result-is-the-winner` (a completed job replays its winner's answer as the
+//! provider gave it), `no-call-in-live-lease` (no call while another
+//! attempt's lease is live, but a hedge's second racer on a hedged route;
+//! two running attempts at most), `claim-before-call`, `one-call-per-attempt`,
+//! `attempt-cap`, `cas` (a write that succeeds expected the stored version,
+//! and versions only grow), `response-before-job` (a stored job never names
+//! an answered attempt whose response or stream is missing), `save-once`,
+//! `stream-never-recalled`, `persist-ends-batch`, `quiet-after-finish` (after
+//! its answer a drive only audits), `stored-is-finished`, `no-broken-ending`,
+//! `replay-of-finished`, `key-reuse` (another payload under the key is a 422,
+//! and only then), `budget` (never above its capacity; every retry paid for,
+//! nothing paid without one), and after the drain `no-job-lost` (each job
+//! finished, or visibly waiting for an operator: blocked, dead-lettered),
+//! `no-stuck-drive`, `quiescence`, `retention-cleans`.
+//!
 //! - `SEEDS=N` runs seeds 0..N (default 10,000), `SIM_FIRST=K` starts at K;
 //! - `SIM_SEED=N` runs seed N alone and prints its trace to stderr;
 //! - `SIM_STATS=1` prints how often each interesting thing happened;
+//! - `SIM_EDGE_AS_IS=1` makes the shell do what crates/edge does today where
+//!   it falls short of the core's contract (see `world.rs`, `edge_as_is`);
 //! - a failing seed prints its trace to stderr and names itself.
 //!
 //! It prints one line: `simulation: N seeds, M steps, V violations`.
