@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge simulate experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -108,6 +108,14 @@ test-core:
 test-core-wasm:
 	@$(ENV) CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
+
+## The Ledger's deterministic simulation (crates/core/tests/simulation.rs) in
+## release: SEEDS seeds (default 10,000) from SIM_FIRST (default 0);
+## SIM_SEED=N replays one seed with its trace on stderr.
+SEEDS ?= 10000
+simulate:
+	@$(ENV) SEEDS=$(SEEDS) $(if $(SIM_FIRST),SIM_FIRST=$(SIM_FIRST)) $(if $(SIM_SEED),SIM_SEED=$(SIM_SEED)) \
+	  cargo test -p onejob-core --release --test simulation -- --nocapture
 
 ## The edge against workerd alone (after `make build-edge build-edge-test`).
 test-edge:

@@ -26,7 +26,7 @@ run() {
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
   # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball|.*: error TS[0-9]+)'
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball|.*: error TS[0-9]+|simulation: )'
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
@@ -53,10 +53,13 @@ clippy_all() {
     cargo clippy --workspace --all-targets --target wasm32-unknown-unknown --features onejob-edge/faults -- -D warnings
 }
 run clippy clippy_all
-run core-native cargo test -p onejob-core --all-targets
+# The simulation (tests/simulation.rs) runs in its own suite below, once.
+run core-native cargo test -p onejob-core --all-targets -- --skip simulation_
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
 run core-doc cargo test -p onejob-core --doc
+# The Ledger's deterministic simulation: 10,000 seeds, one summary line.
+run simulation cargo test -p onejob-core --test simulation -- --nocapture
 run examples bash scripts/test-examples.sh
 # The edge's own logic that needs no runtime (the Ledger's drive lock),
 # natively; then the fault injection's own tests, with the feature.

@@ -13,7 +13,10 @@
 //! - every job write is a compare-and-swap on the version it read
 //!   ([`Command::Persist`]); a write that loses leaves the winner alone;
 //! - the claim is durable before the provider is called;
-//! - a response is kept before the job that names it;
+//! - a response is kept before the job that names it, and only by an
+//!   attempt that still holds the job: an answer after its attempt's lease
+//!   ran out (anyone who looked meanwhile took the attempt for lost) first
+//!   renews the lease, a write that proves it ([`Job::extend_lease`]);
 //! - failover: after a failure the next attempt goes to the route's next
 //!   provider; time a server asked for is owed to that provider alone;
 //! - a hedge races a second attempt on another provider when the first is
@@ -286,6 +289,18 @@ enum Then {
     Audited { pending: Vec<(u32, AttemptReport)>, after: After },
     /// A background job's next attempt deferred: the queue has it.
     Deferred,
+    /// An answer after its attempt's lease ran out: the lease renewed, so
+    /// the attempt still holds the job and its answer is settled.
+    Renewed { flight: Flight, settle: Settle },
+}
+
+/// An answer that settles its attempt, held while a renewed lease is written.
+#[derive(Debug, Clone, PartialEq)]
+enum Settle {
+    /// A whole answer, to record.
+    Record(Attempted, Rest),
+    /// A stream's start, to open.
+    Stream(String),
 }
 
 /// The other racer, when an answer is recorded.
@@ -549,6 +564,38 @@ impl Drive {
 
     /// Records an attempt's answer if it still holds the job.
     fn record(&mut self, flight: Flight, answer: Attempted, rest: Rest, cx: &mut Cx<'_, '_, '_>) {
+        // An answer that keeps no response (unknown) changes nothing a
+        // replay reads: its write finds out by itself whether it holds the job.
+        if !Transition::of(answer.observed.classification, self.setup.background).keeps_response() {
+            return self.record_held(flight, answer, rest, cx);
+        }
+        if let Some(Settle::Record(answer, rest)) = self.renew_if_late(flight, Settle::Record(answer, rest), cx) {
+            self.record_held(flight, answer, rest, cx);
+        }
+    }
+
+    /// An answer that came after its attempt's lease ran out: whoever
+    /// looked at the job meanwhile took the attempt for lost, and the job
+    /// may since have died naming it, so its answer is kept (keyed by the
+    /// attempt's number) only once a write renewing its lease went
+    /// through. Returns `settle` when the lease still holds (or cannot be
+    /// renewed: the transition finds out), `None` when the renewal is out.
+    fn renew_if_late(&mut self, flight: Flight, settle: Settle, cx: &mut Cx<'_, '_, '_>) -> Option<Settle> {
+        if self.job.lease_remaining_ms(cx.now_ms()) > 0 {
+            return Some(settle);
+        }
+        let read = self.job.version();
+        match self.job.extend_lease(flight.ticket, cx.now_ms()) {
+            Ok(ticket) => {
+                self.persist(Some(read), Then::Renewed { flight: Flight { ticket, ..flight }, settle }, cx);
+                None
+            }
+            Err(_) => Some(settle),
+        }
+    }
+
+    /// Records the answer of an attempt whose lease holds.
+    fn record_held(&mut self, flight: Flight, answer: Attempted, rest: Rest, cx: &mut Cx<'_, '_, '_>) {
         let read = self.job.version();
         let transition = Transition::of(answer.observed.classification, self.setup.background);
         match transition.apply(&mut self.job, flight.ticket, cx.now_ms(), answer.report) {
@@ -581,6 +628,13 @@ impl Drive {
 
     /// The answer starts streaming: recorded before anyone reads it.
     fn open_stream(&mut self, flight: Flight, content_type: String, cx: &mut Cx<'_, '_, '_>) {
+        if let Some(Settle::Stream(content_type)) = self.renew_if_late(flight, Settle::Stream(content_type), cx) {
+            self.open_stream_held(flight, content_type, cx);
+        }
+    }
+
+    /// Opens the stream of an attempt whose lease holds.
+    fn open_stream_held(&mut self, flight: Flight, content_type: String, cx: &mut Cx<'_, '_, '_>) {
         let read = self.job.version();
         match self.job.mark_streaming(flight.ticket, cx.now_ms()) {
             Ok(ticket) => {
@@ -629,7 +683,11 @@ impl Drive {
                 self.late = Some(first);
                 self.as_it_stands(cx);
             }
-            Then::Claimed { .. } | Then::Streaming(_) | Then::Deferred => self.as_it_stands(cx),
+            // The attempt was taken for lost: its answer is only audited.
+            Then::Renewed { flight, settle: Settle::Record(answer, rest) } => {
+                self.lost(flight, answer.report, rest, cx)
+            }
+            Then::Claimed { .. } | Then::Streaming(_) | Then::Deferred | Then::Renewed { .. } => self.as_it_stands(cx),
         }
     }
 
@@ -663,6 +721,12 @@ impl Drive {
             Then::Streaming(ticket) => self.finish(Ending::Stream { ticket }, cx),
             Then::Audited { pending, after } => self.audit(pending, after, cx),
             Then::Deferred => self.as_it_stands(cx),
+            Then::Renewed { flight, settle: Settle::Record(answer, rest) } => {
+                self.record_held(flight, answer, rest, cx)
+            }
+            Then::Renewed { flight, settle: Settle::Stream(content_type) } => {
+                self.open_stream_held(flight, content_type, cx)
+            }
         }
     }
 
