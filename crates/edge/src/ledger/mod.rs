@@ -634,6 +634,13 @@ impl Ledger {
         let judged = background::on_delivery(job.as_ref(), now, self.memory.borrow().is_driving());
         let verdict = match delivery::without_run(judged, job.as_ref(), now) {
             Some(verdict) => {
+                // A job that needs an operator is dead-lettered now, once: its
+                // runtime may have died before the dead letter went out, and
+                // after its lease nothing else looks again before retention
+                // (found by the simulation: SIM_EDGE_AS_IS=1, seed 232426).
+                if let Some(job) = job.as_ref() {
+                    self.dead_letter_once(job).await?;
+                }
                 // A redelivery of a finished job type's job: what follows its
                 // answer, and effects due or claimed by a runtime that is
                 // gone, are settled now.
