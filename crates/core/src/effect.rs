@@ -261,8 +261,8 @@ impl std::fmt::Display for EffectError {
 
 impl EffectError {
     /// The problem an API answers it with.
-    pub fn problem_type(self) -> crate::protocol::ProblemType {
-        use crate::protocol::ProblemType;
+    pub fn problem_type(self) -> crate::wire::ProblemType {
+        use crate::wire::ProblemType;
         match self {
             Self::NotAwaitingApproval => ProblemType::NotAwaitingApproval,
             Self::ApprovalExpired => ProblemType::ApprovalExpired,

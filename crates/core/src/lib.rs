@@ -25,7 +25,7 @@
 //! - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
 //! - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //! - [`pricing`]: a price table per model, for spend estimates.
-//! - [`protocol`]: headers, RFC 9457 problem types, the job view.
+//! - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 //! - [`quota`]: token budgets per day, per tenant and per user.
 //! - [`providers`]: named upstreams, routes by model, the order of failover.
 //! - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
@@ -33,6 +33,8 @@
 //! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //! - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
+//! - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
+//! - [`wire`]: the HTTP vocabulary: header names, RFC 9457 problem types, `Prefer`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -66,3 +68,5 @@ pub mod signature;
 pub mod sse;
 pub mod tenant;
 pub mod token;
+pub mod view;
+pub mod wire;

@@ -172,8 +172,8 @@ fn a_job_s_approval_reaches_every_effect_that_waits_and_says_why_when_none_does(
     assert_eq!(approve_all(&mut late, "ops", 1_100), Err(EffectError::ApprovalExpired));
     assert_eq!(late[1].state, EffectState::Expired, "the lapsed approval expired its effect");
     assert_eq!(approve_all(&mut [planned(false)], "ops", 100), Err(EffectError::NotAwaitingApproval));
-    assert_eq!(EffectError::ApprovalExpired.problem_type(), crate::protocol::ProblemType::ApprovalExpired);
-    assert_eq!(EffectError::NotSettleable.problem_type(), crate::protocol::ProblemType::NotResolvable);
+    assert_eq!(EffectError::ApprovalExpired.problem_type(), crate::wire::ProblemType::ApprovalExpired);
+    assert_eq!(EffectError::NotSettleable.problem_type(), crate::wire::ProblemType::NotResolvable);
 }
 
 #[test]
