@@ -333,10 +333,10 @@ impl Effect {
         let (kind, payload) = match &spec.target {
             // The row is its columns' templates, rendered.
             EffectTarget::D1 { columns, .. } => {
-                (EffectKind::D1, crate::job_type::render(&Value::Object(columns.clone()), input, output))
+                (EffectKind::D1, crate::template::render(&Value::Object(columns.clone()), input, output))
             }
             EffectTarget::Webhook { payload, .. } => {
-                (EffectKind::Webhook, crate::job_type::render(payload, input, output))
+                (EffectKind::Webhook, crate::template::render(payload, input, output))
             }
         };
         let approval = spec.approve.then(|| Approval {

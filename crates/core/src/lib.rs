@@ -32,6 +32,7 @@
 //! - [`settings`]: a deployment's settings, their defaults and ranges.
 //! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //! - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
+//! - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //! - [`tenant`]: bearer keys to tenant ids, by digest.
 //! - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //! - [`wire`]: the HTTP vocabulary: header names, RFC 9457 problem types, `Prefer`.
@@ -66,6 +67,7 @@ pub mod reply;
 pub mod settings;
 pub mod signature;
 pub mod sse;
+pub mod template;
 pub mod tenant;
 pub mod token;
 pub mod view;

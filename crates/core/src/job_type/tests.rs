@@ -93,17 +93,6 @@ fn the_request_is_rendered_from_the_input_only() {
 }
 
 #[test]
-fn payloads_keep_the_type_of_a_lone_placeholder() {
-    let input = json!({"n": 3, "name": "x"});
-    let output = json!({"ok": true});
-    let template = json!({"count": "{{input.n}}", "text": "{{input.name}}-{{input.n}}", "ok": "{{output.ok}}", "missing": "{{output.nope}}", "fixed": 1});
-    assert_eq!(
-        render(&template, &input, &output),
-        json!({"count": 3, "text": "x-3", "ok": true, "missing": null, "fixed": 1})
-    );
-}
-
-#[test]
 fn the_output_must_meet_the_contract() {
     let types = types_with(|_| {}).unwrap();
     let triage = types.get("triage").unwrap();
