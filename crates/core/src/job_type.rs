@@ -7,7 +7,9 @@
 //! - `output`: the schema the model's JSON answer must meet before any effect runs;
 //! - `once_per`: an input field naming the *subject* (a ticket id, say): a
 //!   subject whose job succeeded is not run again under a new key;
-//! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in.
+//! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in;
+//!   a webhook whose `url` is `demo:inbox` goes to the demo's mail inbox
+//!   ([`crate::effect::EffectTarget::Inbox`]).
 //!
 //! Templates are strings with `{{input.NAME}}` and `{{output.NAME}}`
 //! placeholders; a string that is exactly one placeholder takes the value
@@ -283,7 +285,8 @@ fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, Str
             let url = e.url.filter(|u| !u.is_empty()).ok_or_else(|| at("a webhook effect has a url"))?;
             let payload = e.payload.ok_or_else(|| at("a webhook effect has a payload"))?;
             known.check_payload(&payload).map_err(|m| at(&m))?;
-            (EffectRetry::WEBHOOK, EffectTarget::Webhook { url, receipt_url: e.receipt_url, secret: e.secret, payload })
+            let target = EffectTarget::webhook(url, e.receipt_url, e.secret, payload).map_err(|m| at(&m))?;
+            (EffectRetry::WEBHOOK, target)
         }
         other => return Err(at(&format!("kind is d1 or webhook, not {other:?}"))),
     };

@@ -186,21 +186,31 @@ fn job_types(
     }
     for job_type in types.iter_mut() {
         for effect in &mut job_type.effects {
-            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, .. } = &mut effect.target else {
+            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, payload } = &effect.target else {
                 continue;
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
-            *url = resolve_env(url, var, secret);
-            if !is_effect_url(url) {
-                return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+            let receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
+            let secret_name = secret_name.clone();
+            // Resolved, the URLs may name the demo's inbox: core types it.
+            let mut target =
+                EffectTarget::webhook(resolve_env(url, var, secret), receipt_url, secret_name.clone(), payload.clone())
+                    .map_err(|e| format!("{at}: {e}"))?;
+            if let EffectTarget::Webhook { url, receipt_url, .. } = &target {
+                if !is_effect_url(url) {
+                    return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+                }
+                if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
+                    return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+                }
             }
-            *receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
-            if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
-                return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+            if let Some(name) = secret_name {
+                let value = secret(&name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
+                if let EffectTarget::Webhook { secret, .. } = &mut target {
+                    *secret = Some(value);
+                }
             }
-            if let Some(name) = secret_name.as_mut() {
-                *name = secret(name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
-            }
+            effect.target = target;
         }
     }
     Ok(types)
@@ -215,9 +225,10 @@ fn resolve_env(value: &str, var: &dyn Fn(&str) -> Option<String>, secret: &dyn F
     }
 }
 
-/// An effect's URL: http(s) without credentials, or the demo's inbox.
+/// A webhook effect's URL: http(s) without credentials (the demo's inbox
+/// is [`EffectTarget::Inbox`], not a URL).
 fn is_effect_url(url: &str) -> bool {
-    url == crate::demo::INBOX_URL || ((url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@'))
+    (url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@')
 }
 
 /// A secret, or a plain variable of that name (development).
