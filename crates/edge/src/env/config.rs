@@ -239,3 +239,77 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
         .or_else(|| env.var(name).ok().map(|v| v.to_string()))
         .filter(|v| !v.trim().is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use onejob_core::effect::EffectTarget;
+
+    use super::job_types;
+
+    /// The bundled triage type's email effect, under `vars` (secrets: `MAIL_SECRET` only if given there).
+    fn email(vars: &[(&str, &str)]) -> Result<EffectTarget, String> {
+        let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let var = |name: &str| vars.get(name).filter(|_| name != "MAIL_SECRET").cloned();
+        let secret = |name: &str| vars.get(name).filter(|_| name == "MAIL_SECRET").cloned();
+        let types = job_types(&var, &secret)?;
+        let triage = types.get("triage").expect("triage is bundled");
+        Ok(triage.effects.iter().find(|e| e.name == "email").expect("triage mails").target.clone())
+    }
+
+    const SECRET: (&str, &str) = ("MAIL_SECRET", "mail-secret");
+
+    #[test]
+    fn make_devs_inbox_is_the_typed_target_once_resolved() {
+        let dev = email(&[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "demo:inbox"), SECRET]).unwrap();
+        assert!(matches!(dev, EffectTarget::Inbox { receipts: true, .. }), "{dev:?}");
+        let no_receipts = email(&[("MAIL_URL", "demo:inbox"), SECRET]).unwrap();
+        assert!(matches!(no_receipts, EffectTarget::Inbox { receipts: false, .. }), "{no_receipts:?}");
+    }
+
+    #[test]
+    fn a_mail_api_stays_a_signed_webhook() {
+        let api = email(&[
+            ("MAIL_URL", "https://mail.example/send"),
+            ("MAIL_RECEIPT_URL", "https://mail.example/receipts"),
+            SECRET,
+        ])
+        .unwrap();
+        let EffectTarget::Webhook { url, receipt_url, secret, .. } = api else { panic!("{api:?}") };
+        assert_eq!(url, "https://mail.example/send");
+        assert_eq!(receipt_url.as_deref(), Some("https://mail.example/receipts"));
+        assert_eq!(secret.as_deref(), Some("mail-secret"), "the secret's name is resolved to its value");
+    }
+
+    #[test]
+    fn refusals_name_the_effect() {
+        let refused = |vars: &[(&str, &str)], expected: &str| {
+            let error = email(vars).unwrap_err();
+            assert!(error.contains(expected), "{error} should say {expected}");
+        };
+        let at = "effect email of job type triage";
+        refused(
+            &[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "https://mail.example/r"), SECRET],
+            &format!("{at}: the url is the demo inbox"),
+        );
+        refused(
+            &[("MAIL_URL", "https://mail.example/send"), ("MAIL_RECEIPT_URL", "demo:inbox"), SECRET],
+            &format!("{at}: the receipt_url is the demo inbox"),
+        );
+        refused(&[SECRET], &format!("the url of {at} is not set"));
+        refused(
+            &[("MAIL_URL", "ftp://mail.example"), SECRET],
+            &format!("the url of {at} is not set, or not an http(s) URL"),
+        );
+        refused(
+            &[("MAIL_URL", "https://mail.example/send"), ("MAIL_RECEIPT_URL", "mail.example"), SECRET],
+            &format!("the receipt_url of {at}"),
+        );
+        // As before: a named secret must be set, even for the inbox (which signs nothing).
+        refused(
+            &[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "demo:inbox")],
+            &format!("the secret MAIL_SECRET (signing {at}) is not set"),
+        );
+    }
+}
