@@ -18,7 +18,7 @@
 
 use crate::fingerprint::Fingerprint;
 use crate::job::{Job, JobError};
-use crate::protocol::{Problem, ProblemType};
+use crate::wire::{Problem, ProblemType};
 
 /// How long a refused duplicate is told to wait when nothing better is known.
 pub const DEFAULT_RETRY_AFTER_MS: u64 = 1_000;

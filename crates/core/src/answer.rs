@@ -17,7 +17,7 @@
 //! `429`. Their job is not finished: asking again may run an attempt.
 
 use crate::job::{Job, JobState, UnknownPolicy};
-use crate::protocol::{Problem, ProblemType};
+use crate::wire::{Problem, ProblemType};
 
 /// What the caller is told when an attempt's outcome is unknown and no
 /// attempt of the job still runs.

@@ -63,6 +63,47 @@ pub enum EffectTarget {
     /// `receipt_url`/`{delivery id}` answers whether it arrived.
     #[allow(missing_docs)] // `secret` names the secret its signature uses
     Webhook { url: String, receipt_url: Option<String>, secret: Option<String>, payload: Value },
+    /// The demo's mail inbox: a webhook whose `url` is [`INBOX_URL`]. The
+    /// mail is kept under its delivery id (as a mail API keys a send by its
+    /// `Idempotency-Key`), unsigned. With `receipts` (its `receipt_url` is
+    /// the inbox too) the inbox also answers whether a delivery arrived;
+    /// without, it has no receipt source, like a webhook without a receipt URL.
+    #[allow(missing_docs)] // the payload's template, and whether the inbox gives receipts
+    Inbox { payload: Value, receipts: bool },
+}
+
+/// How a job type (or the variable its `env:NAME` names) spells the demo's
+/// mail inbox as a webhook effect's `url` and `receipt_url`.
+pub const INBOX_URL: &str = "demo:inbox";
+
+impl EffectTarget {
+    /// A webhook effect's target from its URLs as they stand (as written,
+    /// or once the deployment resolved them): [`EffectTarget::Inbox`] when
+    /// `url` is [`INBOX_URL`], else [`EffectTarget::Webhook`]. The inbox is
+    /// never mixed with a real receiver: a `receipt_url` other than the
+    /// inbox for an inbox `url`, or the inbox as the `receipt_url` of
+    /// another `url`, is refused (each would ask one place about mail sent
+    /// to another). An empty `receipt_url` is none.
+    pub fn webhook(
+        url: String,
+        receipt_url: Option<String>,
+        secret: Option<String>,
+        payload: Value,
+    ) -> Result<Self, String> {
+        let receipt_url = receipt_url.filter(|u| !u.is_empty());
+        let receipts_from_inbox = receipt_url.as_deref() == Some(INBOX_URL);
+        match (url == INBOX_URL, receipt_url) {
+            (true, None) => Ok(Self::Inbox { payload, receipts: false }),
+            (true, Some(_)) if receipts_from_inbox => Ok(Self::Inbox { payload, receipts: true }),
+            (true, Some(_)) => {
+                Err(format!("the url is the demo inbox ({INBOX_URL}): its receipt_url is too, or unset"))
+            }
+            (false, Some(_)) if receipts_from_inbox => {
+                Err(format!("the receipt_url is the demo inbox ({INBOX_URL}), and the url is not"))
+            }
+            (false, receipt_url) => Ok(Self::Webhook { url, receipt_url, secret, payload }),
+        }
+    }
 }
 
 /// One effect of a job type.
@@ -261,8 +302,8 @@ impl std::fmt::Display for EffectError {
 
 impl EffectError {
     /// The problem an API answers it with.
-    pub fn problem_type(self) -> crate::protocol::ProblemType {
-        use crate::protocol::ProblemType;
+    pub fn problem_type(self) -> crate::wire::ProblemType {
+        use crate::wire::ProblemType;
         match self {
             Self::NotAwaitingApproval => ProblemType::NotAwaitingApproval,
             Self::ApprovalExpired => ProblemType::ApprovalExpired,
@@ -333,10 +374,11 @@ impl Effect {
         let (kind, payload) = match &spec.target {
             // The row is its columns' templates, rendered.
             EffectTarget::D1 { columns, .. } => {
-                (EffectKind::D1, crate::job_type::render(&Value::Object(columns.clone()), input, output))
+                (EffectKind::D1, crate::template::render(&Value::Object(columns.clone()), input, output))
             }
-            EffectTarget::Webhook { payload, .. } => {
-                (EffectKind::Webhook, crate::job_type::render(payload, input, output))
+            // The inbox stands for a mail API: a webhook, on the wire too.
+            EffectTarget::Webhook { payload, .. } | EffectTarget::Inbox { payload, .. } => {
+                (EffectKind::Webhook, crate::template::render(payload, input, output))
             }
         };
         let approval = spec.approve.then(|| Approval {

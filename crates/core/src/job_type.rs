@@ -7,12 +7,14 @@
 //! - `output`: the schema the model's JSON answer must meet before any effect runs;
 //! - `once_per`: an input field naming the *subject* (a ticket id, say): a
 //!   subject whose job succeeded is not run again under a new key;
-//! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in.
+//! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in;
+//!   a webhook whose `url` is `demo:inbox` goes to the demo's mail inbox
+//!   ([`crate::effect::EffectTarget::Inbox`]).
 //!
 //! Templates are strings with `{{input.NAME}}` and `{{output.NAME}}`
 //! placeholders; a string that is exactly one placeholder takes the value
 //! itself (a number stays a number). Every placeholder is checked against
-//! the input and output schemas when the type is read.
+//! the input and output schemas when the type is read ([`crate::template`]).
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,9 @@ use serde_json::{Map, Value, json};
 
 use crate::contract::{self, Contract, Violation};
 use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
+// `render` moved to the template module; its old path stays.
+pub use crate::template::render;
+use crate::template::{Known, render_text};
 
 /// The job types of a deployment, by name.
 #[derive(Debug, Clone, Default)]
@@ -223,12 +228,11 @@ impl JobType {
     /// The chat completion request `input` becomes (OpenAI's format, JSON
     /// answer asked for), streamed (with usage) when `stream`.
     pub fn render_request(&self, input: &Value, stream: bool) -> Vec<u8> {
-        let scope = Scope { input, output: &Value::Null };
         let mut body = json!({
             "model": self.model,
             "messages": [
-                { "role": "system", "content": render_text(&self.system, &scope) },
-                { "role": "user", "content": render_text(&self.user, &scope) },
+                { "role": "system", "content": render_text(&self.system, input, &Value::Null) },
+                { "role": "user", "content": render_text(&self.user, input, &Value::Null) },
             ],
             "response_format": { "type": "json_object" },
         });
@@ -258,140 +262,6 @@ impl JobType {
     }
 }
 
-/// The values templates may name.
-struct Scope<'a> {
-    input: &'a Value,
-    output: &'a Value,
-}
-
-impl Scope<'_> {
-    fn lookup(&self, place: &str) -> Option<&Value> {
-        let (root, field) = place.split_once('.')?;
-        match root {
-            "input" => self.input.get(field),
-            "output" => self.output.get(field),
-            _ => None,
-        }
-    }
-}
-
-/// Fills a payload template (any JSON) with `input` and `output`.
-pub fn render(template: &Value, input: &Value, output: &Value) -> Value {
-    let scope = Scope { input, output };
-    render_value(template, &scope)
-}
-
-fn render_value(template: &Value, scope: &Scope<'_>) -> Value {
-    match template {
-        Value::String(text) => match single_placeholder(text) {
-            Some(place) => scope.lookup(place).cloned().unwrap_or(Value::Null),
-            None => Value::String(render_text(text, scope)),
-        },
-        Value::Array(items) => Value::Array(items.iter().map(|v| render_value(v, scope)).collect()),
-        Value::Object(members) => {
-            Value::Object(members.iter().map(|(k, v)| (k.clone(), render_value(v, scope))).collect())
-        }
-        other => other.clone(),
-    }
-}
-
-/// `{{input.x}}` alone, with nothing around it.
-fn single_placeholder(text: &str) -> Option<&str> {
-    let inner = text.strip_prefix("{{")?.strip_suffix("}}")?;
-    (!inner.contains("{{") && !inner.contains("}}")).then(|| inner.trim())
-}
-
-fn render_text(text: &str, scope: &Scope<'_>) -> String {
-    let mut out = String::with_capacity(text.len());
-    for piece in pieces(text) {
-        match piece {
-            // (A checked template has every `{{` closed.)
-            Piece::Literal(text) | Piece::Unclosed(text) => out.push_str(text),
-            Piece::Place(place) => match scope.lookup(place) {
-                Some(Value::String(text)) => out.push_str(text),
-                Some(Value::Null) | None => {}
-                Some(other) => out.push_str(&other.to_string()),
-            },
-        }
-    }
-    out
-}
-
-/// A part of a template's text.
-enum Piece<'a> {
-    /// Text as it is.
-    Literal(&'a str),
-    /// What a `{{ … }}` names, trimmed.
-    Place(&'a str),
-    /// The rest of the text from a `{{` that is never closed.
-    Unclosed(&'a str),
-}
-
-/// A template's text in pieces, in order: what rendering and checking both read.
-fn pieces(text: &str) -> impl Iterator<Item = Piece<'_>> {
-    let mut rest = text;
-    let mut place = None;
-    std::iter::from_fn(move || {
-        if let Some(inner) = place.take() {
-            return Some(Piece::Place(inner));
-        }
-        if rest.is_empty() {
-            return None;
-        }
-        let Some(start) = rest.find("{{") else {
-            return Some(Piece::Literal(std::mem::take(&mut rest)));
-        };
-        let after = &rest[start + 2..];
-        let Some(end) = after.find("}}") else {
-            return Some(Piece::Unclosed(std::mem::take(&mut rest)));
-        };
-        let literal = &rest[..start];
-        place = Some(after[..end].trim());
-        rest = &after[end + 2..];
-        Some(Piece::Literal(literal))
-    })
-}
-
-/// The schemas placeholders are checked against.
-struct Known<'a> {
-    input: &'a Value,
-    output: &'a Value,
-}
-
-impl Known<'_> {
-    fn has(&self, root: &str, field: &str) -> bool {
-        let schema = if root == "input" { self.input } else { self.output };
-        schema.pointer(&format!("/properties/{}", field.replace('~', "~0").replace('/', "~1"))).is_some()
-    }
-
-    /// Every placeholder of `text` names a declared property (`output` only
-    /// where the answer is known, i.e. not in the prompt).
-    fn check_template(&self, text: &str, output_allowed: bool) -> Result<(), String> {
-        for piece in pieces(text) {
-            let place = match piece {
-                Piece::Literal(_) => continue,
-                Piece::Unclosed(_) => return Err("a {{ is not closed".into()),
-                Piece::Place(place) => place,
-            };
-            let (root, field) = place.split_once('.').ok_or_else(|| format!("{{{{{place}}}}} names no field"))?;
-            let allowed = root == "input" || (root == "output" && output_allowed);
-            if !allowed || !self.has(root, field) {
-                return Err(format!("{{{{{place}}}}} names no declared property"));
-            }
-        }
-        Ok(())
-    }
-
-    fn check_payload(&self, template: &Value) -> Result<(), String> {
-        match template {
-            Value::String(text) => self.check_template(text, true),
-            Value::Array(items) => items.iter().try_for_each(|v| self.check_payload(v)),
-            Value::Object(members) => members.values().try_for_each(|v| self.check_payload(v)),
-            _ => Ok(()),
-        }
-    }
-}
-
 fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, String> {
     let at = |what: &str| format!("effect {}: {what}", e.name);
     if !is_identifier(&e.name) || e.name.contains('-') {
@@ -415,7 +285,8 @@ fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, Str
             let url = e.url.filter(|u| !u.is_empty()).ok_or_else(|| at("a webhook effect has a url"))?;
             let payload = e.payload.ok_or_else(|| at("a webhook effect has a payload"))?;
             known.check_payload(&payload).map_err(|m| at(&m))?;
-            (EffectRetry::WEBHOOK, EffectTarget::Webhook { url, receipt_url: e.receipt_url, secret: e.secret, payload })
+            let target = EffectTarget::webhook(url, e.receipt_url, e.secret, payload).map_err(|m| at(&m))?;
+            (EffectRetry::WEBHOOK, target)
         }
         other => return Err(at(&format!("kind is d1 or webhook, not {other:?}"))),
     };

@@ -6,33 +6,50 @@
 //! argument), no randomness (a [`random::RandomSource`] is), no sleeping
 //! (delays are returned).
 //!
-//! - [`admin`]: admin keys (by digest), their names and scopes.
-//! - [`admin_query`]: the operator lists' query filters, read strictly.
-//! - [`alert`]: when dead letters become an alert, and its delivery id.
-//! - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
-//! - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
-//! - [`canonical`] and [`fingerprint`]: what "the same request" means.
-//! - [`key`]: idempotency keys and the tenant-scoped storage ids.
-//! - [`intent`]: which key a client-side intent uses, and when it changes.
-//! - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
-//! - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
-//! - [`breaker`]: a circuit breaker per provider, outside the retries.
-//! - [`classify`]: which outcomes are retried, never retried, or unknown.
-//! - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
-//! - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
-//! - [`job`]: the job/attempt state machine with compare-and-swap.
-//! - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
-//! - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
-//! - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
-//! - [`pricing`]: a price table per model, for spend estimates.
-//! - [`protocol`]: headers, RFC 9457 problem types, the job view.
-//! - [`quota`]: token budgets per day, per tenant and per user.
-//! - [`providers`]: named upstreams, routes by model, the order of failover.
-//! - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
-//! - [`settings`]: a deployment's settings, their defaults and ranges.
-//! - [`sse`]: streamed answers cut into events; terminal, error and usage events.
-//! - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
-//! - [`tenant`]: bearer keys to tenant ids, by digest.
+//! ## Layers
+//!
+//! A module imports only from modules above it in this list: a lower layer,
+//! or one listed before it in its own (`node scripts/core-graph.mjs` checks
+//! it, and that no import cycle is left). Doc links do not count.
+//!
+//! - L0 `wire`, `digest`, `random`, `canonical`, `fingerprint`, `key`: the HTTP vocabulary, and what "the same request" is.
+//!   - [`wire`]: header names, RFC 9457 problem types, `Prefer`.
+//!   - `digest` (private): SHA-256 in hex.
+//!   - [`random`]: the randomness a caller supplies.
+//!   - [`canonical`] and [`fingerprint`]: what "the same request" means.
+//!   - [`key`]: idempotency keys and the tenant-scoped storage ids.
+//! - L1 `reply`, `classify`, `breaker`, `backoff`: what an outcome means, and when to go again.
+//!   - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
+//!   - [`classify`]: which outcomes are retried, never retried, or unknown.
+//!   - [`breaker`]: a circuit breaker per provider, outside the retries.
+//!   - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
+//! - L2 `job`, `contract`, `providers`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
+//!   - [`job`]: the job/attempt state machine with compare-and-swap.
+//!   - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
+//!   - [`providers`]: named upstreams, routes by model, the order of failover.
+//!   - [`sse`]: streamed answers cut into events; terminal, error and usage events.
+//!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
+//!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
+//!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
+//! - L3 `alert`, `tenant`, `admin`, `signature`, `token`, `quota`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
+//!   - [`alert`]: when dead letters become an alert, and its delivery id.
+//!   - [`tenant`]: bearer keys to tenant ids, by digest.
+//!   - [`admin`]: admin keys (by digest), their names and scopes.
+//!   - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
+//!   - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
+//!   - [`quota`]: token budgets per day, per tenant and per user.
+//!   - [`pricing`]: a price table per model, for spend estimates.
+//!   - [`settings`]: a deployment's settings, their defaults and ranges.
+//!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
+//! - L4 `admission`, `answer`, `background`, `admin_query`, `ledger`: what the Ledger decides about a job.
+//!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
+//!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
+//!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
+//!   - [`admin_query`]: the operator lists' query filters, read strictly.
+//!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
+//! - L5 `view`, `protocol`: what a job looks like from outside.
+//!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
+//!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -64,5 +81,8 @@ pub mod reply;
 pub mod settings;
 pub mod signature;
 pub mod sse;
+pub mod template;
 pub mod tenant;
 pub mod token;
+pub mod view;
+pub mod wire;

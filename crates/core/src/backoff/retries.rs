@@ -16,9 +16,9 @@ use crate::backoff::Backoff;
 use crate::backoff::budget::{RetryBudget, RetryCause};
 use crate::backoff::retry_after::server_delay_ms;
 use crate::classify::{Classification, Decision, ErrorClass, Outcome, TransportFailure, classify};
-use crate::protocol::{header, parse_should_retry};
 use crate::random::RandomSource;
 use crate::reply::{BodyHint, ReplyFacts, read_reply};
+use crate::wire::{header, parse_should_retry};
 
 /// What one try of a call produced, classified once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

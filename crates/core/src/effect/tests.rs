@@ -28,6 +28,47 @@ fn planned(approve: bool) -> Effect {
 const RETRY: EffectRetry = EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 };
 
 #[test]
+fn a_webhook_target_is_the_demo_inbox_only_by_its_url() {
+    let payload = json!({"to": "{{input.email}}"});
+    let target = |url: &str, receipt_url: Option<&str>| {
+        EffectTarget::webhook(url.into(), receipt_url.map(str::to_owned), Some("signing-key".into()), payload.clone())
+    };
+    // As a deployment resolves `env:MAIL_URL` and `env:MAIL_RECEIPT_URL`.
+    assert_eq!(
+        target(INBOX_URL, Some(INBOX_URL)),
+        Ok(EffectTarget::Inbox { payload: payload.clone(), receipts: true })
+    );
+    assert_eq!(target(INBOX_URL, None), Ok(EffectTarget::Inbox { payload: payload.clone(), receipts: false }));
+    assert_eq!(
+        target(INBOX_URL, Some("")),
+        Ok(EffectTarget::Inbox { payload: payload.clone(), receipts: false }),
+        "an empty receipt_url (an unset variable) is none"
+    );
+    assert_eq!(
+        target("https://mail.example/send", Some("https://mail.example/receipts")),
+        Ok(EffectTarget::Webhook {
+            url: "https://mail.example/send".into(),
+            receipt_url: Some("https://mail.example/receipts".into()),
+            secret: Some("signing-key".into()),
+            payload: payload.clone(),
+        })
+    );
+    assert!(target(INBOX_URL, Some("https://mail.example/receipts")).is_err());
+    assert!(target("https://mail.example/send", Some(INBOX_URL)).is_err());
+}
+
+#[test]
+fn a_mail_to_the_demo_inbox_is_planned_as_a_webhook() {
+    let mut inbox = spec(false);
+    inbox.target = EffectTarget::Inbox { payload: json!({"to": "{{input.email}}"}), receipts: true };
+    let effect = Effect::plan(&inbox, "t:abc", &json!({"email": "a@b.c"}), &json!({}), 100);
+    assert_eq!(effect.kind, EffectKind::Webhook, "the inbox stands for a mail API");
+    assert_eq!(effect.delivery_id, "t:abc:email");
+    assert_eq!(effect.payload, json!({"to": "a@b.c"}));
+    assert_eq!(effect.fingerprint, fingerprint_of(&json!({"to": "a@b.c"})));
+}
+
+#[test]
 fn a_plan_has_its_delivery_id_payload_and_fingerprint() {
     let effect = planned(false);
     assert_eq!(effect.delivery_id, "t:abc:email");
@@ -172,8 +213,8 @@ fn a_job_s_approval_reaches_every_effect_that_waits_and_says_why_when_none_does(
     assert_eq!(approve_all(&mut late, "ops", 1_100), Err(EffectError::ApprovalExpired));
     assert_eq!(late[1].state, EffectState::Expired, "the lapsed approval expired its effect");
     assert_eq!(approve_all(&mut [planned(false)], "ops", 100), Err(EffectError::NotAwaitingApproval));
-    assert_eq!(EffectError::ApprovalExpired.problem_type(), crate::protocol::ProblemType::ApprovalExpired);
-    assert_eq!(EffectError::NotSettleable.problem_type(), crate::protocol::ProblemType::NotResolvable);
+    assert_eq!(EffectError::ApprovalExpired.problem_type(), crate::wire::ProblemType::ApprovalExpired);
+    assert_eq!(EffectError::NotSettleable.problem_type(), crate::wire::ProblemType::NotResolvable);
 }
 
 #[test]

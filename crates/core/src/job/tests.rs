@@ -8,6 +8,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use proptest::prelude::*;
 
 use super::*;
+use crate::classify::ErrorClass;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::reply::Usage;
 

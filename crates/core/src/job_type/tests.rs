@@ -93,17 +93,6 @@ fn the_request_is_rendered_from_the_input_only() {
 }
 
 #[test]
-fn payloads_keep_the_type_of_a_lone_placeholder() {
-    let input = json!({"n": 3, "name": "x"});
-    let output = json!({"ok": true});
-    let template = json!({"count": "{{input.n}}", "text": "{{input.name}}-{{input.n}}", "ok": "{{output.ok}}", "missing": "{{output.nope}}", "fixed": 1});
-    assert_eq!(
-        render(&template, &input, &output),
-        json!({"count": 3, "text": "x-3", "ok": true, "missing": null, "fixed": 1})
-    );
-}
-
-#[test]
 fn the_output_must_meet_the_contract() {
     let types = types_with(|_| {}).unwrap();
     let triage = types.get("triage").unwrap();
@@ -156,4 +145,40 @@ fn a_later_definition_replaces_one_by_name() {
     types.merge(other);
     assert_eq!(types.get("triage").unwrap().model, "other");
     assert_eq!(types.iter().count(), 1);
+}
+
+#[test]
+fn the_demo_inbox_is_read_as_its_own_target() {
+    let email = |url: &str, receipt_url: Option<&str>| {
+        let (url, receipt_url) = (url.to_owned(), receipt_url.map(str::to_owned));
+        types_with(move |t| {
+            let effect = t["effects"][1].as_object_mut().unwrap();
+            effect.insert("url".into(), json!(url));
+            match receipt_url {
+                Some(receipt_url) => effect.insert("receipt_url".into(), json!(receipt_url)),
+                None => effect.remove("receipt_url"),
+            };
+        })
+        .map(|types| types.get("triage").unwrap().effects[1].target.clone())
+    };
+    let payload = triage()["triage"]["effects"][1]["payload"].clone();
+    assert_eq!(
+        email("demo:inbox", Some("demo:inbox")),
+        Ok(EffectTarget::Inbox { payload: payload.clone(), receipts: true }),
+        "the spelling of the config, read into the variant"
+    );
+    assert_eq!(email("demo:inbox", None), Ok(EffectTarget::Inbox { payload, receipts: false }));
+    // Only the exact spelling is the inbox; anything else is a URL for the
+    // deployment to check (and refuse: it is not http(s)).
+    assert!(matches!(email("DEMO:INBOX", None), Ok(EffectTarget::Webhook { url, .. }) if url == "DEMO:INBOX"));
+    assert!(matches!(
+        email("env:MAIL_URL", Some("env:MAIL_RECEIPT_URL")),
+        Ok(EffectTarget::Webhook { url, receipt_url: Some(receipt), secret: Some(secret), .. })
+            if url == "env:MAIL_URL" && receipt == "env:MAIL_RECEIPT_URL" && secret == "MAIL_SECRET"
+    ));
+    // The inbox is not mixed with a real receiver.
+    let mixed = email("demo:inbox", Some("https://mail.example/receipts")).unwrap_err().0;
+    assert!(mixed.contains("effect email: the url is the demo inbox"), "{mixed}");
+    let mixed = email("https://mail.example/send", Some("demo:inbox")).unwrap_err().0;
+    assert!(mixed.contains("effect email: the receipt_url is the demo inbox"), "{mixed}");
 }

@@ -8,7 +8,7 @@ use crate::breaker::is_failure;
 use crate::classify::{Classification, Decision, ErrorClass, TransportFailure};
 use crate::contract::Contract;
 use crate::job::{AttemptReport, AttemptTicket, Job, JobError};
-use crate::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
+use crate::wire::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 
 /// A response as the Ledger keeps it for an attempt, and replays it byte for byte.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,9 +32,9 @@ use crate::backoff::Backoff;
 use crate::backoff::budget::RetryBudget;
 use crate::backoff::retries::{Retries, Step, UnknownOutcomes};
 use crate::job::{AttemptReport, AttemptTicket, Job, JobState};
-use crate::protocol::Problem;
 use crate::providers::{Api, Providers, Route};
 use crate::random::RandomSource;
+use crate::wire::Problem;
 
 use super::attempts::{self, Attempted, RaceCall, StoredResponse, Transition};
 

@@ -3,7 +3,7 @@
 //! caller polling a background job.
 
 use crate::job::{Job, JobState};
-use crate::protocol::{Problem, ProblemType};
+use crate::wire::{Problem, ProblemType};
 
 /// Why an action is refused: the problem's type and detail (a small value;
 /// [`Refused::problem`] builds the problem sent).

@@ -4,11 +4,10 @@
 
 use serde_json::{Value, json};
 
-/// The demo's mail inbox, as a webhook effect's `url` and `receipt_url`
-/// (`MAIL_URL = "demo:inbox"`): mails go to a table of the TICKETS database,
-/// keyed by delivery id as a real mail API keys by `Idempotency-Key`, and
-/// `/demo/inbox` lists them.
-pub const INBOX_URL: &str = "demo:inbox";
+// A webhook effect whose `url` (and `receipt_url`) is `demo:inbox`
+// (`MAIL_URL = "demo:inbox"`; core reads it as `EffectTarget::Inbox`): mails
+// go to a table of the TICKETS database, keyed by delivery id as a real mail
+// API keys by `Idempotency-Key`, and `/demo/inbox` lists them.
 
 thread_local! {
     /// This isolate created the inbox's table already.

@@ -4,5 +4,5 @@ mod inbox;
 mod provider;
 pub mod routes;
 
-pub use inbox::{INBOX_URL, deliver_mail, mail_receipt};
+pub use inbox::{deliver_mail, mail_receipt};
 pub use provider::{outage, respond, stream};

@@ -44,14 +44,10 @@ pub async fn perform(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str
             // A failed call may still have committed: ask before writing again.
             Err(error) => Performed::Outcome(Outcome::Unknown { detail: format!("the database call failed: {error}") }),
         },
-        EffectTarget::Webhook { url, .. } if url == demo::INBOX_URL => {
-            match demo::deliver_mail(env, &effect.delivery_id, &effect.payload).await {
-                Ok(receipt) => Performed::Outcome(Outcome::Done(receipt)),
-                Err(error) => {
-                    Performed::Outcome(Outcome::Unknown { detail: format!("the demo inbox failed: {error}") })
-                }
-            }
-        }
+        EffectTarget::Inbox { .. } => match demo::deliver_mail(env, &effect.delivery_id, &effect.payload).await {
+            Ok(receipt) => Performed::Outcome(Outcome::Done(receipt)),
+            Err(error) => Performed::Outcome(Outcome::Unknown { detail: format!("the demo inbox failed: {error}") }),
+        },
         EffectTarget::Webhook { url, secret, .. } => {
             Performed::Outcome(post(url, secret.as_deref(), &effect.delivery_id, &effect.payload).await)
         }
@@ -62,15 +58,15 @@ pub async fn perform(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str
 pub async fn ask(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str) -> Found {
     match &spec.target {
         EffectTarget::D1 { database, table, .. } => find_row(env, database, table, effect, source).await,
-        EffectTarget::Webhook { receipt_url: Some(url), .. } if url == demo::INBOX_URL => {
-            match demo::mail_receipt(env, &effect.delivery_id).await {
-                Ok(Some(receipt)) => Found::Same(receipt),
-                Ok(None) => Found::Absent,
-                Err(error) => Found::CouldNotAsk { detail: error.to_string() },
-            }
-        }
+        EffectTarget::Inbox { receipts: true, .. } => match demo::mail_receipt(env, &effect.delivery_id).await {
+            Ok(Some(receipt)) => Found::Same(receipt),
+            Ok(None) => Found::Absent,
+            Err(error) => Found::CouldNotAsk { detail: error.to_string() },
+        },
         EffectTarget::Webhook { receipt_url: Some(url), .. } => receipt(url, &effect.delivery_id).await,
-        EffectTarget::Webhook { receipt_url: None, .. } => Found::NoReceiptSource,
+        EffectTarget::Webhook { receipt_url: None, .. } | EffectTarget::Inbox { receipts: false, .. } => {
+            Found::NoReceiptSource
+        }
     }
 }
 

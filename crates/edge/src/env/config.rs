@@ -186,21 +186,31 @@ fn job_types(
     }
     for job_type in types.iter_mut() {
         for effect in &mut job_type.effects {
-            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, .. } = &mut effect.target else {
+            let EffectTarget::Webhook { url, receipt_url, secret: secret_name, payload } = &effect.target else {
                 continue;
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
-            *url = resolve_env(url, var, secret);
-            if !is_effect_url(url) {
-                return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+            let receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
+            let secret_name = secret_name.clone();
+            // Resolved, the URLs may name the demo's inbox: core types it.
+            let mut target =
+                EffectTarget::webhook(resolve_env(url, var, secret), receipt_url, secret_name.clone(), payload.clone())
+                    .map_err(|e| format!("{at}: {e}"))?;
+            if let EffectTarget::Webhook { url, receipt_url, .. } = &target {
+                if !is_effect_url(url) {
+                    return Err(format!("the url of {at} is not set, or not an http(s) URL"));
+                }
+                if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
+                    return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+                }
             }
-            *receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
-            if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
-                return Err(format!("the receipt_url of {at} is not an http(s) URL"));
+            if let Some(name) = secret_name {
+                let value = secret(&name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
+                if let EffectTarget::Webhook { secret, .. } = &mut target {
+                    *secret = Some(value);
+                }
             }
-            if let Some(name) = secret_name.as_mut() {
-                *name = secret(name).ok_or_else(|| format!("the secret {name} (signing {at}) is not set"))?;
-            }
+            effect.target = target;
         }
     }
     Ok(types)
@@ -215,9 +225,10 @@ fn resolve_env(value: &str, var: &dyn Fn(&str) -> Option<String>, secret: &dyn F
     }
 }
 
-/// An effect's URL: http(s) without credentials, or the demo's inbox.
+/// A webhook effect's URL: http(s) without credentials (the demo's inbox
+/// is [`EffectTarget::Inbox`], not a URL).
 fn is_effect_url(url: &str) -> bool {
-    url == crate::demo::INBOX_URL || ((url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@'))
+    (url.starts_with("http://") || url.starts_with("https://")) && !url.contains('@')
 }
 
 /// A secret, or a plain variable of that name (development).
@@ -227,4 +238,78 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
         .map(|s| s.to_string())
         .or_else(|| env.var(name).ok().map(|v| v.to_string()))
         .filter(|v| !v.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use onejob_core::effect::EffectTarget;
+
+    use super::job_types;
+
+    /// The bundled triage type's email effect, under `vars` (secrets: `MAIL_SECRET` only if given there).
+    fn email(vars: &[(&str, &str)]) -> Result<EffectTarget, String> {
+        let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let var = |name: &str| vars.get(name).filter(|_| name != "MAIL_SECRET").cloned();
+        let secret = |name: &str| vars.get(name).filter(|_| name == "MAIL_SECRET").cloned();
+        let types = job_types(&var, &secret)?;
+        let triage = types.get("triage").expect("triage is bundled");
+        Ok(triage.effects.iter().find(|e| e.name == "email").expect("triage mails").target.clone())
+    }
+
+    const SECRET: (&str, &str) = ("MAIL_SECRET", "mail-secret");
+
+    #[test]
+    fn make_devs_inbox_is_the_typed_target_once_resolved() {
+        let dev = email(&[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "demo:inbox"), SECRET]).unwrap();
+        assert!(matches!(dev, EffectTarget::Inbox { receipts: true, .. }), "{dev:?}");
+        let no_receipts = email(&[("MAIL_URL", "demo:inbox"), SECRET]).unwrap();
+        assert!(matches!(no_receipts, EffectTarget::Inbox { receipts: false, .. }), "{no_receipts:?}");
+    }
+
+    #[test]
+    fn a_mail_api_stays_a_signed_webhook() {
+        let api = email(&[
+            ("MAIL_URL", "https://mail.example/send"),
+            ("MAIL_RECEIPT_URL", "https://mail.example/receipts"),
+            SECRET,
+        ])
+        .unwrap();
+        let EffectTarget::Webhook { url, receipt_url, secret, .. } = api else { panic!("{api:?}") };
+        assert_eq!(url, "https://mail.example/send");
+        assert_eq!(receipt_url.as_deref(), Some("https://mail.example/receipts"));
+        assert_eq!(secret.as_deref(), Some("mail-secret"), "the secret's name is resolved to its value");
+    }
+
+    #[test]
+    fn refusals_name_the_effect() {
+        let refused = |vars: &[(&str, &str)], expected: &str| {
+            let error = email(vars).unwrap_err();
+            assert!(error.contains(expected), "{error} should say {expected}");
+        };
+        let at = "effect email of job type triage";
+        refused(
+            &[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "https://mail.example/r"), SECRET],
+            &format!("{at}: the url is the demo inbox"),
+        );
+        refused(
+            &[("MAIL_URL", "https://mail.example/send"), ("MAIL_RECEIPT_URL", "demo:inbox"), SECRET],
+            &format!("{at}: the receipt_url is the demo inbox"),
+        );
+        refused(&[SECRET], &format!("the url of {at} is not set"));
+        refused(
+            &[("MAIL_URL", "ftp://mail.example"), SECRET],
+            &format!("the url of {at} is not set, or not an http(s) URL"),
+        );
+        refused(
+            &[("MAIL_URL", "https://mail.example/send"), ("MAIL_RECEIPT_URL", "mail.example"), SECRET],
+            &format!("the receipt_url of {at}"),
+        );
+        // As before: a named secret must be set, even for the inbox (which signs nothing).
+        refused(
+            &[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "demo:inbox")],
+            &format!("the secret MAIL_SECRET (signing {at}) is not set"),
+        );
+    }
 }

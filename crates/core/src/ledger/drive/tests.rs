@@ -12,7 +12,7 @@ use crate::backoff::Jitter;
 use crate::classify::TransportFailure;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::job::{JobPolicy, UnknownPolicy};
-use crate::protocol::ProblemType;
+use crate::wire::ProblemType;
 use crate::random::SplitMix64;
 
 const T0: u64 = 1_700_000_000_000;
