@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-client test-core test-core-wasm test-edge experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-client test-core test-core-wasm test-edge modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -98,6 +98,10 @@ test-core:
 test-core-wasm:
 	@$(ENV) CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
 	  cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
+
+## The module graph of both crates: every edge, cycles, the edge's table.
+modgraph:
+	@$(ENV) node scripts/modgraph.mjs --graph
 
 ## The edge against workerd alone (after `make build-edge`).
 test-edge:

@@ -42,6 +42,10 @@ make -s build-edge build-client || { echo "build: FAILED"; status=1; }
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
+# The module graph of both crates (scripts/modgraph.mjs): no cycle and no
+# import outside the edge's may-import table; the core's cycles are reported
+# (STRICT_CORE in tests/modgraph.test.mjs makes them fail too).
+run modgraph node --test --test-reporter=spec tests/modgraph.test.mjs
 run core-native cargo test -p onejob-core --all-targets
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
