@@ -48,8 +48,8 @@ export const EDGE_RULES = {
   // The only code that reads Env, Date and Math (configuration, bindings,
   // clock, randomness, retry budgets).
   env: [],
-  // Building responses and reading request bodies: never ledger, upstream, demo.
-  http: ["env", "answer"],
+  // Building responses and reading request bodies: never env, ledger, upstream, demo.
+  http: ["answer"],
   // The Worker ↔ Durable Object protocol and the clients of the objects.
   api: ["env"],
   // The demo provider, its inbox and its routes; imported by upstream,

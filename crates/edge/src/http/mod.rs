@@ -2,9 +2,10 @@
 //! stream with onejob's headers; and reading request bodies ([`body`]).
 //! Nearly every module uses it, so it sits low.
 //!
-//! May import: `env`, `answer` and the core. Never `ledger`, `upstream` or
-//! `demo`: a stream is any stream of events ([`stream_response`]), a stored
-//! response an [`crate::answer::StoredResponse`].
+//! May import: `answer` and the core (nothing that reads the environment).
+//! Never `ledger`, `upstream` or `demo`: a stream is any stream of events
+//! ([`stream_response`]), a stored response an
+//! [`crate::answer::StoredResponse`].
 
 pub mod body;
 
