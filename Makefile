@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-client test-core test-core-wasm test-edge modgraph experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -14,13 +14,23 @@ bootstrap:
 ## build: the worker (worker-build) and the client's wasm, each built once.
 build: bootstrap build-edge build-client
 
+# The worker, twice: build-edge is the production build (crates/edge/build,
+# wrangler.toml's `main`: what `make dev`, `make package` and a deployment
+# run); build-edge-test adds the cargo feature `faults`, the fault injection
+# some edge tests need (crates/edge/src/env/faults.rs), in crates/edge/build-test.
 # A failed build fails the target: the old artifact is removed first, and
 # pipefail keeps worker-build's status (the filter never fails the pipe).
+# edge_build DIR CARGO-ARGS
+define edge_build
+	@rm -rf crates/edge/$(1)
+	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; }
+	@test -s crates/edge/$(1)/index_bg.wasm || { echo "worker build failed"; exit 1; }
+endef
 build-edge:
-	@rm -rf crates/edge/build
-	@$(ENV) cd crates/edge && worker-build --release 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; }
-	@test -s crates/edge/build/index_bg.wasm || { echo "worker build failed"; exit 1; }
+	$(call edge_build,build,)
 	@bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js
+build-edge-test:
+	$(call edge_build,build-test,--features faults)
 
 # The npm package `onejob`: wasm-pack (web target) + npm binaryen's wasm-opt,
 # then the hand-written entries (browser, node, workerd) from crates/client/js.
@@ -103,7 +113,7 @@ test-core-wasm:
 modgraph:
 	@$(ENV) node scripts/modgraph.mjs --graph
 
-## The edge against workerd alone (after `make build-edge`).
+## The edge against workerd alone (after `make build-edge build-edge-test`).
 test-edge:
 	@$(ENV) node --test --test-reporter=spec tests/edge/*.test.mjs
 
@@ -131,4 +141,4 @@ experiment:
 
 clean:
 	cargo clean
-	rm -rf crates/edge/build crates/client/pkg .wrangler
+	rm -rf crates/edge/build crates/edge/build-test crates/client/pkg .wrangler

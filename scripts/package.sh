@@ -5,7 +5,8 @@
 #   DEST/onejob-<version>.tgz          the SDK: `npm pack` of crates/client/pkg
 #                                      (npm install ./dist/onejob-<version>.tgz)
 #   DEST/onejob-worker-<version>/      the worker as `wrangler deploy` takes it:
-#     index.js, index_bg.wasm          the built worker (crates/edge/build)
+#     index.js, index_bg.wasm          the built worker (crates/edge/build, the
+#                                      production build: no fault injection)
 #     wrangler.toml                    the production template (deploy/wrangler.toml)
 #     console/                         the operator console (www/admin/ and its
 #                                      stylesheet), served only if the template's
@@ -22,6 +23,13 @@ edge=crates/edge/build
 for file in "$sdk/package.json" "$sdk/onejob_bg.wasm" "$edge/index.js" "$edge/index_bg.wasm"; do
   [ -s "$file" ] || { echo "package: $file is missing: run make build-client build-edge first" >&2; exit 1; }
 done
+
+# The production build only: the one with fault injection (make
+# build-edge-test, the cargo feature `faults`) holds its knobs' names.
+if grep -qaE 'QUEUE_SEND_FAULTS|EFFECT_HANG_AFTER' "$edge/index_bg.wasm"; then
+  echo "package: $edge/index_bg.wasm is built with fault injection (the faults feature): run make build-edge" >&2
+  exit 1
+fi
 
 sdk_version=$(node -p 'require("./crates/client/pkg/package.json").version')
 # The worker's version is the workspace's (Cargo.toml [workspace.package]).

@@ -26,7 +26,7 @@ run() {
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
   # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball)'
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball|.*: error TS[0-9]+)'
   local rc=${PIPESTATUS[0]}
   local p f
   p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
@@ -36,9 +36,12 @@ run() {
 }
 
 # The worker and the client, built once for every suite that needs them
-# (worker-build and wasm-bindgen), with their sizes.
-echo "=== build: worker and client for wasm32"
-make -s build-edge build-client || { echo "build: FAILED"; status=1; }
+# (worker-build and wasm-bindgen), with their sizes. The worker twice: the
+# production build most suites run (and the package ships), and the build
+# with fault injection (cargo feature `faults`) for the edge tests that set
+# its knobs (tests/support/worker.mjs, `faults: true`).
+echo "=== build: worker (production and with faults) and client for wasm32"
+make -s build-edge build-edge-test build-client || { echo "build: FAILED"; status=1; }
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
@@ -46,15 +49,30 @@ run format cargo fmt --all -- --check
 # import outside the edge's may-import table; the core's cycles are reported
 # (STRICT_CORE in tests/modgraph.test.mjs makes them fail too).
 run modgraph node --test --test-reporter=spec tests/modgraph.test.mjs
+# Clippy's lints as errors, natively (the edge without its `faults` feature)
+# and for wasm32 (the worker and the SDK as they ship, the edge with
+# `faults`, so both sides of its cfg are linted).
+clippy_all() {
+  cargo clippy --workspace --all-targets -- -D warnings &&
+    cargo clippy --workspace --all-targets --target wasm32-unknown-unknown --features onejob-edge/faults -- -D warnings
+}
+run clippy clippy_all
 run core-native cargo test -p onejob-core --all-targets
 run core-wasm32 env CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner \
   cargo test -p onejob-core --target wasm32-unknown-unknown --lib --tests
 run core-doc cargo test -p onejob-core --doc
 run examples bash scripts/test-examples.sh
-# The edge's own logic that needs no runtime (the Ledger's drive lock), natively.
-run edge-native cargo test -p onejob-edge --lib
+# The edge's own logic that needs no runtime (the Ledger's drive lock),
+# natively; then the fault injection's own tests, with the feature.
+edge_native() {
+  cargo test -p onejob-edge --lib && cargo test -p onejob-edge --lib --features faults faults::
+}
+run edge-native edge_native
 run edge-workerd node --test --test-reporter=spec tests/edge/*.test.mjs
 run client-node wasm-pack test --node crates/client -- --nocapture
+# The SDK's JavaScript shell type-checked from its JSDoc (tsc --checkJs
+# --strict, against the engine's types from the client build).
+run sdk-types tsc -p crates/client/tsconfig.check.json
 run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs
 run browser-e2e node --test --test-reporter=spec tests/browser/*.test.mjs
 run package node --test --test-reporter=spec tests/package/*.test.mjs

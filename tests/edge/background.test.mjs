@@ -206,7 +206,7 @@ describe("background jobs: the outbox resends a failed queue send", () => {
   let stack;
 
   before(async () => {
-    stack = await startStack({ vars: { QUEUE_SEND_FAULTS: "1", OUTBOX_DELAY_MS: "1000", RESULT_CACHE: "off" } });
+    stack = await startStack({ faults: true, vars: { QUEUE_SEND_FAULTS: "1", OUTBOX_DELAY_MS: "1000", RESULT_CACHE: "off" } });
   });
 
   after(async () => {

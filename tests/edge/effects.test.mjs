@@ -354,7 +354,7 @@ describe("job types with effects: kill -9 after the D1 row is committed, before 
   let stack;
 
   before(async () => {
-    stack = await startStack({ mail: true, vars: { EFFECT_HANG_AFTER: "record" } });
+    stack = await startStack({ faults: true, mail: true, vars: { EFFECT_HANG_AFTER: "record" } });
     stack.llm.scriptAll(TRIAGED);
   });
 
@@ -434,6 +434,7 @@ describe("job types with effects: kill -9 after the mail API accepted the email,
 
   before(async () => {
     stack = await startStack({
+      faults: true,
       mail: true,
       vars: {
         EFFECT_HANG_AFTER: "email",

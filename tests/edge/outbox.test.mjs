@@ -92,7 +92,7 @@ describe("the outbox: a failed send is sent again with backoff, and the job ends
   let stack;
 
   before(async () => {
-    stack = await startStack({ vars: { QUEUE_SEND_FAULTS: "3", OUTBOX_DELAY_MS: "500", RESULT_CACHE: "off" } });
+    stack = await startStack({ faults: true, vars: { QUEUE_SEND_FAULTS: "3", OUTBOX_DELAY_MS: "500", RESULT_CACHE: "off" } });
   });
 
   after(async () => {
@@ -130,7 +130,7 @@ describe("the outbox: after 12 sends no delivery took, the job is left to operat
 
   before(async () => {
     // Every send of the job fails: 12 sends, 0.1 s doubling up to 6.4 s (22 to 45 s in all).
-    stack = await startStack({ vars: { QUEUE_SEND_FAULTS: "12", OUTBOX_DELAY_MS: "100", RESULT_CACHE: "off" } });
+    stack = await startStack({ faults: true, vars: { QUEUE_SEND_FAULTS: "12", OUTBOX_DELAY_MS: "100", RESULT_CACHE: "off" } });
   });
 
   after(async () => {

@@ -3,8 +3,8 @@
 // and `make deploy-check` (scripts/deploy-check.mjs: `wrangler deploy
 // --dry-run`, offline), which must refuse a credential, a demo switch, a
 // placeholder id or an unguarded console. Also the development side: what
-// `wrangler.toml` would ship, and `make dev`'s .dev.vars. Needs the built
-// worker and client (`make build-edge build-client`).
+// `wrangler.toml` would ship, and `make dev`'s .dev.vars. Needs the worker's
+// two builds and the client (`make build-edge build-edge-test build-client`).
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -17,6 +17,7 @@ import { fileURLToPath } from "node:url";
 import { unstable_readConfig } from "wrangler";
 
 import { DEV_KEY, sha256, startFakeLlm, startWorker } from "../support/harness.mjs";
+import { EDGE_TEST_BUILD, FAULT_KNOBS } from "../support/worker.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const VERSION = readFileSync(path.join(ROOT, "Cargo.toml"), "utf8").match(/^version = "([^"]+)"/m)[1];
@@ -182,6 +183,17 @@ describe("make deploy-check", () => {
       "demo switch: MAIL_URL points at the demo inbox (demo:inbox)",
       "testing knob in [vars]: QUEUE_SEND_FAULTS",
       "testing knob in [vars]: EFFECT_HANG_AFTER",
+    ]);
+  });
+
+  test("the worker built with fault injection (make build-edge-test) is refused: only the production build ships", async () => {
+    const faulty = path.join(ROOT, EDGE_TEST_BUILD, "index.js");
+    const text = filled().replace(/^main = .*$/m, `main = ${JSON.stringify(faulty)}`);
+    assert.match(text, /build-test/);
+    const { status, failures } = await deployCheck(config(text));
+    assert.equal(status, 1);
+    assert.deepEqual(failures, [
+      `the worker is the build with fault injection (it reads ${FAULT_KNOBS.join(", ")}): deploy the production build (make build-edge)`,
     ]);
   });
 

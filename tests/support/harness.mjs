@@ -220,8 +220,11 @@ async function startProviders(providers) {
  * (see startProviders) and `routes` (the ROUTES var, as an object), the
  * worker gets PROVIDERS and ROUTES; `llm` is then still started and named in
  * UPSTREAM, which PROVIDERS overrides: it should never be called.
+ * `faults: true` runs the worker built with fault injection (`make
+ * build-edge-test`), for a test that sets QUEUE_SEND_FAULTS or
+ * EFFECT_HANG_AFTER; every other stack runs the production build.
  */
-export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel, mail: mailOption } = {}) {
+export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel, mail: mailOption, faults } = {}) {
   const llm = upstream ? null : (sharedLlm ?? (await startFakeLlm()));
   const { fakes, vars: providerVars } = providers ? await startProviders(providers) : { fakes: {}, vars: {} };
   if (routes) providerVars.ROUTES = JSON.stringify(routes);
@@ -240,7 +243,7 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
   const allVars = { UPSTREAM: upstream ?? llm.baseUrl, ...providerVars, ...runVars, ...vars };
   let worker;
   try {
-    worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+    worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel, faults });
   } catch (error) {
     // Nothing is left running when the worker does not come up.
     if (!sharedLlm) await llm?.close();
@@ -371,12 +374,12 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     /** kill -9 of the runtime mid-whatever, then a new one on the same state. */
     async crashAndRestart() {
       await worker.kill();
-      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel, faults });
     },
     /** Stops the runtime and starts a new one on the same state. */
     async restart() {
       await worker.stop();
-      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel });
+      worker = await startWorker({ vars: allVars, persistTo, config, cwd, logLevel, faults });
     },
     async stop() {
       await worker?.stop();

@@ -1,7 +1,10 @@
 // Starts the built worker under `wrangler dev` (workerd, with real Durable
-// Objects and KV) on free ports, and stops it. Build first: `make build-edge`.
+// Objects and KV) on free ports, and stops it. Build first: `make build-edge`
+// (the production build, which wrangler.toml names), and `make
+// build-edge-test` for a test that injects faults (`faults: true`).
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { existsSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +23,18 @@ export const DEV_ADMIN_KEY = "onejob-dev-admin-key";
  * a .env (a clean clone and this machine run the same tests).
  */
 export const DEV_VARS_TEMPLATE = path.join(root, "dev.vars.example");
+
+/**
+ * The worker's two builds, relative to a checkout. `make build-edge`: the
+ * production build (wrangler.toml's `main`; what `make dev`, `make package`
+ * and a deployment run), with no fault injection. `make build-edge-test`:
+ * the same worker with the cargo feature `faults` (crates/edge/src/env/faults.rs),
+ * whose knobs (QUEUE_SEND_FAULTS, EFFECT_HANG_AFTER) only it reads.
+ */
+export const EDGE_BUILD = "crates/edge/build";
+export const EDGE_TEST_BUILD = "crates/edge/build-test";
+/** The variables only the fault-injection build reads. */
+export const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];
 
 export const sha256 = (text) => createHash("sha256").update(text).digest("hex");
 
@@ -51,6 +66,8 @@ export async function freePort() {
  * DEV_VARS_TEMPLATE; `null`: wrangler's own look-up, the checkout's
  * .dev.vars as under `make dev`), which overrides wrangler.toml; state
  * persisted in `persistTo`. Resolves once the worker answers.
+ * `faults: true` runs the fault-injection build (EDGE_TEST_BUILD) in place
+ * of wrangler.toml's `main` (the production build); not with `config`.
  * `ONEJOB_CHECKOUT` runs another checkout's built worker instead (to show a
  * test failing on it).
  */
@@ -66,13 +83,23 @@ export async function startWorker(options) {
   }
 }
 
-async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel, envFile = DEV_VARS_TEMPLATE }) {
+async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_CHECKOUT ?? root, config, logLevel, envFile = DEV_VARS_TEMPLATE, faults = false }) {
+  if (faults && config) throw new Error("startWorker: faults is for the checkout's own worker, not a config of its own");
+  // The production build would ignore a knob, and the test would not test it.
+  const knobs = FAULT_KNOBS.filter((name) => name in vars);
+  if (knobs.length && !faults) throw new Error(`startWorker: ${knobs.join(", ")} needs the fault-injection build: pass faults: true`);
+  const script = faults ? path.join(EDGE_TEST_BUILD, "index.js") : null;
+  if (script && !existsSync(path.join(cwd, script))) {
+    throw new Error(`startWorker: ${path.join(cwd, script)} is missing: run make build-edge-test (the worker with fault injection)`);
+  }
   const port = await freePort();
   const inspectorPort = await freePort();
   const tenants = { [sha256(DEV_KEY)]: "dev", [sha256(TENANT_B_KEY)]: "tenant-b" };
   const allVars = { TENANTS: JSON.stringify(tenants), ...vars };
   const args = [
     "dev",
+    // The entry point instead of wrangler.toml's `main`, the rest of it kept.
+    ...(script ? [script] : []),
     "--ip", "127.0.0.1",
     "--port", String(port),
     "--inspector-port", String(inspectorPort),

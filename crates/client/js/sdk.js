@@ -16,6 +16,13 @@ import { Running } from "./sdk/running.js";
 import { resumable } from "./sdk/stream.js";
 import { anyOf, offline, online, sleep } from "./sdk/wait.js";
 
+/** @typedef {typeof import("./onejob.js")} Wasm the engine, as wasm-bindgen's glue exports it */
+/** @typedef {import("./onejob.js").Engine} Engine */
+/** @typedef {import("./onejob.js").Attempts} Attempts */
+/** @typedef {import("./onejob.js").Intent} Intent */
+/** @typedef {import("./index.js").OneJobError} OneJobError */
+/** @typedef {import("./sdk/request.js").Outgoing} Outgoing */
+
 /** What `Engine.next` returns besides a delay: hand the answer over. */
 const DELIVER = -1;
 
@@ -24,12 +31,21 @@ const DELIVER = -1;
  * already is). Until it has loaded, `new OneJob()` works and requests wait for
  * it; a load that failed is tried again by the next request. Returns the API
  * and `ready`, the first load.
+ * @param {Wasm} wasm
+ * @param {() => unknown} load
+ * @param {boolean} [loadedNow]
  */
 export function bind(wasm, load, loadedNow = false) {
   let loaded = loadedNow;
-  /** The load under way, or the last one. */
+  /**
+   * The load under way, or the last one.
+   * @type {Promise<void>}
+   */
   let loading = Promise.resolve();
-  /** Why the last load failed (a `OneJobError`), while none has succeeded. */
+  /**
+   * Why the last load failed (a `OneJobError`), while none has succeeded.
+   * @type {OneJobError | undefined}
+   */
   let failed;
   const startLoading = () => {
     failed = undefined;
@@ -48,6 +64,7 @@ export function bind(wasm, load, loadedNow = false) {
     return loading;
   };
   const ready = loaded ? Promise.resolve() : startLoading();
+  /** @param {string} what */
   const needEngine = (what) => {
     if (loaded) return;
     throw failed ?? named("OneJobError", `onejob: ${what} needs the SDK's wasm, which is still loading; await \`ready\` first`);
@@ -57,6 +74,10 @@ export function bind(wasm, load, loadedNow = false) {
    * abort rejects at once, and whatever `go` throws rejects. Every send
    * (`fetch()` and `resume()`) starts here: a runtime without `fetch` fails
    * before anything is remembered.
+   * @template T
+   * @param {AbortSignal | undefined} signal
+   * @param {() => Promise<T>} go
+   * @returns {Promise<T>}
    */
   const whenLoaded = (signal, go) => {
     const run = () => {
@@ -71,7 +92,8 @@ export function bind(wasm, load, loadedNow = false) {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const attempt = failed ? startLoading() : loading;
     return new Promise((resolve, reject) => {
-      const aborted = () => reject(signal.reason);
+      // Listened for only on a signal.
+      const aborted = () => reject(/** @type {AbortSignal} */ (signal).reason);
       signal?.addEventListener("abort", aborted, { once: true });
       attempt.then(
         () => {
@@ -93,17 +115,28 @@ export function bind(wasm, load, loadedNow = false) {
    * prefix, then two reallocations): most of the call on a large body.
    */
   const encoder = new TextEncoder();
+  /** @type {WebAssembly.Memory | undefined} */
   let memory;
+  /**
+   * @param {string} method
+   * @param {string} url
+   * @param {unknown} body
+   */
   const fingerprintOf = (method, url, body) => {
     const text = body == null ? "" : String(body);
     // Three bytes per UTF-16 unit at most.
     const capacity = text.length * 3;
     const at = wasm.bodyBuffer(capacity);
-    memory ??= wasm.wasmMemory();
+    memory ??= /** @type {WebAssembly.Memory} */ (wasm.wasmMemory());
     const { written } = encoder.encodeInto(text, new Uint8Array(memory.buffer, at, capacity));
     return wasm.fingerprintBody(method, url, written);
   };
 
+  /**
+   * @param {string} method
+   * @param {string} url
+   * @param {string | null} [body]
+   */
   function fingerprint(method, url, body) {
     needEngine("fingerprint()");
     return fingerprintOf(String(method).toUpperCase(), String(url), body);
@@ -116,12 +149,21 @@ export function bind(wasm, load, loadedNow = false) {
     #retry;
     #retentionMs;
     #events;
-    /** The engine (retry policy and budget), made once the wasm is loaded. */
+    /**
+     * The engine (retry policy and budget), made once the wasm is loaded.
+     * @type {Engine | undefined}
+     */
     #engine;
-    /** Intents being sent right now, so a second submission joins the first. */
+    /**
+     * Intents being sent right now, so a second submission joins the first.
+     * @type {Map<string, Running>}
+     */
     #inflight = new Map();
 
-    /** Throws `OneJobConfigError` on a malformed option. */
+    /**
+     * Throws `OneJobConfigError` on a malformed option.
+     * @param {import("./index.js").OneJobOptions | null} [options]
+     */
     constructor(options) {
       const o = readOptions(options, (text, intent) => wasm.Intent.read(text, intent));
       this.#endpoint = o.endpoint;
@@ -143,12 +185,19 @@ export function bind(wasm, load, loadedNow = false) {
       }
     }
 
-    /** Like `fetch(input, init)`, with one idempotency key per intent. */
+    /**
+     * Like `fetch(input, init)`, with one idempotency key per intent.
+     * @param {import("./index.js").FetchInput} input
+     * @param {RequestInit | null} [init]
+     * @param {import("./index.js").FetchOptions | null} [options]
+     * @returns {Promise<Response>}
+     */
     fetch(input, init, options) {
       const name = isObject(options) && typeof options.intent === "string" ? options.intent : undefined;
       const background = isObject(options) && options.background === true;
       // The background preference travels in the request itself, so a stored
       // intent resumed after a reload asks for the same.
+      /** @param {Outgoing} request */
       const prepare = (request) => {
         if (background && !header(request.headers, "prefer")) request.headers.push(["Prefer", "respond-async"]);
         return request;
@@ -162,7 +211,8 @@ export function bind(wasm, load, loadedNow = false) {
       }
       let request;
       try {
-        request = prepare(normalize(input, init, this.#endpoint));
+        // Not a Request (one was read above).
+        request = prepare(normalize(/** @type {string | URL} */ (input), init, this.#endpoint));
       } catch (error) {
         return Promise.reject(error);
       }
@@ -171,13 +221,17 @@ export function bind(wasm, load, loadedNow = false) {
 
     /** A plain `fetch`-compatible function bound to this client, for `new OpenAI({ fetch: oj.fetcher() })`. */
     fetcher() {
-      return (input, init) => this.fetch(input, init);
+      return (/** @type {import("./index.js").FetchInput} */ input, /** @type {RequestInit | undefined} */ init) => this.fetch(input, init);
     }
 
-    /** Re-sends every unresolved intent with its original key and resolves to their responses. */
+    /**
+     * Re-sends every unresolved intent with its original key and resolves to their responses.
+     * @returns {Promise<import("./index.js").ResumedIntent[]>}
+     */
     resume() {
       return whenLoaded(undefined, () => {
         this.#core();
+        /** @type {Promise<import("./index.js").ResumedIntent>[]} */
         const results = [];
         for (const record of this.#liveRecords()) {
           const [intent, key, saved] = [record.id, record.key, record.request];
@@ -198,7 +252,10 @@ export function bind(wasm, load, loadedNow = false) {
       });
     }
 
-    /** Every remembered intent, as plain objects. */
+    /**
+     * Every remembered intent, as plain objects.
+     * @returns {import("./index.js").IntentRecord[]}
+     */
     intents() {
       needEngine("intents()");
       return this.#records().map((record) => {
@@ -208,7 +265,10 @@ export function bind(wasm, load, loadedNow = false) {
       });
     }
 
-    /** Forgets an intent (its next submission gets a new key); whether it was remembered. */
+    /**
+     * Forgets an intent (its next submission gets a new key); whether it was remembered.
+     * @param {string} intent
+     */
     forget(intent) {
       return this.#store.remove(String(intent));
     }
@@ -243,6 +303,9 @@ export function bind(wasm, load, loadedNow = false) {
     /**
      * Submits `request` as (part of) the intent `name`. Synchronous up to the
      * in-flight check, so rapid double clicks cannot both start a send.
+     * @param {Outgoing} request
+     * @param {string | undefined} name
+     * @returns {Promise<Response>}
      */
     #submit(request, name) {
       // Nothing is remembered or sent for a request that cannot go out.
@@ -275,11 +338,13 @@ export function bind(wasm, load, loadedNow = false) {
       });
     }
 
+    /** @param {string} intent */
     #load(intent) {
       try {
         return this.#store.load(intent);
       } catch (dropped) {
-        this.#events.warning(dropped.intent, dropped.reason);
+        // What the store's load() throws for an unreadable record (of this intent).
+        this.#events.warning(intent, /** @type {import("./sdk/store.js").Dropped} */ (dropped).reason);
         return undefined;
       }
     }
@@ -287,6 +352,9 @@ export function bind(wasm, load, loadedNow = false) {
     /**
      * Persists a record's JSON; a full store or quota becomes a warning.
      * `isNew`: whether the store lacks it (then room is made), when known.
+     * @param {string} intent
+     * @param {string} text
+     * @param {boolean} [isNew]
      */
     #save(intent, text, isNew) {
       try {
@@ -301,12 +369,16 @@ export function bind(wasm, load, loadedNow = false) {
      * has its own abort controller. `stored`: whether the store already holds
      * the record (the send saves it before it fetches or waits, synchronously
      * when online).
+     * @param {Intent} record
+     * @param {Outgoing} request
+     * @param {boolean} stored
      */
     #start(record, request, stored) {
       const intent = record.id;
       const controller = new AbortController();
       const running = new Running(controller);
       this.#inflight.set(intent, running);
+      /** @param {Parameters<Running["settle"]>[0]} result */
       const settle = (result) => {
         // Unregistered and settled in one step: no submission can join a send
         // whose result was already handed out.
@@ -320,7 +392,13 @@ export function bind(wasm, load, loadedNow = false) {
       return running;
     }
 
-    /** The retry loop of one intent. */
+    /**
+     * The retry loop of one intent.
+     * @param {Intent} record
+     * @param {Outgoing} request
+     * @param {boolean} stored
+     * @returns {Promise<Response>}
+     */
     async #send(record, request, stored) {
       const [intent, key, signal] = [record.id, record.key, request.signal];
       let attempts;
@@ -333,10 +411,16 @@ export function bind(wasm, load, loadedNow = false) {
       const offlineDeadline = Date.now() + this.#retry.offlineWaitMs;
       // The first save makes room for a record the store lacks; later ones
       // overwrite it.
+      /** @param {string} text */
       const save = (text) => {
         this.#save(intent, text, !stored);
         stored = true;
       };
+      /**
+       * @param {string} why
+       * @param {number} status
+       * @param {unknown} [cause]
+       */
       const giveUp = (why, status, cause) => {
         save(record.giveUp(Date.now()));
         this.#events.emit("gave_up", intent, key, { reason: why, status });
@@ -422,6 +506,11 @@ export function bind(wasm, load, loadedNow = false) {
      * Waits while the browser reports offline for its `online` event, until
      * `deadline` at most; the caller's signal ends the wait at once. Calls
      * `save` before it waits: a reload meanwhile finds the intent.
+     * @param {string} intent
+     * @param {string} key
+     * @param {number} deadline
+     * @param {AbortSignal | undefined} signal
+     * @param {() => void} save
      */
     async #waitWhileOffline(intent, key, deadline, signal, save) {
       const started = Date.now();
@@ -437,6 +526,10 @@ export function bind(wasm, load, loadedNow = false) {
      * finished: each wait is the job's `Retry-After`, or full-jitter backoff
      * when it gives none or cannot be reached. Polls are not attempts: the
      * job runs in the gateway's queue.
+     * @param {Outgoing} request
+     * @param {string} intent
+     * @param {string} key
+     * @param {number} accepted the 202's own wait (`Retry-After`), or -1
      */
     async #followJob(request, intent, key, accepted) {
       const why = "background job queued or running";
@@ -471,10 +564,18 @@ export function bind(wasm, load, loadedNow = false) {
      * After a streamed answer's body failed: asks for the events after those
      * delivered (`url`) with the usual backoff and attempt limits, until the
      * gateway answers `200` (or the rules say stop).
+     * @param {string} intent
+     * @param {string} key
+     * @param {string} url
+     * @param {RequestInit} init
+     * @param {AbortSignal} signal
+     * @param {unknown} lastError
+     * @returns {Promise<Response>}
      */
     async #reopenStream(intent, key, url, init, signal, lastError) {
       const core = this.#core();
       const attempts = core.attempts();
+      /** @type {Response | undefined} */
       let response;
       // The read that failed counts as the first try.
       let sent = 1;
@@ -505,6 +606,12 @@ export function bind(wasm, load, loadedNow = false) {
      * final answer), or a delay already waited out, the answer's body
      * released first (its connection freed) and a `backoff` event emitted.
      * `why` is core's reason, after `about`.
+     * @param {Engine} core
+     * @param {Attempts} attempts
+     * @param {Response | undefined} response
+     * @param {number} sent
+     * @param {{ intent: string, key: string, signal: AbortSignal | undefined, about?: string }} about
+     * @returns {Promise<[number, string]>}
      */
     async #step(core, attempts, response, sent, { intent, key, signal, about = "" }) {
       const status = response?.status ?? 0;
@@ -517,19 +624,34 @@ export function bind(wasm, load, loadedNow = false) {
       return [step, why];
     }
 
-    /** Says why and how long it waits (a `backoff` event), then waits; the caller's signal ends the wait at once. */
+    /**
+     * Says why and how long it waits (a `backoff` event), then waits; the caller's signal ends the wait at once.
+     * @param {string} intent
+     * @param {string} key
+     * @param {number} delayMs
+     * @param {string} reason
+     * @param {boolean} serverAsked
+     * @param {AbortSignal | undefined} signal
+     */
     #backOff(intent, key, delayMs, reason, serverAsked, signal) {
       this.#events.emit("backoff", intent, key, { delayMs, reason, serverAsked });
       return sleep(delayMs, signal);
     }
 
-    /** How long a response asks to wait (core reads the headers), or -1. */
+    /**
+     * How long a response asks to wait (core reads the headers), or -1.
+     * @param {Response} response
+     */
     #serverDelay(response) {
       const [, retryAfterMs, retryAfter] = retryHeaders(response);
       return this.#core().serverDelay(retryAfterMs, retryAfter, Date.now());
     }
 
-    /** The `init` of one send: the app's headers plus the key and the token. */
+    /**
+     * The `init` of one send: the app's headers plus the key and the token.
+     * @param {Outgoing} request
+     * @param {string} key
+     */
     #initFor(request, key) {
       const headers = new Headers();
       for (const [name, value] of request.headers) headers.append(name, value);
@@ -537,6 +659,7 @@ export function bind(wasm, load, loadedNow = false) {
       if (this.#token !== undefined && !header(request.headers, "authorization")) {
         headers.set("Authorization", `Bearer ${this.#token}`);
       }
+      /** @type {RequestInit} */
       const init = { method: request.method, headers };
       if (request.body != null) init.body = request.body;
       if (request.signal) init.signal = request.signal;

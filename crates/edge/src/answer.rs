@@ -32,8 +32,13 @@ impl Reply {
 
     /// The value of a hint header, by name (any case).
     pub fn header(&self, name: &str) -> Option<String> {
-        self.hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+        header_of(&self.hints, name)
     }
+}
+
+/// The retry hint `name` among `hints` (a reply's, taken apart).
+pub fn header_of(hints: &[(&'static str, String)], name: &str) -> Option<String> {
+    hints.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
 }
 
 /// An answer being streamed.
@@ -44,10 +49,6 @@ pub struct Streaming {
     pub abort: Option<AbortController>,
 }
 
-/// A response as stored, and as replayed byte for byte.
-#[derive(Debug, Clone)]
-pub struct StoredResponse {
-    pub status: u16,
-    pub content_type: String,
-    pub body: Vec<u8>,
-}
+/// A response as stored, and as replayed byte for byte (core's: the
+/// attempt machine keeps it).
+pub use onejob_core::ledger::attempts::StoredResponse;

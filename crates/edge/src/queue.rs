@@ -7,7 +7,6 @@
 //!
 //! May import: `env`, `api`, `ops` and the core.
 
-use std::cell::Cell;
 use std::time::Duration;
 
 use futures_util::future::join_all;
@@ -18,21 +17,13 @@ use crate::env::config::Config;
 use onejob_core::ledger::delivery::Verdict;
 
 use crate::api::client;
-use crate::api::handoff::{DeadFacts, JobMessage, route};
+use crate::api::handoff::{DeadFacts, JobMessage};
+use crate::api::ledger::LedgerCall;
 use crate::ops;
-
-thread_local! {
-    /// Queue sends failed on purpose so far (`QUEUE_SEND_FAULTS`).
-    static FAULTS_SPENT: Cell<u32> = const { Cell::new(0) };
-}
 
 /// Sends a background job's message.
 pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Result<()> {
-    let spent = FAULTS_SPENT.with(Cell::get);
-    if spent < config.queue_send_faults {
-        FAULTS_SPENT.with(|f| f.set(spent + 1));
-        return Err(worker::Error::RustError("queue send failed (QUEUE_SEND_FAULTS)".into()));
-    }
+    config.faults.queue_send()?;
     env.queue(binding::JOBS)?.send(message).await
 }
 
@@ -57,7 +48,10 @@ async fn deliver(env: &Env, message: &Message<serde_json::Value>) {
         worker::console_warn!("onejob: dropping a malformed job message");
         return message.ack();
     };
-    match ask_ledger(env, &job, route::DELIVER).await.and_then(|body| Ok(serde_json::from_slice::<Verdict>(&body)?)) {
+    match ask_ledger(env, &job, &LedgerCall::Deliver)
+        .await
+        .and_then(|body| Ok(serde_json::from_slice::<Verdict>(&body)?))
+    {
         Ok(Verdict::Ack) => message.ack(),
         Ok(Verdict::Retry { delay_ms }) => {
             // Queues delay in whole seconds: at least one, rounded up.
@@ -88,8 +82,9 @@ pub async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
 /// owns it, and it is only logged).
 async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
     let Some(job) = job_of(message) else { return message.ack() };
-    let facts =
-        ask_ledger(env, &job, route::FACTS).await.and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
+    let facts = ask_ledger(env, &job, &LedgerCall::Facts)
+        .await
+        .and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
     let recorded = match facts {
         Ok(facts) if facts.dead => match ops::record_dead_letter(env, &job, &facts).await {
             Ok(()) => match crate::env::config::load(env) {
@@ -115,9 +110,9 @@ async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
     }
 }
 
-/// POSTs to a route of the job's Ledger and returns the answer's body.
-async fn ask_ledger(env: &Env, job: &JobMessage, route: &str) -> Result<Vec<u8>> {
-    let mut response = client::to_ledger(env, job, route, serde_json::to_string(job)?).await?;
+/// Makes `call` to the job's Ledger and returns the answer's body.
+async fn ask_ledger(env: &Env, job: &JobMessage, call: &LedgerCall) -> Result<Vec<u8>> {
+    let mut response = client::to_ledger(env, job, call).await?;
     if !(200..300).contains(&response.status_code()) {
         return Err(worker::Error::RustError(format!("the ledger answered {}", response.status_code())));
     }

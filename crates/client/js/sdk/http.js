@@ -4,28 +4,47 @@
 export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
 
 /** The headers core reads to decide a retry: `x-should-retry`, `retry-after-ms`, `Retry-After`. */
+/**
+ * @param {Response | undefined} response
+ * @returns {[string | undefined, string | undefined, string | undefined]}
+ */
 export function retryHeaders(response) {
+  /** @param {string} name */
   const get = (name) => response?.headers.get(name) ?? undefined;
   return [get("x-should-retry"), get("retry-after-ms"), get("retry-after")];
 }
 
-/** Where the gateway of `url` answers: the endpoint when `url` is under it, else `url`'s origin. */
+/**
+ * Where the gateway of `url` answers: the endpoint when `url` is under it, else `url`'s origin.
+ * @param {string} url
+ * @param {string | undefined} endpoint
+ */
 export function gateway(url, endpoint) {
   if (endpoint !== undefined && url.startsWith(`${endpoint}/`)) return endpoint;
   return new URL(url).origin;
 }
 
-/** A `202` for a background job (`Prefer: respond-async`). */
+/**
+ * A `202` for a background job (`Prefer: respond-async`).
+ * @param {Response} response
+ */
 export const isAcceptedJob = (response) =>
   response.status === 202 && (response.headers.get("Preference-Applied") ?? "").includes("respond-async");
 
-/** Whether `response` is a streamed answer worth resuming. */
+/**
+ * Whether `response` is a streamed answer worth resuming.
+ * @param {Response} response
+ */
 export const isEventStream = (response) =>
   response.status === 200 && response.body !== null && (response.headers.get("content-type") ?? "").startsWith("text/event-stream");
 
 /**
  * One fetch: `{ response }`, or `{ failure }` for a request that failed on
  * the way; rejects with the caller's abort reason when it aborted.
+ * @param {string} url
+ * @param {RequestInit} init
+ * @param {AbortSignal | undefined} signal
+ * @returns {Promise<{ response: Response, failure?: undefined } | { response?: undefined, failure: unknown }>}
  */
 export async function tryOnce(url, init, signal) {
   try {
@@ -40,6 +59,7 @@ export async function tryOnce(url, init, signal) {
  * Cancels a response's body nobody will read, so its connection is freed. A
  * failed cancel is of no interest, but must not go unhandled (Node ends the
  * process on an unhandled rejection).
+ * @param {Response} response
  */
 export function discardBody(response) {
   response.body?.cancel().catch(() => {});

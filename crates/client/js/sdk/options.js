@@ -3,15 +3,34 @@ import { isObject } from "./request.js";
 import { IntentStore } from "./store.js";
 import { MAX_TIMER_MS } from "./wait.js";
 
-/** `new OneJob(options)`: reads and checks the options; a wrong value is a `OneJobConfigError` naming the field. */
+/**
+ * `new OneJob(options)`: reads and checks the options; a wrong value is a `OneJobConfigError` naming the field.
+ * @param {unknown} options what the app passed (`OneJobOptions`, checked here)
+ * @param {(text: string, intent: string) => import("../onejob.js").Intent} read the engine's reader of a stored record
+ */
 export function readOptions(options, read) {
+  /**
+   * @param {unknown} object
+   * @param {string} name
+   * @returns {unknown}
+   */
   const get = (object, name) => (isObject(object) ? object[name] : undefined);
+  /**
+   * @param {unknown} object
+   * @param {string} name
+   */
   const string = (object, name) => {
     const value = get(object, name);
     if (value == null) return undefined;
     if (typeof value !== "string") throw configError(`${name} must be a string`);
     return value;
   };
+  /**
+   * @param {unknown} object
+   * @param {string} name
+   * @param {number} fallback
+   * @param {number} min
+   */
   const number = (object, name, fallback, min) => {
     const value = get(object, name);
     if (value === undefined) return fallback;
@@ -20,8 +39,10 @@ export function readOptions(options, read) {
     }
     return value;
   };
+  /** @type {typeof number} */
   const tokens = (object, name, fallback, min) => Math.min(number(object, name, fallback, min), 0xffffffff);
   // Longer than a host's timers can wait is as long as they can (see MAX_TIMER_MS).
+  /** @type {typeof number} */
   const ms = (object, name, fallback, min) => Math.min(number(object, name, fallback, min), MAX_TIMER_MS);
 
   let store;
@@ -40,7 +61,7 @@ export function readOptions(options, read) {
     endpoint: endpointOf(string(options, "endpoint")),
     token: string(options, "token"),
     store,
-    onEvent: onEvent ?? undefined,
+    onEvent: /** @type {((event: import("../index.js").OneJobEvent) => void) | undefined} */ (onEvent ?? undefined),
     retry: {
       maxAttempts: number(retry, "maxAttempts", 4, 1),
       baseMs: ms(retry, "baseMs", 500, 1),
@@ -63,6 +84,7 @@ export function readOptions(options, read) {
  * The endpoint as the URLs built under it will spell it (`new URL`'s form:
  * lower-case host, no default port), without a trailing slash; so a request
  * under it is recognised as such (polls and stream resumes go under it too).
+ * @param {string | undefined} endpoint
  */
 function endpointOf(endpoint) {
   if (endpoint === undefined) return undefined;

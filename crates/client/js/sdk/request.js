@@ -2,17 +2,44 @@
 // fingerprint, persist and re-send, and back.
 import { configError } from "./errors.js";
 
+/**
+ * A request as onejob fingerprints, persists and re-sends it.
+ * @typedef {object} Outgoing
+ * @property {string} url absolute
+ * @property {string} method upper-case
+ * @property {[string, string][]} headers
+ * @property {string | null} body
+ * @property {AbortSignal | undefined} signal
+ */
+
+/**
+ * Whether `value` can have properties (the options and `init` apps pass are read field by field).
+ * @param {unknown} value
+ * @returns {value is Record<string, any>}
+ */
 export const isObject = (value) => value !== null && (typeof value === "object" || typeof value === "function");
 
-/** A header's value from `[name, value]` pairs, by name in any case. */
+/**
+ * A header's value from `[name, value]` pairs, by name in any case.
+ * @param {[string, string][]} pairs
+ * @param {string} name lower-case
+ */
 export const header = (pairs, name) => pairs.find(([n]) => n.toLowerCase() === name)?.[1];
 
-/** Turns `fetch(input, init)` arguments into one request onejob can fingerprint, persist and re-send. */
+/**
+ * Turns `fetch(input, init)` arguments into one request onejob can fingerprint, persist and re-send.
+ * @param {string | URL} input
+ * @param {unknown} init
+ * @param {string | undefined} endpoint
+ * @returns {Outgoing}
+ */
 export function normalize(input, init, endpoint) {
+  /** @param {string} name */
   const get = (name) => (isObject(init) ? init[name] : undefined);
   // A string, or a `URL` (whose toString() is its href).
   const url = resolve(typeof input === "string" ? input : String(input), endpoint);
   const method = typeof get("method") === "string" ? get("method").toUpperCase() : "GET";
+  /** @type {[string, string][]} */
   const headers = [...new Headers(get("headers") ?? undefined)];
   let body = get("body");
   if (body == null) body = null;
@@ -23,12 +50,15 @@ export function normalize(input, init, endpoint) {
   return { url, method, headers, body, signal };
 }
 
+/** @param {string} method */
 export const isBodiless = (method) => method === "GET" || method === "HEAD";
 
 /**
  * An absolute URL: one with a scheme stays as it is; a relative one goes
  * under `endpoint` (its path kept), else resolves against the page's base
  * URL, as `fetch` does.
+ * @param {string} raw
+ * @param {string | undefined} endpoint
  */
 export function resolve(raw, endpoint) {
   try {
@@ -40,12 +70,18 @@ export function resolve(raw, endpoint) {
   }
 }
 
-/** Reads a `Request` input into plain `[url, init]` form. */
+/**
+ * Reads a `Request` input into plain `[url, init]` form.
+ * @param {Request} input
+ * @param {unknown} init
+ * @returns {Promise<[string, Record<string, any>]>}
+ */
 export async function unpackRequest(input, init) {
+  /** @type {Record<string, any>} */
   const merged = {};
   for (const name of ["method", "headers", "signal"]) {
     const fromInit = isObject(init) ? init[name] : undefined;
-    merged[name] = fromInit === undefined ? input[name] : fromInit;
+    merged[name] = fromInit === undefined ? input[/** @type {"method" | "headers" | "signal"} */ (name)] : fromInit;
   }
   let body = isObject(init) ? init.body : undefined;
   // A GET or HEAD `Request` has no body; reading one gives "", which fetch refuses.
@@ -59,6 +95,7 @@ export async function unpackRequest(input, init) {
  * credential is not stored. The body is kept as fetch sends it: a lone
  * surrogate becomes U+FFFD (JSON.stringify would write it as `\ud800`, which
  * core's strict reader refuses, and the record, its key with it, would be lost).
+ * @param {Outgoing} request
  */
 export function savedJson({ url, method, headers, body }) {
   const kept = headers.filter(([name]) => !["authorization", "idempotency-key"].includes(name.toLowerCase()));
@@ -66,6 +103,11 @@ export function savedJson({ url, method, headers, body }) {
   return JSON.stringify({ url, method, headers: kept, body });
 }
 
+/**
+ * The request `savedJson` wrote.
+ * @param {string} text
+ * @returns {Outgoing}
+ */
 export function fromSaved(text) {
   const { url, method, headers, body } = JSON.parse(text);
   return { url, method, headers, body, signal: undefined };

@@ -1,6 +1,11 @@
 import { discardBody } from "./http.js";
 
 /**
+ * A caller waiting for the send's result; `forget` removes its abort listener.
+ * @typedef {{ resolve: (response: Response) => void, reject: (reason: unknown) => void, forget?: () => void }} Waiter
+ */
+
+/**
  * One send shared by every submission of an intent (double clicks join the
  * request already running). Each caller may abort its own wait at once; the
  * network request and any backoff stop only when every caller that could
@@ -14,9 +19,13 @@ import { discardBody } from "./http.js";
  * cancels a body before each of its retries.)
  */
 export class Running {
+  /** @param {AbortController} controller */
   constructor(controller) {
     this.controller = controller;
-    /** Callers waiting, in the order they joined: `{ resolve, reject }`. */
+    /**
+     * Callers waiting, in the order they joined: `{ resolve, reject }`.
+     * @type {Waiter[]}
+     */
     this.waiting = [];
     /** Callers with a signal that has not aborted. */
     this.abortable = 0;
@@ -24,7 +33,11 @@ export class Running {
     this.pinned = false;
   }
 
-  /** A caller's view of the send: its response, or the caller's own abort reason as soon as its `signal` aborts. */
+  /**
+   * A caller's view of the send: its response, or the caller's own abort reason as soon as its `signal` aborts.
+   * @param {AbortSignal | undefined} signal
+   * @returns {Promise<Response>}
+   */
   join(signal) {
     if (!signal) {
       this.pinned = true;
@@ -37,7 +50,9 @@ export class Running {
       this.#release(signal.reason);
       return Promise.reject(signal.reason);
     }
-    let entry;
+    // Set by #wait at once (a promise's executor runs synchronously).
+    /** @type {Waiter} */
+    let entry = /** @type {never} */ (undefined);
     const promise = this.#wait((e) => (entry = e));
     const aborted = () => {
       const at = this.waiting.indexOf(entry);
@@ -59,6 +74,7 @@ export class Running {
    * Hands the send's result to every caller still waiting; with nobody left,
    * the body is cancelled so the connection is freed. Called once, by the
    * send itself, in the same step that unregisters it.
+   * @param {{ response: Response, error?: undefined } | { response?: undefined, error: unknown }} result
    */
   settle({ response, error }) {
     const waiting = this.waiting;
@@ -87,6 +103,10 @@ export class Running {
     last.resolve(response);
   }
 
+  /**
+   * @param {(entry: Waiter) => void} [register]
+   * @returns {Promise<Response>}
+   */
   #wait(register) {
     return new Promise((resolve, reject) => {
       const entry = { resolve, reject };
@@ -99,6 +119,7 @@ export class Running {
    * One caller stopped waiting; abort the send when nobody who could is left.
    * Called at most once per signalled `join` (the listener is `once`), after
    * its count went up: the count never goes below 0.
+   * @param {unknown} reason
    */
   #release(reason) {
     this.abortable -= 1;

@@ -1,3 +1,9 @@
+/** @typedef {import("../onejob.js").Intent} Intent */
+/**
+ * A stored entry that was removed, and why (a warning for the app).
+ * @typedef {{ intent: string, reason: string }} Dropped
+ */
+
 const PREFIX = "onejob:v1:intent:";
 /** The most records kept: past it the least recently updated are dropped. */
 const MAX_INTENTS = 500;
@@ -9,15 +15,24 @@ const DROPPED_FOR_ROOM = "unresolved intent dropped: the store keeps at most 500
  * that does not read back is removed and reported as a warning.
  */
 export class IntentStore {
-  /** `read(text, intent)`: the engine's reader of a stored record (throws when unreadable). */
+  /**
+   * `read(text, intent)`: the engine's reader of a stored record (throws when unreadable).
+   * @param {(text: string, intent: string) => Intent} read
+   * @param {Storage} [storage]
+   */
   constructor(read, storage) {
     this.read = read;
     this.storage = storage;
+    /** @type {"local" | "memory"} */
     this.kind = storage ? "local" : "memory";
+    /** @type {Map<string, string>} */
     this.memory = new Map();
   }
 
-  /** `localStorage`, if present and usable (it throws in some private modes). */
+  /**
+   * `localStorage`, if present and usable (it throws in some private modes).
+   * @param {(text: string, intent: string) => Intent} read
+   */
   static local(read) {
     try {
       const storage = globalThis.localStorage;
@@ -30,6 +45,10 @@ export class IntentStore {
     }
   }
 
+  /**
+   * @param {string} name
+   * @returns {string | undefined}
+   */
   get(name) {
     return this.storage ? this.storage.getItem(name) ?? undefined : this.memory.get(name);
   }
@@ -45,7 +64,11 @@ export class IntentStore {
     return names;
   }
 
-  /** The record of `intent`, or undefined; throws `{intent, reason}` (after removing it) when unreadable. */
+  /**
+   * The record of `intent`, or undefined; throws `{intent, reason}` (after removing it) when unreadable.
+   * @param {string} intent
+   * @returns {Intent | undefined}
+   */
   load(intent) {
     const text = this.get(PREFIX + intent);
     if (text === undefined) return undefined;
@@ -53,7 +76,8 @@ export class IntentStore {
       return this.read(text, intent);
     } catch (error) {
       this.remove(intent);
-      throw { intent, reason: error.message };
+      // The engine's reader throws an Error saying why.
+      throw { intent, reason: /** @type {Error} */ (error).message };
     }
   }
 
@@ -61,6 +85,10 @@ export class IntentStore {
    * Saves a record, first making room for a new one (`isNew`: the caller
    * knows whether the store lacks it; else it is looked up); returns the
    * records dropped for room.
+   * @param {string} intent
+   * @param {string} text
+   * @param {boolean} [isNew]
+   * @returns {Dropped[]}
    */
   save(intent, text, isNew) {
     const name = PREFIX + intent;
@@ -77,7 +105,10 @@ export class IntentStore {
     return dropped;
   }
 
-  /** Drops the least recently updated records until one more fits. */
+  /**
+   * Drops the least recently updated records until one more fits.
+   * @returns {Dropped[]}
+   */
   #makeRoom() {
     if (this.names().length < MAX_INTENTS) return [];
     const [records, dropped] = this.all();
@@ -91,14 +122,20 @@ export class IntentStore {
     return dropped;
   }
 
-  /** Removes a record without asking whether it was there (`remove` does). */
+  /**
+   * Removes a record without asking whether it was there (`remove` does).
+   * @param {string} intent
+   */
   discard(intent) {
     const name = PREFIX + intent;
     if (this.storage) this.storage.removeItem(name);
     else this.memory.delete(name);
   }
 
-  /** Removes a record; whether it was there. */
+  /**
+   * Removes a record; whether it was there.
+   * @param {string} intent
+   */
   remove(intent) {
     const name = PREFIX + intent;
     const existed = this.get(name) !== undefined;
@@ -106,16 +143,22 @@ export class IntentStore {
     return existed;
   }
 
-  /** Every readable record, and the unreadable ones it removed. */
+  /**
+   * Every readable record, and the unreadable ones it removed.
+   * @returns {[Intent[], Dropped[]]}
+   */
   all() {
+    /** @type {Intent[]} */
     const records = [];
+    /** @type {Dropped[]} */
     const dropped = [];
     for (const name of this.names()) {
       try {
         const record = this.load(name.slice(PREFIX.length));
         if (record) records.push(record);
       } catch (d) {
-        dropped.push(d);
+        // What load() throws for an unreadable record.
+        dropped.push(/** @type {Dropped} */ (d));
       }
     }
     return [records, dropped];

@@ -2,6 +2,8 @@
 // connection. The engine's EventSplitter cuts whole SSE events, byte for byte.
 import { discardBody } from "./http.js";
 
+/** @typedef {import("../onejob.js").EventSplitter} EventSplitter */
+
 /**
  * `response` with a body that resumes itself: the caller gets whole SSE
  * events only, counted; when reading fails, `reopen(delivered, error, stop)`
@@ -9,9 +11,24 @@ import { discardBody } from "./http.js";
  * on. A clean end is the end: the gateway itself ends an interrupted stream
  * with an error event. `read()` is called once the whole answer is here;
  * `signal` is the send's; `stop` aborts when the caller cancels the body.
+ * @param {typeof import("../onejob.js").EventSplitter} EventSplitter
+ * @param {Response} response a 200 with a body (isEventStream)
+ * @param {{
+ *   reopen: (delivered: number, error: unknown, stop: AbortSignal) => Promise<Response>,
+ *   read: () => void,
+ *   signal: AbortSignal | undefined,
+ * }} how
+ * @returns {Response}
  */
 export function resumable(EventSplitter, response, { reopen, read, signal }) {
-  let reader = response.body.getReader();
+  // A 200's body (what isEventStream checked; reopen answers a 200 too).
+  let reader = /** @type {ReadableStream<Uint8Array>} */ (response.body).getReader();
+  /**
+   * Cuts the events. Undefined once released, which is typed away: that
+   * happens when the body ends, fails or is cancelled, and no pull reads it
+   * after (each checks `cancelled` after every await).
+   * @type {EventSplitter}
+   */
   let splitter = new EventSplitter();
   let delivered = 0;
   let cancelled = false;
@@ -19,7 +36,7 @@ export function resumable(EventSplitter, response, { reopen, read, signal }) {
   /** The splitter's wasm memory goes back at once when the body is done with. */
   const release = () => {
     splitter?.free();
-    splitter = undefined;
+    splitter = /** @type {never} */ (undefined);
   };
   const body = new ReadableStream({
     async pull(controller) {
@@ -39,7 +56,7 @@ export function resumable(EventSplitter, response, { reopen, read, signal }) {
             throw failure;
           }
           if (cancelled) return discardBody(next);
-          reader = next.body.getReader();
+          reader = /** @type {ReadableStream<Uint8Array>} */ (next.body).getReader();
           // The partial event is sent again, whole, by the new stream.
           splitter.free();
           splitter = new EventSplitter();

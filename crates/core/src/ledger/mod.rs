@@ -7,10 +7,24 @@
 //! queue delivery, an operator's action, an effect's outcome — and returns
 //! the commands to perform, with time, randomness and ids as inputs.
 //!
+//! - [`attempts`]: what one attempt's answer means for its job (judged,
+//!   applied, raced, and what the caller is told).
+//! - [`coordination`]: who works on the job in the object's memory (a
+//!   drive, a stream's pump, the effects runner), as one value.
+//! - [`drive`]: one run of attempts as a machine — placement, claim,
+//!   call, hedge, record, retry — returning the commands the Ledger performs.
+//! - [`follow_up`]: what follows a job type's answer, and the cadence of
+//!   its effects' run.
+//! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
 //! - [`delivery`]: what the queue consumer does with a background job's
 //!   message once the Ledger judged or ran its delivery.
 
+pub mod attempts;
+pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
+pub mod drive;
+pub mod follow_up;
+pub mod stream_end;

@@ -5,6 +5,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::api::handoff::JobMessage;
+use crate::api::ledger::LedgerCall;
 use crate::env::binding;
 
 /// Sends `init` to `url` of the object named `name` in namespace `binding`.
@@ -23,9 +24,15 @@ pub fn init(body: Option<String>) -> RequestInit {
     init
 }
 
-/// `POST`s `body` to `route` of the Ledger of `job` (a tenant's or a user's).
-pub async fn to_ledger(env: &Env, job: &JobMessage, route: &str, body: String) -> Result<Response> {
+/// Makes `call` to the Ledger that owns `storage_id`.
+pub async fn ledger(env: &Env, storage_id: &StorageId, call: &LedgerCall) -> Result<Response> {
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(js_sys::Uint8Array::from(call.encode().as_slice()).into()));
+    self::call(env, binding::LEDGER, storage_id.as_str(), &call.url(), &init).await
+}
+
+/// Makes `call` to the Ledger of `job` (a tenant's or a user's).
+pub async fn to_ledger(env: &Env, job: &JobMessage, call: &LedgerCall) -> Result<Response> {
     let key = IdempotencyKey::parse(&job.key).map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let storage_id = StorageId::of(&job.tenant, job.user.as_deref(), &key);
-    call(env, binding::LEDGER, storage_id.as_str(), route, &init(Some(body))).await
+    ledger(env, &StorageId::of(&job.tenant, job.user.as_deref(), &key), call).await
 }

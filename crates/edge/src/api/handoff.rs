@@ -1,6 +1,7 @@
-//! The typed messages between the stateless gateway and a `Ledger`: one
-//! serde struct per route, so neither side reads the other's headers and the
-//! gateway does not depend on the Ledger's code.
+//! The typed payloads between the stateless gateway and a `Ledger` (the
+//! call that carries them: [`crate::api::ledger::LedgerCall`]), so neither
+//! side reads the other's headers and the gateway does not depend on the
+//! Ledger's code.
 //!
 //! A submission travels as one body: the struct's JSON, length-prefixed
 //! (u32, big-endian), followed by the request's bytes as they arrived.
@@ -8,35 +9,6 @@
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::key::{IdempotencyKey, StorageId};
 use serde::{Deserialize, Serialize};
-
-/// Ledger routes.
-pub mod route {
-    /// A [`super::Submission`]: run, replay, wait or refuse.
-    pub const SUBMIT: &str = "https://ledger/submit";
-    /// A [`super::JobQuery`]: the job view (read-only).
-    pub const VIEW: &str = "https://ledger/view";
-    /// A [`super::JobQuery`]: a streamed answer from an event offset.
-    pub const STREAM: &str = "https://ledger/stream";
-    /// A [`super::JobQuery`]: cancel a streaming answer.
-    pub const CANCEL: &str = "https://ledger/cancel";
-    /// A queue delivery: run one attempt if the job should run.
-    pub const DELIVER: &str = "https://ledger/deliver";
-    /// An [`super::OperatorRequest`]: send the job's message again.
-    pub const ENQUEUE: &str = "https://ledger/enqueue";
-    /// An [`super::OperatorRequest`]: fresh attempts for a dead job.
-    pub const REPLAY: &str = "https://ledger/replay";
-    /// An [`super::OperatorRequest`]: settle an unknown job.
-    pub const RESOLVE: &str = "https://ledger/resolve";
-    /// What a dead letter records about the job ([`super::DeadFacts`]).
-    pub const FACTS: &str = "https://ledger/facts";
-    /// The job for an operator: view, owner and stored result.
-    pub const ADMIN_VIEW: &str = "https://ledger/admin-view";
-    /// An [`super::OperatorRequest`] (or the tenant's): approve the effects
-    /// that wait for an approval.
-    pub const APPROVE: &str = "https://ledger/approve";
-    /// An [`super::OperatorRequest`]: resend an effect, or mark it done.
-    pub const EFFECT: &str = "https://ledger/effect";
-}
 
 /// A background job's queue message: which Ledger runs it. The request
 /// itself stays in the Ledger (messages stay far below the queue's limit).

@@ -2,8 +2,9 @@
 //! front, the queue consumer and the Ledger send each other, and the clients
 //! that send them, so no module needs another's code to talk to an object.
 //!
-//! - [`handoff`]: to and from the `Ledger` (a submission, a job query, an
-//!   operator request, a queue message, a dead letter's facts);
+//! - [`ledger`]: the one typed call to a job's `Ledger` ([`ledger::LedgerCall`]);
+//! - [`handoff`]: what travels to and from the `Ledger` (a submission, a job
+//!   query, an operator request, a queue message, a dead letter's facts);
 //! - [`health`], [`meter`]: the messages of `ProviderHealth` and
 //!   `UsageMeter`, and their clients;
 //! - [`client`]: a call to a Durable Object by name.
@@ -13,4 +14,5 @@
 pub mod client;
 pub mod handoff;
 pub mod health;
+pub mod ledger;
 pub mod meter;

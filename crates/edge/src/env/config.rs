@@ -18,6 +18,7 @@ use onejob_core::token::TokenSecrets;
 use worker::Env;
 
 use crate::env::binding;
+use crate::env::faults::Faults;
 
 /// Everything read from the environment.
 pub struct Config {
@@ -38,19 +39,14 @@ pub struct Config {
     /// Each provider's API key (by its index in the settings' providers),
     /// sent only to that provider.
     pub api_keys: Vec<Option<String>>,
-    /// `QUEUE_SEND_FAULTS` (a testing knob): how many queue sends of this
-    /// isolate fail on purpose, to show that the outbox recovers them.
-    pub queue_send_faults: u32,
     /// `ALERT_WEBHOOK_URL` and the `ALERT_SECRET` its alerts are signed with.
     pub alert_webhook: Option<AlertWebhook>,
     /// Job types (`POST /onejob/v1/run/{type}`): the bundled `jobs/*.json`,
     /// then `JOB_TYPES` (which adds or replaces by name), with every `env:`
     /// URL and secret name resolved.
     pub job_types: JobTypes,
-    /// `EFFECT_HANG_AFTER` (a testing knob): once the effect of this name
-    /// has been performed, the Ledger waits ten minutes before recording it,
-    /// so a test can kill the runtime between the two.
-    pub effect_hang_after: Option<String>,
+    /// The tests' fault injection (nothing unless built with `faults`).
+    pub faults: Faults,
 }
 
 /// Where dead-letter alerts go.
@@ -134,7 +130,6 @@ fn parse(env: &Env) -> Result<Config, String> {
         Some(text) => Prices::bundled_with(&text).map_err(|e| e.to_string())?,
         None => Prices::bundled(),
     };
-    let queue_send_faults = var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0);
     let secret = |name: &str| {
         env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
     };
@@ -159,10 +154,9 @@ fn parse(env: &Env) -> Result<Config, String> {
             retention_ms / 1000
         ));
     }
-    let effect_hang_after = var("EFFECT_HANG_AFTER").filter(|v| !v.trim().is_empty());
     Ok(Config {
         job_types,
-        effect_hang_after,
+        faults: Faults::read(&var),
         settings,
         tenants,
         admins,
@@ -171,7 +165,6 @@ fn parse(env: &Env) -> Result<Config, String> {
         quotas,
         demo_token_issuer,
         api_keys,
-        queue_send_faults,
         alert_webhook,
     })
 }
@@ -197,12 +190,11 @@ fn job_types(
                 continue;
             };
             let at = format!("effect {} of job type {}", effect.name, job_type.name);
-            let resolve = |value: &str| resolve_env(value, var, secret);
-            *url = resolve(url);
+            *url = resolve_env(url, var, secret);
             if !is_effect_url(url) {
                 return Err(format!("the url of {at} is not set, or not an http(s) URL"));
             }
-            *receipt_url = receipt_url.as_deref().map(resolve).filter(|u| !u.is_empty());
+            *receipt_url = receipt_url.as_deref().map(|u| resolve_env(u, var, secret)).filter(|u| !u.is_empty());
             if receipt_url.as_deref().is_some_and(|u| !is_effect_url(u)) {
                 return Err(format!("the receipt_url of {at} is not an http(s) URL"));
             }

@@ -6,7 +6,9 @@
 //! - [`binding`]: binding and secret names (`wrangler.toml`);
 //! - [`clock`]: now, and a timer any task can await;
 //! - [`random`]: the `RandomSource` for jitter;
-//! - [`budgets`]: the per-tenant retry budgets of this isolate.
+//! - [`budgets`]: the per-tenant retry budgets of this isolate;
+//! - [`faults`]: the tests' fault injection (a no-op without the `faults`
+//!   feature).
 //!
 //! May import: the core only. One known exception: [`config`] accepts the
 //! demo inbox's `"demo:inbox"` sentinel as an effect URL
@@ -16,4 +18,5 @@ pub mod binding;
 pub mod budgets;
 pub mod clock;
 pub mod config;
+pub mod faults;
 pub mod random;

@@ -8,22 +8,30 @@
 //! being created, fails every waiter (their wait ends with "in progress" at
 //! once, not after their whole wait) and closes a live stream no pump feeds.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use futures_channel::oneshot;
 use onejob_core::job::Job;
+use onejob_core::ledger::coordination;
 
 use super::Handed;
+use crate::api::handoff::Submission;
 use crate::http::JobResult;
 use crate::ledger::pump::LiveSlot;
 
+/// A background submission that arrived while a caller ran the job, with
+/// its body: adopted if that run does not finish the job.
+pub(crate) type AdoptLater = (Submission, Vec<u8>);
+
+/// Who works on the job in this object (the core's [`coordination::Coordination`]),
+/// shared with the stream's pump, which ends the drive it was handed.
+pub(crate) type Memory = Rc<RefCell<coordination::Coordination<AdoptLater>>>;
+
 /// What the Ledger coordinates in memory while a job is driven (its fields).
 pub(super) struct Coordination<'a> {
-    /// True while one request (or a stream's pump) is running the job's attempts.
-    pub driving: &'a Rc<Cell<bool>>,
-    /// The job being created by the driver, until its first write.
-    pub creating: &'a RefCell<Option<Job>>,
+    /// Who runs the job (a drive, a stream's pump) and the job being created.
+    pub memory: &'a Memory,
     /// Duplicates waiting for the driver's result.
     pub waiters: &'a RefCell<Vec<oneshot::Sender<Handed>>>,
     /// The running attempt's stream, while it streams.
@@ -32,12 +40,11 @@ pub(super) struct Coordination<'a> {
 
 impl<'a> Coordination<'a> {
     /// Takes the lock; `creating` is the job not stored yet, if it is new.
-    /// The caller has checked that no one holds it (admission saw
-    /// `driving` false) with no await in between.
-    pub fn lock(self, creating: Option<Job>) -> DriveLock<'a> {
-        self.driving.set(true);
-        *self.creating.borrow_mut() = creating;
-        DriveLock { coordination: self, held: true }
+    /// `None` when someone already drives the job (admission saw it free:
+    /// with no await in between, that does not happen).
+    pub fn lock(self, creating: Option<Job>) -> Option<DriveLock<'a>> {
+        self.memory.borrow_mut().begin_drive(creating).ok()?;
+        Some(DriveLock { coordination: self, held: true })
     }
 }
 
@@ -53,26 +60,28 @@ impl DriveLock<'_> {
     /// The job has been written (or will not be): duplicates read it from
     /// storage from now on.
     pub fn created(&self) {
-        self.coordination.creating.borrow_mut().take();
+        self.coordination.memory.borrow_mut().created();
     }
 
     /// Releases the lock and hands every waiting duplicate `result`.
-    pub fn finish(mut self, result: &JobResult) {
+    /// Returns the background submission kept meanwhile, to adopt.
+    pub fn finish(mut self, result: &JobResult) -> Option<AdoptLater> {
         self.held = false;
         let coordination = &self.coordination;
-        coordination.creating.borrow_mut().take();
-        coordination.driving.set(false);
+        let later = coordination.memory.borrow_mut().finish_drive();
         let waiters: Vec<_> = coordination.waiters.borrow_mut().drain(..).collect();
         for waiter in waiters {
             let _ = waiter.send(Handed::Result(result.clone()));
         }
+        later
     }
 
-    /// The stream's pump owns the lock from here and clears `driving` at
-    /// the stream's end ([`crate::ledger::pump::Pump::run`]).
-    pub fn hand_to_pump(mut self) {
+    /// The stream's pump owns the lock from here and ends the drive at the
+    /// stream's end ([`crate::ledger::pump::Pump::run`]).
+    pub fn hand_to_pump(mut self, attempt: u32) {
         self.held = false;
-        self.coordination.creating.borrow_mut().take();
+        // A streamed answer is the caller's: nothing is adopted after it.
+        let _ = self.coordination.memory.borrow_mut().hand_to_pump(attempt);
     }
 }
 
@@ -82,18 +91,17 @@ impl Drop for DriveLock<'_> {
             return;
         }
         let coordination = &self.coordination;
-        coordination.creating.borrow_mut().take();
         // Dropping the senders ends each waiter's wait with "in progress".
         coordination.waiters.borrow_mut().clear();
         // A stream opened for this drive has no pump: its subscribers end.
         coordination.live.borrow_mut().take();
-        coordination.driving.set(false);
+        let _ = coordination.memory.borrow_mut().finish_drive();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::cell::{Cell, RefCell};
+    use std::cell::RefCell;
     use std::rc::Rc;
 
     use futures_channel::oneshot;
@@ -101,30 +109,32 @@ mod tests {
     use onejob_core::job::{Job, JobPolicy, JobState, UnknownPolicy};
     use onejob_core::protocol::{Problem, ProblemType};
 
-    use super::{Coordination, Handed};
+    use super::{Coordination, Handed, Memory};
     use crate::http::JobResult;
     use crate::ledger::pump::{self, LiveSlot};
 
     /// The Ledger's coordination fields, as the Durable Object holds them.
     struct Fields {
-        driving: Rc<Cell<bool>>,
-        creating: RefCell<Option<Job>>,
+        memory: Memory,
         waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
         live: LiveSlot,
     }
 
     impl Fields {
         fn new() -> Self {
-            Self {
-                driving: Rc::new(Cell::new(false)),
-                creating: RefCell::new(None),
-                waiters: RefCell::new(Vec::new()),
-                live: Rc::new(RefCell::new(None)),
-            }
+            Self { memory: Memory::default(), waiters: RefCell::new(Vec::new()), live: Rc::new(RefCell::new(None)) }
         }
 
         fn coordination(&self) -> Coordination<'_> {
-            Coordination { driving: &self.driving, creating: &self.creating, waiters: &self.waiters, live: &self.live }
+            Coordination { memory: &self.memory, waiters: &self.waiters, live: &self.live }
+        }
+
+        fn driving(&self) -> bool {
+            self.memory.borrow().is_driving()
+        }
+
+        fn creating(&self) -> bool {
+            self.memory.borrow().creating().is_some()
         }
 
         /// A duplicate that arrived while the job is driven.
@@ -142,7 +152,7 @@ mod tests {
 
     /// What an early `?` in `drive` does: the lock goes out of scope unused.
     fn drive_that_fails(fields: &Fields) -> Result<(), &'static str> {
-        let _lock = fields.coordination().lock(Some(new_job()));
+        let _lock = fields.coordination().lock(Some(new_job())).expect("free");
         pump::open(&fields.live, 1, "text/event-stream");
         let saved: Result<(), &'static str> = Err("saving the job type's request failed");
         saved?;
@@ -154,8 +164,8 @@ mod tests {
         let fields = Fields::new();
         let mut waiter = fields.wait();
         assert!(drive_that_fails(&fields).is_err());
-        assert!(!fields.driving.get(), "the next request is admitted to run, not to wait");
-        assert!(fields.creating.borrow().is_none(), "no half-created job is seen by the next request");
+        assert!(!fields.driving(), "the next request is admitted to run, not to wait");
+        assert!(!fields.creating(), "no half-created job is seen by the next request");
         assert!(fields.live.borrow().is_none(), "no stream is left open that nothing feeds");
         assert!(fields.waiters.borrow().is_empty());
         // The waiter's wait ends now ("in progress"), not after its whole wait.
@@ -166,13 +176,13 @@ mod tests {
     fn finishing_hands_every_waiter_the_result() {
         let fields = Fields::new();
         let waiters = [fields.wait(), fields.wait()];
-        let lock = fields.coordination().lock(Some(new_job()));
-        assert!(fields.driving.get() && fields.creating.borrow().is_some());
+        let lock = fields.coordination().lock(Some(new_job())).expect("free");
+        assert!(fields.driving() && fields.creating());
         lock.created();
-        assert!(fields.creating.borrow().is_none() && fields.driving.get());
+        assert!(!fields.creating() && fields.driving());
         let problem = Problem::new(ProblemType::QuotaExceeded, "spent");
-        lock.finish(&JobResult::problem(&problem, JobState::Pending, None));
-        assert!(!fields.driving.get());
+        assert!(lock.finish(&JobResult::problem(&problem, JobState::Pending, None)).is_none());
+        assert!(!fields.driving());
         for mut waiter in waiters {
             match waiter.try_recv() {
                 Ok(Some(Handed::Result(result))) => assert_eq!(result.status, 429),
@@ -184,10 +194,10 @@ mod tests {
     #[test]
     fn a_lock_handed_to_the_pump_stays_held_until_the_pump_ends() {
         let fields = Fields::new();
-        let lock = fields.coordination().lock(None);
+        let lock = fields.coordination().lock(None).expect("free");
         pump::open(&fields.live, 1, "text/event-stream");
-        lock.hand_to_pump();
-        assert!(fields.driving.get(), "the pump clears it at the stream's end");
+        lock.hand_to_pump(1);
+        assert!(fields.driving(), "the pump clears it at the stream's end");
         assert!(fields.live.borrow().is_some());
     }
 }

@@ -42,7 +42,8 @@ use onejob_core::sse::Dialect;
 use worker::{Delay, DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::answer::StoredResponse;
-use crate::api::handoff::{self, DeadFacts, JobMeta, JobQuery, OperatorRequest, Submission};
+use crate::api::handoff::{self, DeadFacts, JobMeta, OperatorRequest, Submission};
+use crate::api::ledger::{LedgerCall, Malformed};
 use crate::api::meter;
 use crate::cache;
 use crate::env::clock::now_ms;
@@ -63,19 +64,18 @@ mod run;
 mod store;
 mod stored;
 
-use lock::{Coordination, DriveLock};
+use lock::{Coordination, DriveLock, Memory};
 
 #[durable_object]
 pub struct Ledger {
     state: State,
     env: Env,
-    /// True while one request (or a stream's pump) is running the job's attempts.
-    driving: Rc<Cell<bool>>,
-    /// The job being created by the driver, until its first write: the
-    /// driver may await (asking a provider's breaker) before it claims, and
-    /// a duplicate arriving meanwhile must see the job (its fingerprint) and
-    /// wait for it, not start a second one.
-    creating: RefCell<Option<Job>>,
+    /// Who works on the job here (the core's coordination): a drive — the
+    /// job being created until its first write (the driver may await a
+    /// breaker before it claims, and a duplicate arriving meanwhile must see
+    /// the job and wait for it, not start a second one), a background
+    /// submission to adopt after it — a stream's pump, the effects runner.
+    memory: Memory,
     /// Duplicates waiting for the driver's result.
     waiters: RefCell<Vec<oneshot::Sender<Handed>>>,
     /// The running attempt's stream, while it streams.
@@ -86,11 +86,6 @@ pub struct Ledger {
     indexed_version: Cell<u64>,
     /// True while the job's tokens are being counted against its quotas.
     metering: Rc<Cell<bool>>,
-    /// A background submission that arrived while a caller ran the job:
-    /// if that run does not finish it, it becomes a background job.
-    adopt_later: RefCell<Option<(Submission, Vec<u8>)>>,
-    /// True while a job type's effects are being run here (one runner).
-    effects_running: Cell<bool>,
 }
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
@@ -104,57 +99,40 @@ impl DurableObject for Ledger {
         Self {
             state,
             env,
-            driving: Rc::new(Cell::new(false)),
-            creating: RefCell::new(None),
+            memory: Memory::default(),
             waiters: RefCell::new(Vec::new()),
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
             indexed_version: Cell::new(u64::MAX),
             metering: Rc::new(Cell::new(false)),
-            adopt_later: RefCell::new(None),
-            effects_running: Cell::new(false),
         }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let Ok(config) = config::load(&self.env) else { return http::misconfigured() };
-        let body = req.bytes().await?;
-        let path = req.path();
-        let answer = match path.as_str() {
-            "/submit" => match handoff::decode(body) {
-                Some((submission, body)) => self.submit(&config, submission, body).await,
-                None => http::problem_of(ProblemType::Internal, "malformed submission"),
-            },
-            "/deliver" => self.deliver(&config).await,
-            "/effects" => self.follow_up(&config).await.and_then(|()| Response::empty()),
-            "/facts" => self.facts(),
-            "/admin-view" => self.admin_view(),
-            route @ ("/enqueue" | "/replay" | "/resolve" | "/approve" | "/effect") => {
-                match serde_json::from_slice::<OperatorRequest>(&body) {
-                    Ok(request) => match route {
-                        "/enqueue" => self.kick(&config, &request).await,
-                        "/replay" => self.replay(&config, &request).await,
-                        "/approve" => self.approve(&config, &request).await,
-                        "/effect" => self.effect_action(&config, &request).await,
-                        _ => self.resolve(&config, &request).await,
-                    },
-                    Err(_) => http::problem_of(ProblemType::Internal, "malformed operator request"),
-                }
-            }
-            route => match (route, serde_json::from_slice::<JobQuery>(&body)) {
-                ("/view", Ok(query)) => self.view(&query.key),
-                ("/stream", Ok(query)) => self.resume_stream(&query.key, query.from.unwrap_or(0), query.ids),
-                ("/cancel", Ok(query)) => self.cancel(&query.key),
-                (_, Ok(_)) => http::problem_of(ProblemType::NotFound, "unknown ledger route"),
-                (_, Err(_)) => http::problem_of(ProblemType::Internal, "malformed job query"),
-            },
+        let call = match LedgerCall::decode(&req.path(), req.bytes().await?) {
+            Ok(call) => call,
+            Err(Malformed(detail)) => return http::problem_of(ProblemType::Internal, detail),
         };
-        // Whatever changed the job, the operators' index hears of it after
-        // the answer (the read-only routes change nothing).
-        if matches!(
-            path.as_str(),
-            "/submit" | "/deliver" | "/replay" | "/resolve" | "/approve" | "/effect" | "/effects"
-        ) {
+        // Whatever may change the job, the operators' index hears of it
+        // after the answer.
+        let mutates = call.mutates();
+        let answer = match call {
+            LedgerCall::Submit { submission, body } => self.submit(&config, submission, body).await,
+            LedgerCall::View(query) => self.view(&query.key),
+            LedgerCall::Stream(query) => self.resume_stream(&query.key, query.from.unwrap_or(0), query.ids),
+            LedgerCall::Cancel(query) => self.cancel(&query.key),
+            LedgerCall::Deliver => self.deliver(&config).await,
+            LedgerCall::FollowUp => self.follow_up(&config).await.and_then(|()| Response::empty()),
+            LedgerCall::Facts => self.facts(),
+            LedgerCall::AdminView => self.admin_view(),
+            LedgerCall::Enqueue(request) => self.kick(&config, &request).await,
+            LedgerCall::Replay(request) => self.replay(&config, &request).await,
+            LedgerCall::Resolve(request) => self.resolve(&config, &request).await,
+            LedgerCall::Approve(request) => self.approve(&config, &request).await,
+            LedgerCall::Effect(request) => self.effect_action(&config, &request).await,
+        };
+        if mutates {
             self.index_in_background();
         }
         answer.or_else(|error| {
@@ -173,15 +151,12 @@ impl DurableObject for Ledger {
         match job {
             // Expired, or streaming, while an attempt still runs here: look
             // again soon (the stream's watchdog).
-            Some(job)
-                if (job.is_expired(now) || job.is_streaming())
-                    && (self.driving.get() || self.effects_running.get()) =>
-            {
+            Some(job) if (job.is_expired(now) || job.is_streaming()) && self.memory.borrow().is_busy() => {
                 alarms::set(&self.state, alarms::watchdog()).await?;
             }
             Some(mut job) if !job.is_expired(now) => {
                 // A stream whose pump is gone (restart, eviction, deploy) is settled.
-                pump::settle_by_time(&self.store(), &mut job, now, self.driving.get())?;
+                pump::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
                 let Ok(config) = config::load(&self.env) else {
                     return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
                 };
@@ -189,7 +164,7 @@ impl DurableObject for Ledger {
                 // gets it again (deliveries dedup, so this is safe), until
                 // it is left to operators.
                 let outbox_delay_ms = config.settings.outbox_delay_ms;
-                if !self.driving.get() {
+                if !self.memory.borrow().is_driving() {
                     let outbox = self.store().load_outbox()?;
                     match background::outbox_step(&job, &outbox, outbox_delay_ms, now) {
                         OutboxStep::Send => self.enqueue(&config, &job, false).await?,
@@ -208,7 +183,7 @@ impl DurableObject for Ledger {
                 // A job type's answer not followed up yet (its stream's pump
                 // could not ask), or effects that are due (a retry, an
                 // approval's expiry, a claim left by a runtime that is gone).
-                if !self.driving.get() {
+                if !self.memory.borrow().is_driving() {
                     self.follow_up(&config).await?;
                 }
                 self.index_in_background();
@@ -259,22 +234,22 @@ impl Ledger {
         // From here to the claim nothing awaits: no other request interleaves.
         let mut job = store.load_job()?;
         let stored = job.is_some();
-        if job.is_none() && self.driving.get() {
-            job = self.creating.borrow().clone();
+        if job.is_none() {
+            job = self.memory.borrow().creating().cloned();
         }
         if let Some(job) = job.as_mut() {
-            pump::settle_by_time(&store, job, now, self.driving.get())?;
+            pump::settle_by_time(&store, job, now, self.memory.borrow().is_driving())?;
         }
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
-        let admitted = admission::admit(job.as_ref(), arrival, now, self.driving.get());
+        let admitted = admission::admit(job.as_ref(), arrival, now, self.memory.borrow().is_driving());
         // A new job for a model no route serves is refused before anything
         // is written (a finished job of it is still replayed).
         if admitted == Admission::Run
             && job.is_none()
-            && let Err(problem) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
+            && let Err(no_route) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
         {
-            return http::problem_about(&problem, key, JobState::Pending);
+            return http::problem_about(&no_route.problem(), key, JobState::Pending);
         }
         if submission.background {
             return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;
@@ -301,7 +276,10 @@ impl Ledger {
                         (job, false)
                     }
                 };
-                let lock = self.coordination().lock((!stored).then(|| job.clone()));
+                // Admitted to run: nobody drives the job (no await since admission).
+                let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
+                    return Err(worker::Error::RustError("admitted to run a job another drive holds".into()));
+                };
                 self.drive(config, lock, &store, job, stored, &submission, &body).await
             }
         }
@@ -309,7 +287,7 @@ impl Ledger {
 
     /// The in-memory coordination the drive lock guards.
     fn coordination(&self) -> Coordination<'_> {
-        Coordination { driving: &self.driving, creating: &self.creating, waiters: &self.waiters, live: &self.live }
+        Coordination { memory: &self.memory, waiters: &self.waiters, live: &self.live }
     }
 
     /// Drives the job under `lock`, then fans the one result out to every
@@ -357,7 +335,7 @@ impl Ledger {
             // this response does not have the loser's tokens).
             let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
             self.state.wait_until(async move {
-                if driver::audit_late(&store, late).await {
+                if driver::audit_late(&env, &store, late).await {
                     index_now(&env, &store, &metering).await;
                 }
             });
@@ -369,7 +347,7 @@ impl Ledger {
                 let pump = Pump::new(
                     Rc::clone(&self.live),
                     self.store(),
-                    Rc::clone(&self.driving),
+                    Rc::clone(&self.memory),
                     Rc::clone(&self.cancel),
                     job,
                     ticket,
@@ -391,8 +369,8 @@ impl Ledger {
                 for (waiter, subscription) in waiters.into_iter().zip(handed) {
                     let _ = waiter.send(Handed::Stream(subscription));
                 }
-                // The pump owns the stream from here and clears `driving` at its end.
-                lock.hand_to_pump();
+                // The pump owns the stream from here and ends the drive at its end.
+                lock.hand_to_pump(ticket.attempt);
                 let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
                 let job_type_job = submission.run.is_some().then(|| submission.clone());
                 self.state.wait_until(async move {
@@ -410,11 +388,10 @@ impl Ledger {
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
-        self.after_answer(config, submission, run::Ended::of(&result)).await;
-        lock.finish(&result);
+        self.after_answer(config, submission, run::ended_of(&result)).await;
+        let adopt = lock.finish(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
-        let adopt = self.adopt_later.borrow_mut().take();
         if let Some((later, later_body)) = adopt
             && !result.state.is_terminal()
         {
@@ -532,10 +509,10 @@ impl Ledger {
             // still writing it): the running attempt finishes it, and nothing
             // may write the job under it. If that run does not finish it,
             // the job becomes a background job afterwards (see `drive`).
-            _ if self.driving.get() => {
+            _ if self.memory.borrow().is_driving() => {
                 let job = job.unwrap_or_else(|| Job::new(fingerprint, now, config.settings.policy));
-                if !job.is_background() && self.adopt_later.borrow().is_none() {
-                    *self.adopt_later.borrow_mut() = Some((submission.clone(), body.to_vec()));
+                if !job.is_background() {
+                    self.memory.borrow_mut().adopt_later((submission.clone(), body.to_vec()));
                 }
                 self.accepted(&store, key, &job)
             }
@@ -669,9 +646,9 @@ impl Ledger {
         let now = now_ms();
         let mut job = store.load_job()?;
         if let Some(job) = job.as_mut() {
-            pump::settle_by_time(&store, job, now, self.driving.get())?;
+            pump::settle_by_time(&store, job, now, self.memory.borrow().is_driving())?;
         }
-        let judged = background::on_delivery(job.as_ref(), now, self.driving.get());
+        let judged = background::on_delivery(job.as_ref(), now, self.memory.borrow().is_driving());
         let verdict = match delivery::without_run(judged, job.as_ref(), now) {
             Some(verdict) => {
                 // A redelivery of a finished job type's job: what follows its
@@ -679,7 +656,7 @@ impl Ledger {
                 // gone, are settled now.
                 if judged == Delivery::Ack
                     && job.as_ref().is_some_and(|j| j.state() == JobState::Completed)
-                    && !self.driving.get()
+                    && !self.memory.borrow().is_driving()
                 {
                     self.follow_up(config).await?;
                 }
@@ -690,7 +667,11 @@ impl Ledger {
                     let submission: Submission = serde_json::from_str(&submission)?;
                     // This delivery runs the job from here: a duplicate that
                     // arrives while the quota is asked must find it taken.
-                    let lock = self.coordination().lock(None);
+                    let Some(lock) = self.coordination().lock(None) else {
+                        return Err(worker::Error::RustError(
+                            "a delivery judged to run a job another drive holds".into(),
+                        ));
+                    };
                     // It took the message: from here the attempt's lease
                     // covers the job, not the outbox. The alarm is set for
                     // soon: if it finds the job being run, it looks again
@@ -740,7 +721,7 @@ impl Ledger {
         })?;
         // A driver here arms the alarm when it is done (a stream's watchdog
         // must not be replaced meanwhile).
-        if !self.driving.get() {
+        if !self.memory.borrow().is_driving() {
             self.arm(config, &job);
         }
         Ok(())

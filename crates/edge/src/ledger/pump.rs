@@ -18,8 +18,8 @@ use std::time::Duration;
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use onejob_core::classify::ErrorClass;
-use onejob_core::job::{AttemptReport, AttemptTicket, Job, JobState};
+use onejob_core::job::{AttemptTicket, Job, JobState};
+use onejob_core::ledger::stream_end::{Closing, StreamEnd as End};
 use onejob_core::reply::Usage;
 use onejob_core::sse::{
     Dialect, EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, merge_usage,
@@ -30,6 +30,7 @@ use worker::{Delay, Result};
 use crate::answer::Streaming;
 use crate::env::clock::now_ms;
 use crate::http::{self, StreamHead};
+use crate::ledger::lock::Memory;
 use crate::ledger::store::{Store, StoreError};
 
 /// An upstream silent this long is given up on (the stream is interrupted).
@@ -116,8 +117,8 @@ impl Live {
 pub struct Pump {
     slot: LiveSlot,
     store: Store,
-    /// The Ledger's "someone drives this job" flag, cleared at the end.
-    driving: Rc<Cell<bool>>,
+    /// Who works on the job in the Ledger: the pump ends its drive at the end.
+    memory: Memory,
     job: Job,
     ticket: AttemptTicket,
     streaming: Streaming,
@@ -131,25 +132,11 @@ pub struct Pump {
     dialect: Dialect,
 }
 
-/// How a stream ended.
-enum End {
-    /// The provider's terminal event.
-    Complete,
-    /// The provider's error event.
-    Failed,
-    /// No terminal event: a dropped connection, a silent upstream, a read error.
-    Interrupted(&'static str),
-    /// A caller cancelled it.
-    Cancelled,
-    /// Another writer took the job: stop without recording.
-    LostJob,
-}
-
 impl Pump {
     pub fn new(
         slot: LiveSlot,
         store: Store,
-        driving: Rc<Cell<bool>>,
+        memory: Memory,
         cancel: Rc<Cell<bool>>,
         job: Job,
         ticket: AttemptTicket,
@@ -160,7 +147,7 @@ impl Pump {
         Self {
             slot,
             store,
-            driving,
+            memory,
             job,
             ticket,
             streaming,
@@ -186,7 +173,7 @@ impl Pump {
         }
         // Dropping the senders ends every subscriber's stream.
         *self.slot.borrow_mut() = None;
-        self.driving.set(false);
+        self.memory.borrow_mut().end_stream();
     }
 
     async fn pump(&mut self) -> End {
@@ -266,21 +253,20 @@ impl Pump {
         Ok(())
     }
 
+    /// Records how the stream ended (the core's [`StreamEnd`] says what it means).
     fn finish(&mut self, end: End) -> Result<()> {
-        if matches!(end, End::Interrupted(_) | End::Cancelled | End::LostJob)
+        if end.aborts_upstream()
             && let Some(abort) = self.streaming.abort.take()
         {
             abort.abort();
         }
-        let (error_class, closing) = match end {
-            End::LostJob => return Ok(()),
-            End::Complete => (None, None),
-            End::Failed => (Some(ErrorClass::StreamError), None),
-            End::Interrupted(detail) => {
-                (Some(ErrorClass::StreamInterrupted), Some(interrupted_event(detail, self.dialect)))
-            }
-            End::Cancelled => (Some(ErrorClass::Cancelled), Some(cancelled_event(self.dialect))),
-        };
+        if end == End::LostJob {
+            return Ok(());
+        }
+        let closing = end.closing().map(|closing| match closing {
+            Closing::Interrupted(detail) => interrupted_event(detail, self.dialect),
+            Closing::Cancelled => cancelled_event(self.dialect),
+        });
         if let Some(event) = closing {
             self.note(&event);
             if let Some(live) = self.slot.borrow_mut().as_mut() {
@@ -289,15 +275,8 @@ impl Pump {
         }
         let (usage, size) = (self.usage, self.size);
         self.flush(false)?;
-        let now = now_ms();
         let read = self.job.version();
-        let report = AttemptReport { status: Some(200), usage, error_class: error_class.or(Some(ErrorClass::None)) };
-        let recorded = match error_class {
-            Some(ErrorClass::StreamInterrupted) => self.job.interrupt(self.ticket, now, report),
-            Some(ErrorClass::Cancelled) => self.job.cancel(self.ticket, now, report),
-            _ => self.job.complete(self.ticket, now, report),
-        };
-        if recorded.is_err() {
+        if end.record(&mut self.job, self.ticket, now_ms(), usage).is_err() {
             return Err(worker::Error::RustError("the streaming attempt no longer holds the job".into()));
         }
         self.store.finish_streamed_response(self.ticket.attempt, size)?;

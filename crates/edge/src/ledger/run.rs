@@ -6,7 +6,7 @@
 //! from the stored input and answer, and driven by whoever finds one due:
 //! the request that got the answer, a queue delivery, the alarm, an
 //! approval or an operator. One runner at a time per object
-//! (`effects_running`); every claim and record is a compare-and-swap on the
+//! (the coordination's effects runner); every claim and record is a compare-and-swap on the
 //! effect's version. A claimed effect that was never recorded (the runtime
 //! died in between) is reconciled with its destination, never performed
 //! blindly.
@@ -14,14 +14,16 @@
 use std::time::Duration;
 
 use onejob_core::effect::{self, Effect, EffectState, Step};
-use onejob_core::job::{Job, JobState};
+use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
+use onejob_core::ledger::follow_up::{self, AfterAnswer, AfterCheck, AfterPass, Ended, FollowUp};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use serde_json::{Value, json};
 use worker::{Delay, Response, Result};
 
 use super::Ledger;
 use crate::api::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
+use crate::api::ledger::LedgerCall;
 use crate::effects::{self, Performed};
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
@@ -29,22 +31,6 @@ use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
 use crate::ledger::stored;
 use crate::ops;
-
-/// A retry due sooner than this is waited for in the request that runs the
-/// effects; a later one is left to the alarm.
-const INLINE_WAIT_MS: u64 = 1_500;
-
-/// How long one run of the effects may go on (retries and checks that keep
-/// failing are then left to the alarm, and the request is answered).
-const INLINE_BUDGET_MS: u64 = 15_000;
-
-/// While effects run, the alarm is kept this close: if the runtime dies
-/// mid-effect, the alarm after the restart reconciles what was claimed.
-const CLAIM_WATCH_MS: u64 = 5_000;
-
-/// `EFFECT_HANG_AFTER`: how long the Ledger waits between performing the
-/// named effect and recording it (a test kills the runtime meanwhile).
-const HANG_MS: u64 = 600_000;
 
 impl Ledger {
     /// The submission this object's job was made with, if it kept one (a
@@ -129,47 +115,38 @@ impl Ledger {
         let outcome = async {
             let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
             let claim = subject.as_deref().map(|subject| claim_of(submission, &run.job_type, subject));
-            if result.state == JobState::Completed && (200..300).contains(&result.status) {
-                // A streamed answer is not checked on its way (it was shown
-                // as it came): one outside the contract runs no effect, frees
-                // its subject and is a dead letter of class `contract`. (The
-                // driver checked any other answer before it became the result.)
-                if result.streamed
-                    && let Some(violation) = self.broken_answer(config)?
-                {
-                    if let Some(claim) = &claim {
-                        ops::release_subject(&self.env, claim).await?;
+            match AfterAnswer::of(result) {
+                AfterAnswer::CheckThenEffects { check_contract } => {
+                    let checked = if check_contract {
+                        AfterCheck::of(&run.job_type, self.broken_answer(config)?)
+                    } else {
+                        AfterCheck::Effects
+                    };
+                    if let AfterCheck::DeadLetter(detail) = checked {
+                        if let Some(claim) = &claim {
+                            ops::release_subject(&self.env, claim).await?;
+                        }
+                        let facts = DeadFacts {
+                            dead: true,
+                            error_class: "contract".into(),
+                            last_status: Some(result.status),
+                            detail,
+                            attempts: result.attempt,
+                        };
+                        ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
+                        return ops::alert_if_due(&self.env, config, "contract").await;
                     }
-                    let facts = DeadFacts {
-                        dead: true,
-                        error_class: "contract".into(),
-                        last_status: Some(result.status),
-                        detail: format!(
-                            "the streamed answer broke the {} job type's output contract: {violation}",
-                            run.job_type
-                        ),
-                        attempts: result.attempt,
-                    };
-                    let message = JobMessage {
-                        tenant: submission.tenant.clone(),
-                        user: submission.user.clone(),
-                        key: submission.key.to_string(),
-                    };
-                    ops::record_dead_letter(&self.env, &message, &facts).await?;
-                    return ops::alert_if_due(&self.env, config, "contract").await;
+                    if let Some(claim) = &claim {
+                        ops::subject_answered(&self.env, claim).await?;
+                    }
+                    self.plan_effects(config)?;
+                    self.run_effects(config).await
                 }
-                if let Some(claim) = &claim {
-                    ops::subject_answered(&self.env, claim).await?;
-                }
-                self.plan_effects(config)?;
-                self.run_effects(config).await
-            } else {
-                if result.state.is_terminal()
-                    && let Some(claim) = &claim
-                {
-                    ops::release_subject(&self.env, claim).await?;
-                }
-                Ok(())
+                AfterAnswer::ReleaseSubject => match &claim {
+                    Some(claim) => ops::release_subject(&self.env, claim).await,
+                    None => Ok(()),
+                },
+                AfterAnswer::Nothing => Ok(()),
             }
         };
         if let Err(error) = outcome.await {
@@ -186,22 +163,19 @@ impl Ledger {
     /// redelivery, an operator's resolve) comes here, so none skips a step.
     pub(super) async fn follow_up(&self, config: &Config) -> Result<()> {
         let store = self.store();
-        if !store.load_effects()?.is_empty() {
+        let planned = !store.load_effects()?.is_empty();
+        if planned {
             return self.run_effects(config).await;
         }
-        let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else { return Ok(()) };
-        if submission.run.is_none() || !job.state().is_terminal() {
-            return Ok(());
+        let Some(submission) = self.stored_submission()? else { return Ok(()) };
+        match FollowUp::of(submission.run.is_some(), planned, store.load_job()?.as_ref()) {
+            FollowUp::RunEffects => self.run_effects(config).await,
+            FollowUp::AfterAnswer(ended) => {
+                self.after_answer(config, &submission, ended).await;
+                Ok(())
+            }
+            FollowUp::Nothing => Ok(()),
         }
-        let attempt = job.replayed_attempt();
-        let ended = Ended {
-            state: job.state(),
-            status: attempt.and_then(|a| a.status).unwrap_or(0),
-            attempt: attempt.map_or(1, |a| a.number),
-            streamed: attempt.is_some_and(|a| a.streamed),
-        };
-        self.after_answer(config, &submission, ended).await;
-        Ok(())
     }
 
     /// The violation of the stored answer, if it breaks its type's output
@@ -255,16 +229,15 @@ impl Ledger {
     /// Runs every effect that is due, waiting in between for retries due
     /// within [`INLINE_WAIT_MS`]; later ones are left to the alarm.
     pub(super) async fn run_effects(&self, config: &Config) -> Result<()> {
-        if self.effects_running.get() {
+        if !self.memory.borrow_mut().begin_effects() {
             return Ok(()); // the runner here looks again before it stops
         }
-        self.effects_running.set(true);
-        let watch = worker::ScheduledTime::from(Duration::from_millis(CLAIM_WATCH_MS));
+        let watch = worker::ScheduledTime::from(Duration::from_millis(follow_up::CLAIM_WATCH_MS));
         if let Err(error) = crate::ledger::alarms::set(&self.state, watch).await {
             worker::console_warn!("ledger: setting the effects' watch failed: {error}");
         }
         let ran = self.run_effects_now(config).await;
-        self.effects_running.set(false);
+        self.memory.borrow_mut().end_effects();
         let store = self.store();
         if let Some(job) = store.load_job()? {
             self.arm(config, &job);
@@ -298,13 +271,7 @@ impl Ledger {
                         store.update_effect(read, &effect)?;
                         let claimed = effect.version;
                         let performed = effects::perform(&self.env, spec, &effect, &source).await;
-                        if config.effect_hang_after.as_deref() == Some(effect.name.as_str()) {
-                            worker::console_log!(
-                                "ledger: EFFECT_HANG_AFTER: effect {} performed, not recorded",
-                                effect.name
-                            );
-                            Delay::from(Duration::from_millis(HANG_MS)).await;
-                        }
+                        config.faults.after_effect(&effect.name).await;
                         let before = effect.state;
                         match performed {
                             Performed::Outcome(outcome) => {
@@ -333,17 +300,11 @@ impl Ledger {
                     Step::Nothing => {}
                 }
             }
-            if now_ms().saturating_sub(started) > INLINE_BUDGET_MS {
-                return Ok(()); // the alarm goes on
-            }
-            if acted {
-                continue;
-            }
-            match wake {
-                Some(at) if at.saturating_sub(now_ms()) <= INLINE_WAIT_MS => {
-                    Delay::from(Duration::from_millis(at.saturating_sub(now_ms()))).await;
-                }
-                _ => return Ok(()),
+            match AfterPass::of(acted, wake, started, now_ms()) {
+                AfterPass::Again => {}
+                AfterPass::Sleep(ms) => Delay::from(Duration::from_millis(ms)).await,
+                // Over budget or nothing due soon: the alarm goes on.
+                AfterPass::Stop => return Ok(()),
             }
         }
     }
@@ -416,15 +377,13 @@ impl Ledger {
     /// When the effects next need a look: the earliest due one, but no
     /// sooner than the watch while they run here (their runner is busy).
     pub(super) fn effects_due(&self, config: &Config) -> Option<u64> {
-        let mut effects = self.store().load_effects().ok()?;
+        let effects = self.store().load_effects().ok()?;
         if effects.is_empty() {
             return None;
         }
-        // An effect whose definition a deploy removed is never run: it wakes nothing.
         let job_type = self.stored_job_type(config);
-        effects.retain(|e| job_type.is_some_and(|t| t.effects.iter().any(|s| s.name == e.name)));
-        let due = effect::next_wake_ms(&effects, now_ms())?;
-        Some(if self.effects_running.get() { due.max(now_ms() + CLAIM_WATCH_MS) } else { due })
+        let defined = |name: &str| job_type.is_some_and(|t| t.effects.iter().any(|s| s.name == name));
+        follow_up::next_look_ms(&effects, defined, self.memory.borrow().effects_running(), now_ms())
     }
 
     /// Fills a view's effects in (a run job's).
@@ -533,21 +492,10 @@ impl Ledger {
     }
 }
 
-/// How a job type's model part ended, for what follows it.
-pub(super) struct Ended {
-    pub state: JobState,
-    /// The final attempt's status (0: none).
-    pub status: u16,
-    pub attempt: u32,
-    /// The answer streamed (and so was not checked on its way).
-    pub streamed: bool,
-}
-
-impl Ended {
-    /// A result the driver returned (never a stream: those end in their pump).
-    pub fn of(result: &JobResult) -> Self {
-        Self { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
-    }
+/// How a job type's model part ended, from a result the driver returned
+/// (never a stream: those end in their pump).
+pub(super) fn ended_of(result: &JobResult) -> Ended {
+    Ended { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
 }
 
 /// The hold of `submission`'s job on `subject` of `job_type`.
@@ -563,24 +511,14 @@ fn claim_of<'a>(submission: &'a Submission, job_type: &'a str, subject: &'a str)
 
 /// The job ended with an answer (a 2xx), the effects' input.
 fn answered(job: &Job) -> bool {
-    job.state() == JobState::Completed
-        && job.replayed_attempt().and_then(|a| a.status).is_some_and(|s| (200..300).contains(&s))
+    Ended::of_job(job).is_some_and(|ended| ended.answered())
 }
 
 /// Asks the Ledger of `submission`'s job to follow its answer up (after its
 /// stream ended; see `Ledger::follow_up`).
 pub async fn effects_after_stream(env: &worker::Env, submission: &Submission) {
-    let storage_id = submission.storage_id();
-    let mut init = worker::RequestInit::new();
-    init.with_method(worker::Method::Post);
-    let asked = crate::api::client::call(
-        env,
-        crate::env::binding::LEDGER,
-        storage_id.as_str(),
-        "https://ledger/effects",
-        &init,
-    );
-    if let Err(error) = asked.await {
+    let asked = crate::api::client::ledger(env, &submission.storage_id(), &LedgerCall::FollowUp).await;
+    if let Err(error) = asked {
         worker::console_warn!("ledger: running a streamed job's effects failed (the alarm will): {error}");
     }
 }

@@ -19,7 +19,8 @@ use serde::Deserialize;
 use worker::{Env, Method, Request, Response, Result};
 
 use crate::api::client;
-use crate::api::handoff::{JobMessage, OperatorRequest, route};
+use crate::api::handoff::{JobMessage, OperatorRequest};
+use crate::api::ledger::LedgerCall;
 use crate::env::config;
 use crate::http::body;
 use crate::http::{self, problem_of};
@@ -155,7 +156,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             http::with_cors(Response::from_json(&costs)?)
         }
         Route::JobView(inner) => match job_of_path(&pairs, &admin, inner) {
-            Ok(job) => to_job(env, &admin, &job, route::ADMIN_VIEW).await,
+            Ok(job) => to_job(env, &admin, &job, |_| LedgerCall::AdminView).await,
             Err(refused) => refused,
         },
         Route::Replay => {
@@ -194,7 +195,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             };
             let job = JobMessage { tenant: body.tenant, user: body.user, key: body.key };
             let resolve = async {
-                let (status, answer) = forward(env, &job, route::RESOLVE, &request).await?;
+                let (status, answer) = forward(env, &job, &LedgerCall::Resolve(request)).await?;
                 // Settled: off the dead-letter list.
                 if (200..300).contains(&status) {
                     ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
@@ -204,7 +205,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             once(env, &admin, &request_key, resolve).await
         }
         Route::Approve(inner) => match job_of_path(&pairs, &admin, inner) {
-            Ok(job) => to_job(env, &admin, &job, route::APPROVE).await,
+            Ok(job) => to_job(env, &admin, &job, LedgerCall::Approve).await,
             Err(refused) => refused,
         },
         Route::Effect { job, effect, action } => {
@@ -222,10 +223,10 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 body: None,
                 effect: Some(percent_decode(effect)),
             };
-            once(env, &admin, &request_key, forward(env, &job, route::EFFECT, &request)).await
+            once(env, &admin, &request_key, forward(env, &job, &LedgerCall::Effect(request))).await
         }
         Route::Enqueue(inner) => match job_of_path(&pairs, &admin, inner) {
-            Ok(job) => to_job(env, &admin, &job, route::ENQUEUE).await,
+            Ok(job) => to_job(env, &admin, &job, LedgerCall::Enqueue).await,
             Err(refused) => refused,
         },
     }
@@ -316,7 +317,12 @@ fn effect_route(inner: &str) -> Option<(&str, &str, &str)> {
 
 /// An admin's request to one job's Ledger that carries no operator key
 /// (a look, a kick), answered as the Ledger answers it.
-async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Result<Response> {
+async fn to_job(
+    env: &Env,
+    admin: &Admin,
+    job: &JobMessage,
+    call: fn(OperatorRequest) -> LedgerCall,
+) -> Result<Response> {
     let request = OperatorRequest {
         key: job.key.clone(),
         by: admin.name.clone(),
@@ -326,7 +332,7 @@ async fn to_job(env: &Env, admin: &Admin, job: &JobMessage, route: &str) -> Resu
         body: None,
         effect: None,
     };
-    let (status, body) = forward(env, job, route, &request).await?;
+    let (status, body) = forward(env, job, &call(request)).await?;
     json_response(status, &body)
 }
 
@@ -387,8 +393,8 @@ fn json_response(status: u16, body: &str) -> Result<Response> {
 }
 
 /// One operator request to a job's Ledger: its status and body.
-async fn forward(env: &Env, job: &JobMessage, route: &str, request: &OperatorRequest) -> Result<(u16, String)> {
-    let mut response = client::to_ledger(env, job, route, serde_json::to_string(request)?).await?;
+async fn forward(env: &Env, job: &JobMessage, call: &LedgerCall) -> Result<(u16, String)> {
+    let mut response = client::to_ledger(env, job, call).await?;
     Ok((response.status_code(), response.text().await?))
 }
 
@@ -432,7 +438,7 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
             effect: None,
         };
         let job = JobMessage { tenant: tenant.clone(), user: user.clone(), key: key.clone() };
-        let (status, answer) = forward(env, &job, route::REPLAY, &request).await?;
+        let (status, answer) = forward(env, &job, &LedgerCall::Replay(request)).await?;
         let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
         if status == 200 && answer.get("replayed").and_then(serde_json::Value::as_bool) == Some(true) {
             ops::mark_replayed(env, &tenant, user.as_deref(), &key).await?;

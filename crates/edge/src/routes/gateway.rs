@@ -7,12 +7,12 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::check_api_path;
 use onejob_core::settings::MAX_WAIT_MS;
-use worker::{Env, Method, Request, RequestInit, Response, Result};
+use worker::{Env, Method, Request, Response, Result};
 
 use crate::api::client;
-use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission, route};
+use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
+use crate::api::ledger::LedgerCall;
 use crate::cache;
-use crate::env::binding;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, problem_of};
@@ -55,7 +55,7 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         return result.into_response(key.as_str(), true);
     }
     let submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
-    submit(env, &storage_id, &submission, &body).await
+    submit(env, &storage_id, submission, body).await
 }
 
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
@@ -111,7 +111,7 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
         "application/json".into(),
     )?;
     submission.run = Some(RunOf { job_type: type_name, input });
-    submit(env, &storage_id, &submission, &body).await
+    submit(env, &storage_id, submission, body).await
 }
 
 /// The checks every keyed POST passes: an `Idempotency-Key`, a JSON body
@@ -179,11 +179,8 @@ fn submission_of(
 }
 
 /// Hands a submission to the Ledger of its job.
-async fn submit(env: &Env, storage_id: &StorageId, submission: &Submission, body: &[u8]) -> Result<Response> {
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post);
-    init.with_body(Some(js_sys::Uint8Array::from(handoff::encode(submission, body).as_slice()).into()));
-    call_ledger(env, storage_id, route::SUBMIT, &init).await
+async fn submit(env: &Env, storage_id: &StorageId, submission: Submission, body: Vec<u8>) -> Result<Response> {
+    client::ledger(env, storage_id, &LedgerCall::Submit { submission, body }).await
 }
 
 /// The routes about one job, under `/onejob/v1/jobs/{key}`.
@@ -207,11 +204,9 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
         Ok(found) => found,
         Err(response) => return response,
     };
-    let (method, ledger_route) = match route {
-        JobRoute::View => (Method::Get, route::VIEW),
-        JobRoute::Stream => (Method::Get, route::STREAM),
-        JobRoute::Cancel => (Method::Post, route::CANCEL),
-        JobRoute::Approve => (Method::Post, route::APPROVE),
+    let method = match route {
+        JobRoute::View | JobRoute::Stream => Method::Get,
+        JobRoute::Cancel | JobRoute::Approve => Method::Post,
     };
     if req.method() != method {
         return http::method_not_allowed(&req.method(), &method);
@@ -242,7 +237,10 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
             }
         };
     }
-    let body = match route {
+    let call = match route {
+        JobRoute::View => LedgerCall::View(query),
+        JobRoute::Stream => LedgerCall::Stream(query),
+        JobRoute::Cancel => LedgerCall::Cancel(query),
         JobRoute::Approve => {
             // Approving spends what the effect does: the tenant's own key, or
             // a user token that carries the right.
@@ -262,13 +260,10 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
                 body: None,
                 effect: None,
             };
-            serde_json::to_string(&request)?
+            LedgerCall::Approve(request)
         }
-        _ => serde_json::to_string(&query)?,
     };
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(body.into()));
-    call_ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), ledger_route, &init).await
+    client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
@@ -304,11 +299,6 @@ fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Co
         Refusal::Forbidden(detail) => problem_of(ProblemType::Forbidden, detail),
     })?;
     Ok((config, caller))
-}
-
-/// Sends `init` to `route` of the Ledger that owns `storage_id`.
-async fn call_ledger(env: &Env, storage_id: &StorageId, route: &str, init: &RequestInit) -> Result<Response> {
-    client::call(env, binding::LEDGER, storage_id.as_str(), route, init).await
 }
 
 /// Decodes `%XX` escapes of a path segment (keys may contain reserved characters).
