@@ -15,6 +15,7 @@
 //!   call, hedge, record, retry — returning the commands the Ledger performs.
 //! - [`follow_up`]: what follows a job type's answer, and the cadence of
 //!   its effects' run.
+//! - [`operator`]: an operator's settlement, a caller's cancel, a poll's wait.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
@@ -27,4 +28,5 @@ pub mod dead_letter;
 pub mod delivery;
 pub mod drive;
 pub mod follow_up;
+pub mod operator;
 pub mod stream_end;

@@ -35,6 +35,7 @@ use onejob_core::job::{Job, JobState};
 use onejob_core::key::IdempotencyKey;
 use onejob_core::ledger::dead_letter;
 use onejob_core::ledger::delivery::{self, Verdict};
+use onejob_core::ledger::operator::{self, Resolution};
 use onejob_core::protocol::{JobView, Problem, ProblemType, header};
 use onejob_core::providers::Api;
 use onejob_core::quota;
@@ -217,10 +218,7 @@ impl Ledger {
         self.with_outbox(&mut view, &job)?;
         self.with_effects(&mut view)?;
         let mut response = Response::from_json(&view)?;
-        if !job.state().is_terminal() {
-            // When to look again: after a background job's backoff, else
-            // soon (1 to 10 s).
-            let wait_ms = job.not_before_ms().saturating_sub(now_ms()).clamp(1_000, 10_000);
+        if let Some(wait_ms) = operator::poll_after_ms(&job, now_ms()) {
             http::set_retry_after(response.headers_mut(), wait_ms)?;
         }
         http::with_cors(response)
@@ -434,20 +432,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         let streaming_here = self.live.borrow().is_some();
-        // Cancelling again a stream that has ended (cancelled or not) changes
-        // nothing and says so with 200; a job whose answer did not stream
-        // was never cancellable, finished or not.
-        let streamed = job.replayed_attempt().is_some_and(|attempt| attempt.streamed);
-        let cancellable = streaming_here || (job.state().is_terminal() && streamed);
-        if !cancellable {
-            return http::problem_about(
-                &Problem::new(ProblemType::NotCancellable, "only a job whose answer is streaming can be cancelled"),
-                key,
-                job.state(),
-            );
-        }
-        self.cancel.set(streaming_here);
-        let status = if streaming_here { 202 } else { 200 };
+        let stops = match operator::cancel(&job, streaming_here) {
+            Ok(stops) => stops,
+            Err(problem) => return http::problem_about(&problem, key, job.state()),
+        };
+        self.cancel.set(stops);
+        let status = if stops { 202 } else { 200 };
         http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(status))
     }
 
@@ -824,16 +814,12 @@ impl Ledger {
         };
         let read = job.version();
         let now = now_ms();
-        let outcome = match request.action.as_deref() {
-            Some("succeeded") => {
-                let status = request.status.unwrap_or(200);
-                if !(200..300).contains(&status) {
-                    return http::problem_of(
-                        ProblemType::InvalidQuery,
-                        "a resolved job's response status is 200 to 299",
-                    );
-                }
-                let body = request.body.clone().unwrap_or(serde_json::Value::Null);
+        let resolution = match Resolution::read(request.action.as_deref(), request.status, request.body.clone()) {
+            Ok(resolution) => resolution,
+            Err(problem) => return http::problem(&problem),
+        };
+        let outcome = match resolution {
+            Resolution::Succeeded { status, body } => {
                 match job.resolve_succeeded(read, status, &request.by, &request.request, now) {
                     Ok(Some(attempt)) => {
                         let response = StoredResponse {
@@ -848,15 +834,14 @@ impl Ledger {
                     Err(error) => Err(error),
                 }
             }
-            Some("retry") => job.allow_attempt(read, &request.by, &request.request, now),
-            _ => return http::problem_of(ProblemType::InvalidQuery, "action must be succeeded or retry"),
+            Resolution::Retry => job.allow_attempt(read, &request.by, &request.request, now),
         };
         match outcome {
             Ok(changed) => {
                 if changed {
                     store.update_job(read, &job)?;
                     store.clear_dead_lettered()?;
-                    if job.is_background() && job.state() == JobState::Failed {
+                    if operator::requeue_after_resolve(&job) {
                         self.enqueue(config, &job, true).await?;
                     }
                     // Resolved with an answer: a job type's subject is
