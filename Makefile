@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge simulate experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -116,6 +116,10 @@ SEEDS ?= 10000
 simulate:
 	@$(ENV) SEEDS=$(SEEDS) $(if $(SIM_FIRST),SIM_FIRST=$(SIM_FIRST)) $(if $(SIM_SEED),SIM_SEED=$(SIM_SEED)) \
 	  cargo test -p onejob-core --release --test simulation -- --nocapture
+
+## The module graph of both crates: every edge, cycles, the edge's table.
+modgraph:
+	@$(ENV) node scripts/modgraph.mjs --graph
 
 ## The edge against workerd alone (after `make build-edge build-edge-test`).
 test-edge:

@@ -45,6 +45,10 @@ make -s build-edge build-edge-test build-client || { echo "build: FAILED"; statu
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
+# The module graph of both crates (scripts/modgraph.mjs): no cycle in either
+# and no import outside the edge's may-import table; the core's layers
+# (scripts/core-graph.mjs): no import of a module listed after the importer.
+run modgraph node --test --test-reporter=spec tests/modgraph.test.mjs
 # Clippy's lints as errors, natively (the edge without its `faults` feature)
 # and for wasm32 (the worker and the SDK as they ship, the edge with
 # `faults`, so both sides of its cfg are linted).

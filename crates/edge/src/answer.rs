@@ -1,9 +1,9 @@
 //! What a provider answered, as every provider (the demo one and HTTP
 //! upstreams) reports it to the driver: a [`Reply`] read whole, or an
 //! answer [`Streaming`]; and a response as the Ledger keeps it
-//! ([`StoredResponse`]). A leaf: it imports nothing of the crate, so the
-//! providers, the driver and the pump share these types without importing
-//! each other.
+//! ([`StoredResponse`]). A leaf: it imports nothing of the crate (only the
+//! core), so the providers, the driver, the pump and the response helpers
+//! share these types without importing each other.
 
 use std::pin::Pin;
 

@@ -2,6 +2,8 @@
 //! replay: a miss, an unreadable entry or a fingerprint mismatch falls through
 //! to the Ledger, which alone decides. Only finished (terminal) results are
 //! cached.
+//!
+//! May import: `env`, `http` (a job's result) and the core.
 
 use onejob_core::job::JobState;
 use serde::{Deserialize, Serialize};

@@ -1,14 +1,14 @@
 //! # onejob-edge
 //!
-//! The Cloudflare Worker of onejob. The stateless front ([`routes::gateway`])
+//! The Cloudflare Worker of onejob. The stateless front ([`routes`])
 //! authenticates the caller, validates the request, fingerprints it with the
 //! core, tries the KV cache of finished results, and hands everything else
 //! (as one typed [`api::handoff`] message) to the `Ledger` Durable Object of
 //! (tenant, key), which runs the request upstream at most once per job and
 //! replays the outcome to every duplicate.
 //!
-//! The entry points are here: [`fetch`] hands a request to
-//! [`routes::dispatch`], [`consume`] a queue batch to [`queue::consume`].
+//! The entry points are here: `fetch` hands a request to
+//! [`routes::dispatch`], `consume` a queue batch to [`queue::consume`].
 //! Everything else lives in a folder that says what it owns and what it may
 //! import (its module doc; `node scripts/modgraph.mjs` checks the imports):
 //!

@@ -4,6 +4,8 @@
 //! duplicate message does nothing; the Ledger answers what to do with the
 //! message. A job that died is sent to the dead-letter queue, whose consumer
 //! records it for operators ([`crate::ops`]).
+//!
+//! May import: `env`, `api`, `ops` and the core.
 
 use std::time::Duration;
 

@@ -7,6 +7,9 @@
 //!   compared by the payload's fingerprint, never overwritten.
 //! - `webhook`: a signed POST with `Idempotency-Key: <delivery id>`; the
 //!   receipt is the receiver's status and body, or `GET {receipt_url}/{id}`.
+//!
+//! [`webhook`] signs every webhook onejob sends (effects and the operators'
+//! alerts). May import: `env`, `demo` (its inbox, one way) and the core.
 
 pub mod webhook;
 

@@ -1,5 +1,11 @@
-//! Response helpers: RFC 9457 problems, CORS, and a job's result with
-//! onejob's headers.
+//! Building responses: RFC 9457 problems, CORS, a job's result and a live
+//! stream with onejob's headers; and reading request bodies ([`body`]).
+//! Nearly every module uses it, so it sits low.
+//!
+//! May import: `answer` and the core (nothing that reads the environment).
+//! Never `ledger`, `upstream` or `demo`: a stream is any stream of events
+//! ([`stream_response`]), a stored response an
+//! [`crate::answer::StoredResponse`].
 
 pub mod body;
 

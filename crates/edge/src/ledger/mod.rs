@@ -10,6 +10,16 @@
 //! No `RefCell` borrow is held across an `.await`, and nothing that comes
 //! from a request or from storage is unwrapped: a panic here would throw
 //! away the in-memory state of every object in the isolate.
+//!
+//! Everything in this folder serves only the Ledger: [`driver`] (the
+//! attempts of a job), [`pump`] (a streamed answer), [`store`] and
+//! [`stored`] (its SQLite tables and what a replay reads from them),
+//! [`alarms`] (its one alarm), [`run`] (a job type's effects, after the
+//! answer) and [`lock`] (the drive lock).
+//!
+//! May import: `api`, `http`, `env`, `answer`, `upstream`, `effects`, `ops`,
+//! `queue`, `cache` and the core. Nothing imports it but `lib.rs`, which
+//! exports the object: the routes reach it through [`crate::api`].
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

@@ -1,4 +1,11 @@
-//! The Durable Objects other than the Ledger.
+//! The Durable Objects other than the Ledger, each a thin shell around a
+//! core machine: [`health::ProviderHealth`] (a circuit breaker per provider,
+//! [`onejob_core::breaker`]) and [`meter::UsageMeter`] (token quotas per
+//! tenant and user, [`onejob_core::quota`]). Their messages and clients are
+//! in [`crate::api`]: nothing imports this folder but `lib.rs`, which exports
+//! the objects.
+//!
+//! May import: `api` (their messages), `env`, `http` and the core.
 
 pub mod health;
 pub mod meter;

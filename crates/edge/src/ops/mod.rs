@@ -4,6 +4,9 @@
 //! (a replay sent twice is answered, not done, twice).
 //! The Ledgers stay the authority on every job; this is what operators
 //! search. Tables are created on first use in each isolate ([`database`]).
+//!
+//! May import: `env`, `api` (the Ledger's records of a job), `effects` (the
+//! signed webhook of an alert) and the core.
 
 mod alerts;
 mod dead_letters;

@@ -1,5 +1,6 @@
-//! The stateless front of the worker: everything that can be checked without
-//! the job is checked here, so bad input never reaches (or creates) a Ledger.
+//! The proxy (`/v1/…`), job-type runs and the routes of one job: everything
+//! that can be checked without the job is checked here, so bad input never
+//! reaches (or creates) a Ledger.
 
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};

@@ -6,6 +6,10 @@
 //! A call owns what it sends, so it can outlive the request that started it:
 //! a hedged attempt that lost the race is still awaited, to audit what it
 //! cost.
+//!
+//! The demo provider is answered by [`crate::demo`]; HTTP providers by
+//! [`http`]. May import: `env`, `answer`, `demo` (one way) and the core;
+//! never `http` (the worker's responses) or `routes`.
 
 use std::rc::Rc;
 
