@@ -9,24 +9,14 @@
 //! once, not after their whole wait) and closes a live stream no pump feeds.
 
 use std::cell::RefCell;
-use std::rc::Rc;
 
 use futures_channel::oneshot;
 use onejob_core::job::Job;
-use onejob_core::ledger::coordination;
 
 use super::Handed;
-use crate::api::handoff::Submission;
+use super::memory::{AdoptLater, Memory};
 use crate::http::JobResult;
 use crate::ledger::pump::LiveSlot;
-
-/// A background submission that arrived while a caller ran the job, with
-/// its body: adopted if that run does not finish the job.
-pub(crate) type AdoptLater = (Submission, Vec<u8>);
-
-/// Who works on the job in this object (the core's [`coordination::Coordination`]),
-/// shared with the stream's pump, which ends the drive it was handed.
-pub(crate) type Memory = Rc<RefCell<coordination::Coordination<AdoptLater>>>;
 
 /// What the Ledger coordinates in memory while a job is driven (its fields).
 pub(super) struct Coordination<'a> {

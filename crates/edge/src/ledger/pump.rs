@@ -31,7 +31,7 @@ use crate::answer::Streaming;
 use crate::env::clock::now_ms;
 use crate::error::EdgeError;
 use crate::http::{self, StreamHead};
-use crate::ledger::lock::Memory;
+use crate::ledger::memory::Memory;
 use crate::ledger::store::{Store, StoreError};
 
 /// An upstream silent this long is given up on (the stream is interrupted).

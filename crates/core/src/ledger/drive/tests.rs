@@ -12,8 +12,8 @@ use crate::backoff::Jitter;
 use crate::classify::TransportFailure;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::job::{JobPolicy, UnknownPolicy};
-use crate::wire::ProblemType;
 use crate::random::SplitMix64;
+use crate::wire::ProblemType;
 
 const T0: u64 = 1_700_000_000_000;
 /// The backoff between attempts: no jitter, so the wait is exactly this.

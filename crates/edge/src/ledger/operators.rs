@@ -1,0 +1,190 @@
+//! What operators do to a job (send its message again, replay, resolve)
+//! and what they read of it (its dead-letter facts, its admin view).
+
+use onejob_core::background;
+use onejob_core::classify::ErrorClass;
+use onejob_core::job::JobState;
+use onejob_core::ledger::dead_letter;
+use onejob_core::ledger::operator::{self, Resolution};
+use onejob_core::protocol::{JobView, ProblemType};
+use worker::{Response, Result};
+
+use crate::answer::StoredResponse;
+use crate::api::handoff::{DeadFacts, OperatorRequest};
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
+use crate::http;
+
+use super::Ledger;
+
+impl Ledger {
+    /// An operator sends the job's message again.
+    pub(super) async fn kick(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let Some(job) = self.store().load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        if !job.is_background() {
+            return http::problem_of(ProblemType::NotBackground, "only a background job has a queue message");
+        }
+        worker::console_log!("ledger: {} sent job {} to the queue again", request.by, request.key);
+        self.enqueue(config, &job, true).await?;
+        let enqueued = self.store().load_outbox()?.sends();
+        http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
+    }
+
+    /// An operator gives a dead background job a fresh allowance of attempts.
+    pub(super) async fn replay(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        // A job type's answer is in but some effect did not happen: only
+        // those effects go again.
+        if let Some(answer) = self.replay_effects(config, request).await? {
+            return Ok(answer);
+        }
+        let store = self.store();
+        let Some(mut job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        if !job.is_background() {
+            return http::problem_of(ProblemType::NotBackground, "only a background job can be replayed");
+        }
+        // The outbox gave up on it (no delivery took any of its messages):
+        // once the queue is fixed, a fresh run of sends.
+        if background::undelivered(&job, &store.load_outbox()?) {
+            store.clear_dead_lettered()?;
+            self.enqueue(config, &job, true).await?;
+            return Response::from_json(&serde_json::json!({ "replayed": true }));
+        }
+        // A dead job of a type run once per subject freed its subject: it
+        // runs again only if no other job took it meanwhile.
+        if job.state() == JobState::Dead
+            && let Some(problem) = self.subject_for_replay(config).await
+        {
+            return http::problem_of(ProblemType::NotReplayable, problem.detail);
+        }
+        let read = job.version();
+        let grant = job.policy().max_attempts();
+        match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {
+            Ok(true) => {
+                store.update_job(read, &job)?;
+                store.clear_dead_lettered()?;
+                self.enqueue(config, &job, true).await?;
+                Response::from_json(&serde_json::json!({ "replayed": true }))
+            }
+            Ok(false) => Response::from_json(
+                &serde_json::json!({ "replayed": false, "reason": "already replayed by this request" }),
+            ),
+            Err(error) => http::problem_of(ProblemType::NotReplayable, error.to_string()),
+        }
+    }
+
+    /// An operator settles an unknown job: succeeded with a given response,
+    /// or one new attempt now.
+    pub(super) async fn resolve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
+        let store = self.store();
+        let Some(mut job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        let read = job.version();
+        let now = now_ms();
+        let resolution = match Resolution::read(request.action.as_deref(), request.status, request.body.clone()) {
+            Ok(resolution) => resolution,
+            Err(refused) => return http::problem(&refused.problem()),
+        };
+        let outcome = match resolution {
+            Resolution::Succeeded { status, body } => {
+                match job.resolve_succeeded(read, status, &request.by, &request.request, now) {
+                    Ok(Some(attempt)) => {
+                        let response = StoredResponse {
+                            status,
+                            content_type: "application/json".into(),
+                            body: serde_json::to_vec(&body)?,
+                        };
+                        store.save_response(attempt, &response)?;
+                        Ok(true)
+                    }
+                    Ok(None) => Ok(false),
+                    Err(error) => Err(error),
+                }
+            }
+            Resolution::Retry => job.allow_attempt(read, &request.by, &request.request, now),
+        };
+        match outcome {
+            Ok(changed) => {
+                if changed {
+                    store.update_job(read, &job)?;
+                    store.clear_dead_lettered()?;
+                    if operator::requeue_after_resolve(&job) {
+                        self.enqueue(config, &job, true).await?;
+                    }
+                    // Resolved with an answer: a job type's subject is
+                    // answered and its effects follow.
+                    self.follow_up(config).await?;
+                }
+                let view = JobView::new(self.parse_key(&request.key)?, &job);
+                http::with_cors(Response::from_json(&view)?)
+            }
+            Err(error) => http::problem_of(ProblemType::NotResolvable, error.to_string()),
+        }
+    }
+
+    /// What a dead letter records about this job.
+    pub(super) fn facts(&self) -> Result<Response> {
+        let store = self.store();
+        let Some(job) = store.load_job()? else {
+            return http::problem_of(ProblemType::JobNotFound, "no job here");
+        };
+        let last = job.attempts().last();
+        let outbox = store.load_outbox()?;
+        let (error_class, detail) = if background::undelivered(&job, &outbox) {
+            let detail = format!("no queue delivery took any of its {} messages", outbox.sends());
+            (background::UNDELIVERED.to_owned(), detail)
+        } else {
+            let detail = last
+                .and_then(|a| store.load_response(a.number).ok().flatten())
+                .map(|response| dead_letter::detail_of_body(&response.body))
+                .unwrap_or_default();
+            (last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name), detail)
+        };
+        let facts = DeadFacts {
+            dead: background::needs_operator(&job, &outbox, now_ms()),
+            error_class,
+            last_status: last.and_then(|a| a.status),
+            detail,
+            attempts: job.attempts().len() as u32,
+        };
+        Response::from_json(&facts)
+    }
+
+    /// The job for an operator: its view, whose it is, and its stored result.
+    pub(super) fn admin_view(&self) -> Result<Response> {
+        let store = self.store();
+        let (Some(mut job), Some(meta)) = (store.load_job()?, store.load_meta()?) else {
+            return http::problem_of(ProblemType::JobNotFound, "no job with that key");
+        };
+        job.expire(now_ms());
+        let result = match job.replayed_attempt() {
+            Some(attempt) if attempt.streamed => {
+                let events = store.load_events(attempt.number, 0, u64::MAX)?;
+                let body: Vec<u8> = events.concat().into_iter().take(64 * 1024).collect();
+                Some(serde_json::json!({ "status": 200, "content_type": "text/event-stream", "body": String::from_utf8_lossy(&body) }))
+            }
+            Some(attempt) => store.load_response(attempt.number)?.map(|response| {
+                let body: Vec<u8> = response.body.into_iter().take(64 * 1024).collect();
+                serde_json::json!({ "status": response.status, "content_type": response.content_type, "body": String::from_utf8_lossy(&body) })
+            }),
+            None => None,
+        };
+        let mut view = JobView::new(self.parse_key(&meta.key)?, &job);
+        // The same count the tenant's view shows (the operator's console says
+        // "background (N queue messages)" from it).
+        self.with_outbox(&mut view, &job)?;
+        self.with_effects(&mut view)?;
+        let mut view = serde_json::to_value(view)?;
+        if let Some(object) = view.as_object_mut() {
+            object.insert("tenant".into(), meta.tenant.into());
+            object.insert("user".into(), meta.user.into());
+            object.insert("model".into(), meta.model.into());
+            object.insert("result".into(), result.unwrap_or(serde_json::Value::Null));
+        }
+        Response::from_json(&view)
+    }
+}

@@ -1,0 +1,310 @@
+//! A keyed request to the Ledger: the core admits it (run, replay, wait,
+//! refuse) and the drive runs it under the drive lock, fanning its one
+//! result out to every duplicate that waited; the job's view, a cancel and
+//! a stream's resumption.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_channel::oneshot;
+use futures_util::future::{Either, select};
+use onejob_core::admission::{self, Admission, Arrival};
+use onejob_core::job::{Job, JobState};
+use onejob_core::key::IdempotencyKey;
+use onejob_core::ledger::operator;
+use onejob_core::protocol::{JobView, Problem, ProblemType};
+use onejob_core::providers::Api;
+use onejob_core::sse::Dialect;
+use worker::{Delay, Response, Result};
+
+use crate::api::handoff::{self, Submission};
+use crate::api::meter;
+use crate::cache;
+use crate::env::clock::now_ms;
+use crate::env::config::Config;
+use crate::error::EdgeError;
+use crate::http::{self, JobResult};
+use crate::ledger::driver::{Driven, Driver};
+use crate::ledger::pump::Pump;
+use crate::ledger::store::Store;
+
+use super::index::index_now;
+use super::{DriveLock, Handed, Ledger, alarms, driver, pump, run, stored};
+
+impl Ledger {
+    /// `GET /onejob/v1/jobs/{key}`: reads only; a fresh object stays empty.
+    pub(super) fn view(&self, key: &str) -> Result<Response> {
+        let (Ok(key), Some(mut job)) = (IdempotencyKey::parse(key), self.store().load_job()?) else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        job.expire(now_ms()); // as of now, in memory only
+        let mut view = JobView::new(key, &job);
+        self.with_outbox(&mut view, &job)?;
+        self.with_effects(&mut view)?;
+        let mut response = Response::from_json(&view)?;
+        if let Some(wait_ms) = operator::poll_after_ms(&job, now_ms()) {
+            http::set_retry_after(response.headers_mut(), wait_ms)?;
+        }
+        http::with_cors(response)
+    }
+
+    /// A keyed request: the core admits it, the Ledger performs the decision.
+    pub(super) async fn submit(&self, config: &Config, submission: Submission, body: Vec<u8>) -> Result<Response> {
+        let fingerprint = submission.fingerprint.clone();
+        let store = self.store();
+        let now = now_ms();
+        // From here to the claim nothing awaits: no other request interleaves.
+        let mut job = store.load_job()?;
+        let stored = job.is_some();
+        if job.is_none() {
+            job = self.memory.borrow().creating().cloned();
+        }
+        if let Some(job) = job.as_mut() {
+            pump::settle_by_time(&store, job, now, self.memory.borrow().is_driving())?;
+        }
+        let key = submission.key.as_str();
+        let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
+        let admitted = admission::admit(job.as_ref(), arrival, now, self.memory.borrow().is_driving());
+        // A new job for a model no route serves is refused before anything
+        // is written (a finished job of it is still replayed).
+        if admitted == Admission::Run
+            && job.is_none()
+            && let Err(no_route) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
+        {
+            return http::problem_about(&no_route.problem(), key, JobState::Pending);
+        }
+        if submission.background {
+            return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;
+        }
+        match admitted {
+            Admission::Replay => match job.as_ref() {
+                Some(job) => self.run_answer(config, &submission, stored::finished_result(&store, job)?, true),
+                None => Err(EdgeError::broken("replay without a job").into()),
+            },
+            Admission::Wait => match pump::subscribe(&self.live, &store, 0)? {
+                // A duplicate of a streaming job follows the stream from its first event.
+                Some(subscription) => subscription.into_response(key, true, false),
+                None => self.wait_for_driver(config, &submission).await,
+            },
+            Admission::Refuse(problem) => {
+                http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
+            }
+            Admission::Run => {
+                let (job, stored) = match job {
+                    Some(job) => (job, stored),
+                    None => {
+                        let job = Job::new(fingerprint, now, config.settings.policy);
+                        alarms::set_in_background(&self.state, alarms::retention(&job));
+                        (job, false)
+                    }
+                };
+                // Admitted to run: nobody drives the job (no await since admission).
+                let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
+                    return Err(EdgeError::broken("admitted to run a job another drive holds").into());
+                };
+                self.drive(config, lock, &store, job, stored, &submission, &body).await
+            }
+        }
+    }
+
+    /// Drives the job under `lock`, then fans the one result out to every
+    /// duplicate that waited for it. Every return either hands the result
+    /// out (`finish`), hands the lock to a stream's pump, or drops the lock,
+    /// which releases it and fails the waiters (see [`lock`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn drive(
+        &self,
+        config: &Config,
+        lock: DriveLock<'_>,
+        store: &Store,
+        mut job: Job,
+        stored: bool,
+        submission: &Submission,
+        body: &[u8],
+    ) -> Result<Response> {
+        // A new attempt draws on the tenant's (and user's) token budgets:
+        // refused before the claim once one is spent.
+        if let Some(problem) = self.over_quota(config, submission).await {
+            // Not worth retrying until tomorrow: x-should-retry false (the
+            // waiters get the body, which says when, without the header).
+            let mut result = JobResult::problem(&problem, job.state(), None);
+            result.retry_after_ms = None;
+            lock.finish(&result);
+            return http::problem_about(&problem, submission.key.as_str(), job.state());
+        }
+        if !stored && submission.run.is_some() {
+            // A job type's subject is run once (`once_per`).
+            if let Some(problem) = self.subject_taken(config, submission).await {
+                let result = JobResult::problem(&problem, job.state(), None);
+                lock.finish(&result);
+                return http::problem_about(&problem, submission.key.as_str(), job.state());
+            }
+            // Its input and request are kept: the effects are planned from
+            // them, also after a restart.
+            store.save_request(&serde_json::to_string(submission)?, body)?;
+        }
+        let driver = Driver::new(config, &self.env, store, submission, body);
+        let driven = driver.run(&mut job, stored).await;
+        lock.created();
+        if let Some(late) = driver.take_late() {
+            // A hedge's loser is still out: audit what it cost when it
+            // answers, then index the job again (the index written after
+            // this response does not have the loser's tokens).
+            let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
+            self.state.wait_until(async move {
+                if driver::audit_late(&env, &store, late).await {
+                    index_now(&env, &store, &metering).await;
+                }
+            });
+        }
+        let result = match driven? {
+            Driven::Result(result) => result,
+            Driven::Stream { ticket, streaming } => {
+                pump::open(&self.live, ticket.attempt, &streaming.content_type);
+                let pump = Pump::new(
+                    Rc::clone(&self.live),
+                    self.store(),
+                    Rc::clone(&self.memory),
+                    Rc::clone(&self.cancel),
+                    job,
+                    ticket,
+                    streaming,
+                )
+                .speaking(Dialect::from(Api::of_path(&submission.target)));
+                // Subscribed before the pump starts, so no event is missed;
+                // a failure here drops the pump (the upstream call ends) and
+                // the lock (the stream is closed, the waiters released).
+                let own = pump::subscribe(&self.live, store, 0)?
+                    .ok_or_else(|| EdgeError::broken("the stream closed before it was followed"))?;
+                let mut handed = Vec::new();
+                for _ in 0..self.waiters.borrow().len() {
+                    if let Some(subscription) = pump::subscribe(&self.live, store, 0)? {
+                        handed.push(subscription);
+                    }
+                }
+                let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
+                for (waiter, subscription) in waiters.into_iter().zip(handed) {
+                    let _ = waiter.send(Handed::Stream(subscription));
+                }
+                // The pump owns the stream from here and ends the drive at its end.
+                lock.hand_to_pump(ticket.attempt);
+                let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
+                let job_type_job = submission.run.is_some().then(|| submission.clone());
+                self.state.wait_until(async move {
+                    pump.run().await;
+                    // The stream's end is the job's last change: index it.
+                    index_now(&env, &store, &metering).await;
+                    // A job type's effects wait for the whole answer: the
+                    // Ledger is asked to run them now (its alarm would, later).
+                    if let Some(submission) = job_type_job {
+                        run::effects_after_stream(&env, &submission).await;
+                    }
+                });
+                alarms::set_in_background(&self.state, alarms::watchdog());
+                return own.into_response(submission.key.as_str(), false, false);
+            }
+        };
+        // A job type's answer is in: its effects run before anyone is answered.
+        self.after_answer(config, submission, run::ended_of(&result)).await;
+        let adopt = lock.finish(&result);
+        // A background submission came in meanwhile and the job is not
+        // finished: the queue takes it from here.
+        if let Some((later, later_body)) = adopt
+            && !result.state.is_terminal()
+        {
+            self.adopt(config, &later, &later_body, later.fingerprint.clone()).await?;
+        }
+        // (A job type's answer is more than the stored response: not cached.)
+        if result.state.is_terminal() && config.settings.result_cache && submission.run.is_none() {
+            self.cache_in_background(submission, &job, &result);
+        }
+        self.run_answer(config, submission, result, false)
+    }
+
+    pub(super) async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
+        let key = submission.key.as_str();
+        let (sender, receiver) = oneshot::channel();
+        self.waiters.borrow_mut().push(sender);
+        match select(receiver, Delay::from(Duration::from_millis(submission.wait_ms))).await {
+            // Replayed: only a finished job's stored result is a replay.
+            Either::Left((Ok(Handed::Result(result)), _)) => {
+                let replayed = result.state.is_terminal();
+                self.run_answer(config, submission, result, replayed)
+            }
+            Either::Left((Ok(Handed::Stream(subscription)), _)) => subscription.into_response(key, true, false),
+            // The wait ran out, or the driver failed without a result.
+            _ => http::problem_about(
+                &admission::in_progress(key, admission::DEFAULT_RETRY_AFTER_MS),
+                key,
+                JobState::InFlight,
+            ),
+        }
+    }
+
+    /// `POST /onejob/v1/jobs/{key}/cancel`: stops a streaming answer (the
+    /// upstream call is aborted, what arrived is kept). Idempotent: a
+    /// finished job is left as it is. Answers with the job as it stands
+    /// (`202` while the cancel is under way).
+    pub(super) fn cancel(&self, key: &str) -> Result<Response> {
+        let store = self.store();
+        let (Ok(parsed), Some(job)) = (IdempotencyKey::parse(key), store.load_job()?) else {
+            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
+        };
+        let streaming_here = self.live.borrow().is_some();
+        let stops = match operator::cancel(&job, streaming_here) {
+            Ok(stops) => stops,
+            Err(refused) => return http::problem_about(&refused.problem(), key, job.state()),
+        };
+        self.cancel.set(stops);
+        let status = if stops { 202 } else { 200 };
+        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(status))
+    }
+
+    /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
+    /// `N`, live while the job streams, from storage once it has finished.
+    pub(super) fn resume_stream(&self, key: &str, from: u64, ids: bool) -> Result<Response> {
+        let store = self.store();
+        if let Some(subscription) = pump::subscribe(&self.live, &store, from)? {
+            return subscription.into_response(key, true, ids);
+        }
+        match store.load_job()? {
+            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from, ids)? {
+                Some(result) => result.into_response(key, true),
+                None => http::problem_of(ProblemType::JobNotFound, "this job's answer was not streamed"),
+            },
+            _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
+        }
+    }
+
+    /// Writes a finished result to KV after the response (a read-through
+    /// cache for replays; the Ledger stays the authority).
+    pub(super) fn cache_in_background(&self, submission: &Submission, job: &Job, result: &JobResult) {
+        let storage_id = submission.storage_id().to_string();
+        let fingerprint = job.fingerprint().to_string();
+        let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;
+        let (env, result) = (self.env.clone(), result.clone());
+        self.state.wait_until(async move {
+            cache::store(&env, &storage_id, &fingerprint, &result, ttl_s).await;
+        });
+    }
+
+    /// The refusal of a new attempt whose tenant's or user's token budget
+    /// for today is spent (quotas fail open: a meter that cannot be reached
+    /// does not stop the job).
+    pub(super) async fn over_quota(&self, config: &Config, submission: &Submission) -> Option<Problem> {
+        let limits = config.settings_quota_limits(&submission.tenant);
+        if limits.tenant_tokens_per_day.is_none() && limits.user_tokens_per_day.is_none() {
+            return None;
+        }
+        let allowed = meter::allows(&self.env, &submission.tenant, submission.user.as_deref(), limits).await;
+        if allowed.unwrap_or(true) {
+            return None;
+        }
+        let retry_after_ms = onejob_core::quota::until_next_day_ms(now_ms());
+        Some(
+            Problem::new(ProblemType::QuotaExceeded, "this tenant's or user's token budget for today is spent")
+                .with_key(submission.key.as_str())
+                .with_retry_after_ms(retry_after_ms),
+        )
+    }
+}
