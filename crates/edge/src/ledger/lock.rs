@@ -13,10 +13,15 @@ use std::cell::RefCell;
 use futures_channel::oneshot;
 use onejob_core::job::Job;
 
-use super::Handed;
 use super::memory::{AdoptLater, Memory};
 use crate::http::JobResult;
-use crate::ledger::pump::LiveSlot;
+use crate::ledger::pump::{LiveSlot, Subscription};
+
+/// What a waiting duplicate is handed: the result, or the stream to follow.
+pub(super) enum Handed {
+    Result(JobResult),
+    Stream(Subscription),
+}
 
 /// What the Ledger coordinates in memory while a job is driven (its fields).
 pub(super) struct Coordination<'a> {

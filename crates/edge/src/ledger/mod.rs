@@ -41,8 +41,8 @@ use crate::api::ledger::{LedgerCall, Malformed};
 use crate::env::clock::now_ms;
 use crate::env::config;
 use crate::error::EdgeError;
-use crate::http::{self, JobResult};
-use crate::ledger::pump::{LiveSlot, Subscription};
+use crate::http;
+use crate::ledger::pump::LiveSlot;
 use crate::ledger::store::Store;
 
 mod alarms;
@@ -58,7 +58,7 @@ mod store;
 mod stored;
 mod submit;
 
-use lock::{Coordination, DriveLock};
+use lock::{Coordination, Handed};
 use memory::Memory;
 
 #[durable_object]
@@ -81,12 +81,6 @@ pub struct Ledger {
     indexed_version: Cell<u64>,
     /// True while the job's tokens are being counted against its quotas.
     metering: Rc<Cell<bool>>,
-}
-
-/// What a waiting duplicate is handed: the result, or the stream to follow.
-enum Handed {
-    Result(JobResult),
-    Stream(Subscription),
 }
 
 impl DurableObject for Ledger {

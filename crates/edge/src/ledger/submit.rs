@@ -29,7 +29,8 @@ use crate::ledger::pump::Pump;
 use crate::ledger::store::Store;
 
 use super::index::index_now;
-use super::{DriveLock, Handed, Ledger, alarms, driver, pump, run, stored};
+use super::lock::{DriveLock, Handed};
+use super::{Ledger, alarms, driver, pump, run, stored};
 
 impl Ledger {
     /// `GET /onejob/v1/jobs/{key}`: reads only; a fresh object stays empty.
