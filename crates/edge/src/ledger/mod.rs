@@ -1,31 +1,21 @@
 //! `Ledger`: the Durable Object that owns one job (one per tenant + key).
-//! It is glue: the core decides ([`onejob_core::admission::admit`]), the
-//! [`crate::ledger::driver`] runs attempts, the [`crate::ledger::store`] keeps the job.
+//! The core decides (`onejob_core::ledger`, `admission`, `background`); this
+//! folder performs. This file decodes one [`LedgerCall`], hands it to its
+//! handler and rings the alarm: [`submit`] (a keyed request, the drive
+//! under its [`lock`], waiters), [`background_jobs`] (deliveries, the
+//! outbox, dead letters), [`operators`], [`index`] (the operators' index,
+//! quota metering), [`driver`] (performs the core's attempt machine),
+//! [`pump`] (a streamed answer), [`store`]/[`stored`] (its SQLite tables, a
+//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`].
 //!
-//! Durable Objects run one event at a time, but an `.await` lets the next
-//! request in. So everything from reading the job to recording the claim is
-//! synchronous; one request at a time drives the job (`driving`), and every
-//! duplicate that arrives meanwhile waits for that driver's result.
-//!
-//! No `RefCell` borrow is held across an `.await`, and nothing that comes
-//! from a request or from storage is unwrapped: a panic here would throw
-//! away the in-memory state of every object in the isolate.
-//!
-//! This file is the object's entry: it decodes one [`LedgerCall`] and hands
-//! it to the handler that performs it, and rings the alarm. Everything else
-//! in this folder serves only the Ledger: [`submit`] (a keyed request:
-//! admission, the drive under its lock, waiters), [`background_jobs`] (queue
-//! deliveries, the outbox, dead letters), [`operators`] (what operators do
-//! and read), [`index`] (the operators' index and quota metering),
-//! [`driver`] (performs the core's attempt machine), [`pump`] (a streamed
-//! answer), [`store`] and [`stored`] (its SQLite tables and what a replay
-//! reads from them), [`alarms`] (its one alarm), [`run`] (a job type's
-//! effects, after the answer), [`lock`] (the drive lock) and [`memory`]
-//! (the core's coordination as the object holds it).
+//! An `.await` lets the next request in: from reading the job to recording
+//! the claim nothing awaits, one request at a time drives the job, and its
+//! duplicates wait for its result. No `RefCell` borrow is held across an
+//! `.await`, and nothing from a request or storage is unwrapped (a panic
+//! would drop every object's memory in the isolate).
 //!
 //! May import: `api`, `http`, `env`, `answer`, `upstream`, `effects`, `ops`,
-//! `queue`, `cache` and the core. Nothing imports it but `lib.rs`, which
-//! exports the object: the routes reach it through [`crate::api`].
+//! `queue`, `cache`, `error` and the core; only `lib.rs` imports it.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
