@@ -2,7 +2,7 @@
 //! The core decides (`onejob_core::ledger`, `admission`, `background`); this
 //! folder performs. This file decodes one [`LedgerCall`], hands it to its
 //! handler and rings the alarm: [`submit`] (a keyed request, the drive
-//! under its [`lock`], waiters), [`background_jobs`] (deliveries, the
+//! under its drive lock, waiters), [`background_jobs`] (deliveries, the
 //! outbox, dead letters), [`operators`], [`index`] (the operators' index,
 //! quota metering), [`driver`] (performs the core's attempt machine),
 //! [`pump`] (a streamed answer), [`store`]/[`stored`] (its SQLite tables, a
@@ -55,11 +55,8 @@ use memory::Memory;
 pub struct Ledger {
     state: State,
     env: Env,
-    /// Who works on the job here (the core's coordination): a drive — the
-    /// job being created until its first write (the driver may await a
-    /// breaker before it claims, and a duplicate arriving meanwhile must see
-    /// the job and wait for it, not start a second one), a background
-    /// submission to adopt after it — a stream's pump, the effects runner.
+    /// Who works on the job here: a drive (and the job it is creating), a
+    /// stream's pump, the effects runner ([`memory`]).
     memory: Memory,
     /// Duplicates waiting for the driver's result.
     waiters: RefCell<Vec<oneshot::Sender<Handed>>>,

@@ -254,7 +254,7 @@ impl Pump {
         Ok(())
     }
 
-    /// Records how the stream ended (the core's [`StreamEnd`] says what it means).
+    /// Records how the stream ended (the core's `StreamEnd` says what it means).
     fn finish(&mut self, end: End) -> Result<()> {
         if end.aborts_upstream()
             && let Some(abort) = self.streaming.abort.take()

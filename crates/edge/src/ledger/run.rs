@@ -227,7 +227,7 @@ impl Ledger {
     }
 
     /// Runs every effect that is due, waiting in between for retries due
-    /// within [`INLINE_WAIT_MS`]; later ones are left to the alarm.
+    /// within `follow_up::INLINE_WAIT_MS`; later ones are left to the alarm.
     pub(super) async fn run_effects(&self, config: &Config) -> Result<()> {
         if !self.memory.borrow_mut().begin_effects() {
             return Ok(()); // the runner here looks again before it stops
