@@ -111,7 +111,7 @@ impl Ledger {
     /// Drives the job under `lock`, then fans the one result out to every
     /// duplicate that waited for it. Every return either hands the result
     /// out (`finish`), hands the lock to a stream's pump, or drops the lock,
-    /// which releases it and fails the waiters (see [`lock`]).
+    /// which releases it and fails the waiters (see [`super::lock`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn drive(
         &self,
