@@ -159,7 +159,7 @@ pub enum RaceCall {
     /// The first to answer settles it now (the other is late, or goes on if it failed).
     First,
     /// The first answered with a permanent error: wait for the other
-    /// before deciding ([`hold_winner`]).
+    /// before deciding ([`other_wins`]).
     WaitForOther,
 }
 

@@ -166,6 +166,9 @@ impl<Later> Coordination<Later> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
     use crate::fingerprint::Fingerprint;
     use crate::job::{JobPolicy, UnknownPolicy};

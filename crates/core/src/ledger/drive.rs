@@ -6,7 +6,7 @@
 //! a provider, start the hedge timer, keep a response, and finally answer
 //! the caller ([`Ending`]). Time, randomness and the tenant's retry budget
 //! come in with every event ([`Inputs`]); the same events give the same
-//! commands, which is what lets [`super::simulation`]-style tests run it
+//! commands, which is what lets the simulation (`crates/core/tests/simulation.rs`) run it
 //! against simulated providers and crashes.
 //!
 //! The rules it keeps:

@@ -179,6 +179,9 @@ pub fn next_look_ms(
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     fn ended(state: JobState, status: u16, streamed: bool) -> Ended {

@@ -49,6 +49,9 @@ pub fn next_ms(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, effects_due: Op
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
     use crate::fingerprint::Fingerprint;
     use crate::job::{JobPolicy, UnknownPolicy};
