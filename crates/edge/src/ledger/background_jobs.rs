@@ -7,7 +7,7 @@ use onejob_core::background::{self, Delivery, Outbox};
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::ledger::delivery::{self, Verdict};
-use onejob_core::protocol::{JobView, ProblemType, header};
+use onejob_core::protocol::{JobView, ProblemType};
 use worker::{Response, Result};
 
 use crate::api::handoff::{self, JobMeta, Submission};
@@ -230,11 +230,11 @@ impl Ledger {
                         Verdict::Ack
                     } else {
                         // The caller is the queue: its response is not what matters, the job is.
-                        let answer = self.drive(config, lock, &store, job, true, &submission, &body).await?;
+                        let asked_ms =
+                            self.drive(config, lock, &store, job, true, &submission, &body).await?.retry_after_ms;
                         let mut job = store.load_job()?;
                         // No attempt could be made (no route, every provider's
                         // breaker open): the job waits for the next probe.
-                        let asked_ms = answer.headers().get(header::RETRY_AFTER_MS)?.and_then(|v| v.parse().ok());
                         if let Some(waiting) = job.as_mut()
                             && let Some(wait_ms) = delivery::no_attempt_wait_ms(waiting, asked_ms)
                         {

@@ -32,6 +32,13 @@ use super::index::index_now;
 use super::lock::{DriveLock, Handed};
 use super::{Ledger, alarms, driver, pump, run, stored};
 
+/// What a drive answers: the response, and when its caller may ask again
+/// (what its `retry-after-ms` says; a queue delivery defers the job by it).
+pub(super) struct DriveAnswer {
+    pub response: Response,
+    pub retry_after_ms: Option<u64>,
+}
+
 impl Ledger {
     /// `GET /onejob/v1/jobs/{key}`: reads only; a fresh object stays empty.
     pub(super) fn view(&self, key: &str) -> Result<Response> {
@@ -103,12 +110,12 @@ impl Ledger {
                 let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
-                self.drive(config, lock, &store, job, stored, &submission, &body).await
+                Ok(self.drive(config, lock, &store, job, stored, &submission, &body).await?.response)
             }
         }
     }
 
-    /// Drives the job under `lock`, then fans the one result out to every
+    /// Drives the job under `lock` (the answer, and when to ask again), then fans the one result out to every
     /// duplicate that waited for it. Every return either hands the result
     /// out (`finish`), hands the lock to a stream's pump, or drops the lock,
     /// which releases it and fails the waiters (see [`super::lock`]).
@@ -122,7 +129,7 @@ impl Ledger {
         stored: bool,
         submission: &Submission,
         body: &[u8],
-    ) -> Result<Response> {
+    ) -> Result<DriveAnswer> {
         // A new attempt draws on the tenant's (and user's) token budgets:
         // refused before the claim once one is spent.
         if let Some(problem) = self.over_quota(config, submission).await {
@@ -131,14 +138,16 @@ impl Ledger {
             let mut result = JobResult::problem(&problem, job.state(), None);
             result.retry_after_ms = None;
             lock.finish(&result);
-            return http::problem_about(&problem, submission.key.as_str(), job.state());
+            let response = http::problem_about(&problem, submission.key.as_str(), job.state())?;
+            return Ok(DriveAnswer { response, retry_after_ms: problem.retry_after_ms });
         }
         if !stored && submission.run.is_some() {
             // A job type's subject is run once (`once_per`).
             if let Some(problem) = self.subject_taken(config, submission).await {
                 let result = JobResult::problem(&problem, job.state(), None);
                 lock.finish(&result);
-                return http::problem_about(&problem, submission.key.as_str(), job.state());
+                let response = http::problem_about(&problem, submission.key.as_str(), job.state())?;
+                return Ok(DriveAnswer { response, retry_after_ms: problem.retry_after_ms });
             }
             // Its input and request are kept: the effects are planned from
             // them, also after a restart.
@@ -202,7 +211,8 @@ impl Ledger {
                     }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
-                return own.into_response(submission.key.as_str(), false, false);
+                let response = own.into_response(submission.key.as_str(), false, false)?;
+                return Ok(DriveAnswer { response, retry_after_ms: None });
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
@@ -219,7 +229,11 @@ impl Ledger {
         if result.state.is_terminal() && config.settings.result_cache && submission.run.is_none() {
             self.cache_in_background(submission, &job, &result);
         }
-        self.run_answer(config, submission, result, false)
+        // When to ask again, as the answer's `retry-after-ms` says it (only
+        // for a job that is not finished).
+        let retry_after_ms = result.retry_after_ms.filter(|_| !result.state.is_terminal());
+        let response = self.run_answer(config, submission, result, false)?;
+        Ok(DriveAnswer { response, retry_after_ms })
     }
 
     pub(super) async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
