@@ -143,7 +143,7 @@ bench-providers: build-edge
 provider-check: build-edge dev-vars
 	@$(ENV) node scripts/provider-check.mjs
 
-## Brooker's backoff experiment (see README, "Why full jitter").
+## Brooker's backoff experiment (see CONTRIBUTING.md, "Why full jitter").
 experiment:
 	@cargo run -q --release -p onejob-core --example contention
 

@@ -2,7 +2,7 @@
 //!
 //! The Ledger's decisions move here one at a time, each with its unit tests,
 //! and the Durable Object keeps only what performs them (storage, calls,
-//! timers). Where it goes (DESIGN.md §7): one machine that takes the job's
+//! timers). Where it goes: one machine that takes the job's
 //! events — a submission, a provider's answer, a stream's end, an alarm, a
 //! queue delivery, an operator's action, an effect's outcome — and returns
 //! the commands to perform, with time, randomness and ids as inputs.
