@@ -170,12 +170,9 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::fingerprint::Fingerprint;
-    use crate::job::{JobPolicy, UnknownPolicy};
 
     fn job() -> Job {
-        let policy = JobPolicy::new(3, 30_000, 60_000, 86_400_000, UnknownPolicy::RetryAfterLease).expect("policy");
-        Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy)
+        super::super::test_job::new()
     }
 
     #[test]

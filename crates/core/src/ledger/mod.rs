@@ -32,3 +32,21 @@ pub mod follow_up;
 pub mod operator;
 pub mod stream_end;
 pub mod wake;
+
+/// What the Ledger's unit tests share: a fresh job with the usual policy.
+#[cfg(test)]
+pub(crate) mod test_job {
+    use crate::fingerprint::Fingerprint;
+    use crate::job::{Job, JobPolicy, UnknownPolicy};
+
+    /// A new job of 3 attempts (30 s leases), kept `retention_ms`, created at 0.
+    pub(crate) fn kept_for(retention_ms: u64) -> Job {
+        let policy = JobPolicy::new(3, 30_000, 60_000, retention_ms, UnknownPolicy::RetryAfterLease).expect("policy");
+        Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy)
+    }
+
+    /// A new job kept a day.
+    pub(crate) fn new() -> Job {
+        kept_for(86_400_000)
+    }
+}

@@ -89,12 +89,10 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::fingerprint::Fingerprint;
-    use crate::job::{JobPolicy, JobState, UnknownPolicy};
+    use crate::job::JobState;
 
     fn streaming_job() -> (Job, AttemptTicket) {
-        let policy = JobPolicy::new(3, 30_000, 60_000, 86_400_000, UnknownPolicy::RetryAfterLease).expect("policy");
-        let mut job = Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"request"), 0, policy);
+        let mut job = super::super::test_job::new();
         let ticket = job.claim(job.version(), 1, "p", None).expect("claim");
         let ticket = job.mark_streaming(ticket, 2).expect("streaming");
         (job, ticket)

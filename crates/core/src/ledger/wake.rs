@@ -53,12 +53,9 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::fingerprint::Fingerprint;
-    use crate::job::{JobPolicy, UnknownPolicy};
 
     fn job() -> Job {
-        let policy = JobPolicy::new(3, 30_000, 60_000, 1_000_000, UnknownPolicy::RetryAfterLease).expect("policy");
-        Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy)
+        super::super::test_job::kept_for(1_000_000)
     }
 
     #[test]
