@@ -165,13 +165,14 @@ pub fn decode(mut bytes: Vec<u8>) -> Option<(Submission, Vec<u8>)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use onejob_core::fingerprint::{Body, Fingerprint};
     use onejob_core::key::IdempotencyKey;
 
     use super::{Submission, decode, encode};
 
-    fn submission() -> Submission {
+    /// A valid submission of a user's chat request (shared by the api's tests).
+    pub(crate) fn submission() -> Submission {
         Submission {
             tenant: "dev".into(),
             user: Some("alice".into()),

@@ -135,26 +135,9 @@ fn json(value: &impl serde::Serialize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use onejob_core::fingerprint::{Body, Fingerprint};
-    use onejob_core::key::IdempotencyKey;
-
     use super::{LedgerCall, Malformed};
-    use crate::api::handoff::{JobQuery, OperatorRequest, Submission};
-
-    fn submission() -> Submission {
-        Submission {
-            tenant: "dev".into(),
-            user: None,
-            key: IdempotencyKey::parse("test-0123456789abcdef").unwrap(),
-            fingerprint: Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(b"{}")).unwrap(),
-            target: "/v1/chat/completions".into(),
-            content_type: "application/json".into(),
-            wait_ms: 30_000,
-            provider_headers: Vec::new(),
-            background: false,
-            run: None,
-        }
-    }
+    use crate::api::handoff::tests::submission;
+    use crate::api::handoff::{JobQuery, OperatorRequest};
 
     fn operator() -> OperatorRequest {
         OperatorRequest {
