@@ -24,10 +24,19 @@
 //   BENCH_THROUGHPUT=480             (requests per stack in each throughput phase)
 //   BENCH_ONEJOB_DIR=/tmp/base       (another checkout's built worker: before/after)
 //   BENCH_VARS='{"RESULT_CACHE":"off"}'  (settings for onejob)
+//   BENCH_STATE_DIR=/tmp             (where the stacks keep their state; default
+//                                    /dev/shm when there is one, see below)
 //   BENCH_STRICT=1                   (exit 1 when a target is not met)
 //
 // Figures are wall-clock times seen by a local client on this machine (and
 // CPU read from /proc, Linux only); only ratios from one run compare.
+//
+// The stacks' state (each Durable Object's SQLite file, KV) lives in memory
+// (tmpfs) by default: on this shared machine's disk every new object's
+// first write waits for other processes' I/O (about 30 ms more per first
+// call at 0 ms upstream, throughput halved, from one run to the next), which
+// is neither onejob's cost nor production's storage. BENCH_STATE_DIR=/tmp
+// measures with the disk.
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
 import os from "node:os";
@@ -55,6 +64,18 @@ if (otherCheckout && !existsSync(path.join(otherCheckout, "crates/edge/build/ind
   console.error(`BENCH_ONEJOB_DIR=${otherCheckout}: no crates/edge/build/index.js there; run make build-edge in that checkout first`);
   process.exit(2);
 }
+
+// The harness makes each stack's state directory in the temporary folder
+// (os.tmpdir(), which reads TMPDIR); wrangler's own temporary files go there too.
+const stateDir = process.env.BENCH_STATE_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir());
+process.env.TMPDIR = stateDir;
+const stateFs = (() => {
+  try {
+    return execFileSync("stat", ["-f", "-c", "%T", stateDir], { encoding: "utf8" }).trim();
+  } catch {
+    return "unknown file system";
+  }
+})();
 
 const llm = await startFakeLlm();
 llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
@@ -124,8 +145,11 @@ function processesOf(stack) {
       const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
       const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
       if (Number(fields[2]) !== group) continue;
-      const workerd = readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("workerd");
-      found.push({ pid, workerd, ticks: Number(fields[11]) + Number(fields[12]) });
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      const workerd = cmdline.includes("workerd");
+      // wrangler runs two: its proxy on the stack's port, and the runtime of the worker.
+      const proxy = workerd && cmdline.includes(`entry=${new URL(stack.url).host}`);
+      found.push({ pid, workerd, proxy, ticks: Number(fields[11]) + Number(fields[12]) });
     } catch {}
   }
   return found;
@@ -139,15 +163,15 @@ const TICK_MS = (() => {
   }
 })();
 
-/** CPU time (ms) of a stack's workerd processes (and, apart, of its wrangler). */
+/** CPU ticks of a stack's processes, by kind: its workerd (the worker's runtime, wrangler's proxy) and its wrangler. */
 function cpuOf(stack) {
-  const snapshot = { workerd: new Map(), other: new Map() };
-  for (const p of processesOf(stack)) snapshot[p.workerd ? "workerd" : "other"].set(p.pid, p.ticks);
+  const snapshot = { runtime: new Map(), proxy: new Map(), other: new Map() };
+  for (const p of processesOf(stack)) snapshot[p.proxy ? "proxy" : p.workerd ? "runtime" : "other"].set(p.pid, p.ticks);
   return snapshot;
 }
-/** CPU ms spent between two snapshots (a process that appeared counts from zero). */
-const cpuSpent = (before, after, kind = "workerd") =>
-  [...after[kind]].reduce((sum, [pid, ticks]) => sum + ticks - (before[kind].get(pid) ?? 0), 0) * TICK_MS;
+/** CPU ms spent between two snapshots in `kinds` (a process that appeared counts from zero). */
+const cpuSpent = (before, after, kinds = ["runtime", "proxy"]) =>
+  kinds.reduce((sum, kind) => sum + [...after[kind]].reduce((s, [pid, ticks]) => s + ticks - (before[kind].get(pid) ?? 0), 0), 0) * TICK_MS;
 
 /** Resident memory of a stack's workerd processes, in MB (Linux /proc). */
 function workerdRssMb(stack) {
@@ -198,7 +222,7 @@ async function firstCalls(names, bodyOf, { afterOnejob } = {}) {
  * such as KV writes and the index counts).
  */
 async function throughputs(runs, bodyOf, chunks = 3) {
-  const totals = Object.fromEntries(runs.map(({ name }) => [name, { requests: 0, ms: 0, cpuMs: 0, otherCpuMs: 0 }]));
+  const totals = Object.fromEntries(runs.map(({ name }) => [name, { requests: 0, ms: 0, cpuMs: 0, runtimeCpuMs: 0, otherCpuMs: 0 }]));
   const per = Math.ceil(throughputTotal / chunks);
   for (let c = 0; c < chunks; c++) {
     for (const run of orderOf(runs, c)) {
@@ -215,15 +239,17 @@ async function throughputs(runs, bodyOf, chunks = 3) {
       const t = totals[run.name];
       t.ms += performance.now() - at;
       t.requests += per;
-      await sleep(300); // the answers' background work (KV writes, the index) ends
+      await sleep(600); // the answers' background work ends (KV writes; the index, batched for 200 ms)
       const after = cpuOf(run.stack);
       t.cpuMs += cpuSpent(before, after);
-      t.otherCpuMs += cpuSpent(before, after, "other");
+      t.runtimeCpuMs += cpuSpent(before, after, ["runtime"]);
+      t.otherCpuMs += cpuSpent(before, after, ["other"]);
     }
   }
   for (const t of Object.values(totals)) {
     t.rate = t.requests / (t.ms / 1000);
     t.cpuPerRequest = t.cpuMs / t.requests;
+    t.runtimePerRequest = t.runtimeCpuMs / t.requests;
     t.otherPerRequest = t.otherCpuMs / t.requests;
   }
   return totals;
@@ -242,7 +268,7 @@ try {
   console.log(
     `onejob bench: ${rounds} rounds, ${throughputTotal} requests per throughput phase, concurrency ${CONCURRENCY}; onejob from ${otherCheckout ?? "this checkout"}`,
   );
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at the start`);
+  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at the start; the stacks' state in ${stateDir} (${stateFs})`);
   for (const [name, stack] of Object.entries(stacks)) {
     const procs = processesOf(stack);
     console.log(`  ${NAMES[name].padEnd(22)} ${stack.url}  workerd pid(s) ${procs.filter((p) => p.workerd).map((p) => p.pid).join(",") || "none found"}`);
@@ -288,7 +314,7 @@ try {
   // 3. At 0 ms upstream: what one first call costs each.
   llm.scriptAll(["ok*"]);
   section(`3. one first call's cost at 0 ms upstream (1 KB body), ${rounds} keys, interleaved`);
-  const zero = await firstCalls(["onejob", "passthrough", "pattern"], (i) => chatBody(1024, `zero ${i}`));
+  const zero = await firstCalls(["onejob", "passthrough", "pattern", "sharded"], (i) => chatBody(1024, `zero ${i}`));
   const [z1, zp, zs] = [p50(zero.onejob), p50(zero.passthrough), p50(zero.pattern)];
   console.log(`first call p50 at 0 ms: onejob ${ms(z1)}   pass-through ${ms(zp)}   storage pattern (JS) ${ms(zs)}`);
   console.log(
@@ -311,16 +337,20 @@ try {
   for (const name of ["passthrough", "onejob", "pattern", "sharded"]) {
     const t = rates[name];
     console.log(
-      `throughput ${NAMES[name].padEnd(22)} ${t.rate.toFixed(0).padStart(5)} req/s   runtime CPU ${t.cpuPerRequest.toFixed(2).padStart(5)} ms/request (workerd; wrangler's node ${t.otherPerRequest.toFixed(2)} ms)`,
+      `throughput ${NAMES[name].padEnd(22)} ${t.rate.toFixed(0).padStart(5)} req/s   runtime CPU ${t.cpuPerRequest.toFixed(2).padStart(5)} ms/request (its workerd: the worker's runtime ${t.runtimePerRequest.toFixed(2)}, wrangler's proxy ${(t.cpuPerRequest - t.runtimePerRequest).toFixed(2)}; not counted: wrangler's node ${t.otherPerRequest.toFixed(2)})`,
     );
   }
   const rateRatio = rates.onejob.rate / rates.passthrough.rate;
   const cpuRatio = rates.onejob.cpuPerRequest / rates.passthrough.cpuPerRequest;
-  console.log(`throughput onejob / pass-through ${x(rateRatio)}; runtime CPU per request onejob / pass-through ${x(cpuRatio)}`);
+  const runtimeRatio = rates.onejob.runtimePerRequest / rates.passthrough.runtimePerRequest;
+  console.log(
+    `throughput onejob / pass-through ${x(rateRatio)}; runtime CPU per request onejob / pass-through ${x(cpuRatio)} (the worker's runtime alone, without wrangler's proxy: ${x(runtimeRatio)})`,
+  );
 
   section("5. probe: one Durable Object per key against one per tenant shard (JS, same storage pattern)");
   const [perKey1k, sharded1k] = [p50(figures.first["1 KB"].pattern), p50(figures.first["1 KB"].sharded)];
   console.log(`first call p50 (upstream ${UPSTREAM_MS} ms, 1 KB, in section 1's rounds): per key ${ms(perKey1k)}   16 shards ${ms(sharded1k)}   (${x(sharded1k / perKey1k)})`);
+  console.log(`first call p50 at 0 ms upstream (section 3's rounds): per key ${ms(zs)}   16 shards ${ms(p50(zero.sharded))}   (${x(p50(zero.sharded) / zs)})`);
   console.log(
     `throughput at concurrency ${CONCURRENCY} (section 4): per key ${rates.pattern.rate.toFixed(0)} req/s, ${rates.pattern.cpuPerRequest.toFixed(2)} ms CPU/request   16 shards ${rates.sharded.rate.toFixed(0)} req/s, ${rates.sharded.cpuPerRequest.toFixed(2)} ms CPU/request   (${x(rates.sharded.rate / rates.pattern.rate)} the rate)`,
   );
@@ -385,7 +415,7 @@ try {
   const big = await timed(onejob, newKey(), streamed);
   clearInterval(sampler);
   console.log(
-    `a ${(big.text.length / 1e6).toFixed(1)} MB stream through onejob: its workerd's resident memory ${baseline.toFixed(0)} MB before, at most ${peak.toFixed(0)} MB while it passed`,
+    `a ${(big.text.length / 1e6).toFixed(1)} MB stream through onejob: its workerd's resident memory (runtime and proxy) ${baseline.toFixed(0)} MB before, at most ${peak.toFixed(0)} MB while it passed (+${(peak - baseline).toFixed(0)} MB)`,
   );
 
   // 7. The targets.
