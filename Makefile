@@ -125,9 +125,15 @@ modgraph:
 test-edge:
 	@$(ENV) node --test --test-reporter=spec tests/edge/*.test.mjs
 
-## onejob against a pass-through Worker: latency, replays, a storm, throughput.
+## onejob against a pass-through Worker and a JavaScript worker doing its
+## storage pattern, in one interleaved run: first calls by body size,
+## replays, the 0 ms breakdown, throughput and CPU per request, the sharding
+## probe, a storm, streams, and issue 19's targets met or not (bench/edge.mjs).
+## BENCH_ROUNDS (default 40), BENCH_THROUGHPUT (requests per phase, 480),
+## BENCH_ONEJOB_DIR (another checkout's built worker, for before/after).
+BENCH_ROUNDS ?= 40
 bench: build-edge
-	@$(ENV) node bench/edge.mjs 40
+	@$(ENV) node bench/edge.mjs $(BENCH_ROUNDS)
 
 ## The browser SDK: fingerprint() against plain JavaScript (Node and
 ## Chromium), oj.fetch's own cost, start-up in Chromium (after build-client).

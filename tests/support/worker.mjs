@@ -137,6 +137,8 @@ async function startWorkerOnce({ vars = {}, persistTo, cwd = process.env.ONEJOB_
   }
   return {
     url,
+    /** wrangler's process id: also the id of the process group its workerd runs in. */
+    pid: child.pid,
     output: () => output,
     /** kill -9 of the runtime (wrangler and workerd), as a crash would. */
     async kill() {

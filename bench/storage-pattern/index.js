@@ -1,0 +1,58 @@
+// onejob's storage pattern on a first call, and nothing else (no auth, no
+// fingerprint, no wasm): a KV read, one SQLite Durable Object per key that
+// reads the job, inserts the job and its meta, calls the upstream, inserts
+// the response, updates the job and sets an alarm, then a KV write after the
+// answer. The statements are those of crates/edge/src/ledger/store.rs (the
+// schema is created once, on the first write; a read of a fresh object
+// creates nothing). `make bench` measures onejob against it (what the
+// pattern costs, what is onejob's own), and against bench/sharded (the
+// probe: one object per key, or many keys per object).
+import { DurableObject } from "cloudflare:workers";
+
+import { CHUNK, RETENTION_MS, SCHEMA, answered, attemptOf, forward, jobRecord, ready } from "./shared.js";
+
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const key = request.headers.get("Idempotency-Key");
+    if (ready(url) || !key) return ready(url) || new Response("no key", { status: 400 });
+    const cached = await env.RESULTS.get(`dev:${key}`, { type: "arrayBuffer" });
+    if (cached) return new Response(cached, { headers: { "Content-Type": "application/json" } });
+    return env.JOBS.getByName(`dev:${key}`).fetch(request);
+  },
+};
+
+export class Job extends DurableObject {
+  async fetch(request) {
+    const sql = this.ctx.storage.sql;
+    const key = request.headers.get("Idempotency-Key");
+    const body = await request.arrayBuffer();
+    let found;
+    try {
+      found = sql.exec("SELECT record FROM jobs WHERE id = 1").toArray()[0];
+    } catch (error) {
+      if (!String(error).includes("no such table")) throw error;
+    }
+    if (found) return new Response(found.record); // a replay (not what is measured)
+    const now = Date.now();
+    this.ctx.waitUntil(this.ctx.storage.setAlarm(now + RETENTION_MS));
+    sql.exec(SCHEMA);
+    sql.exec("INSERT INTO jobs (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING", 1, jobRecord(1, [], now));
+    const meta = JSON.stringify({ tenant: "dev", user: null, key, model: "gpt-test", metered: 0 });
+    sql.exec("INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING", meta);
+    const got = await forward(this.env, request, body);
+    const { status, type, answer } = got;
+    sql.exec("INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, ?, ?, ?, 0)", 1, status, type, answer.length);
+    for (let seq = 0; seq * CHUNK < Math.max(answer.length, 1); seq++) {
+      sql.exec("INSERT INTO response_chunks (attempt, seq, bytes) VALUES (?, ?, ?)", 1, seq, answer.subarray(seq * CHUNK, (seq + 1) * CHUNK));
+    }
+    sql.exec("UPDATE jobs SET version = ?, record = ? WHERE id = 1 AND version = ?", 2, jobRecord(2, attemptOf(status, now), now), 1);
+    const put = this.env.RESULTS.put(`dev:${key}`, answer, { metadata: { status, type }, expirationTtl: RETENTION_MS / 1000 });
+    this.ctx.waitUntil(put);
+    return answered(got);
+  }
+
+  async alarm() {
+    await this.ctx.storage.deleteAll(); // retention: the job expired, nothing is left
+  }
+}
