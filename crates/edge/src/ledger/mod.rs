@@ -33,7 +33,7 @@ use crate::env::config;
 use crate::error::EdgeError;
 use crate::http;
 use crate::ledger::pump::LiveSlot;
-use crate::ledger::store::Store;
+use crate::ledger::store::{Known, Store};
 
 mod alarms;
 mod background_jobs;
@@ -64,6 +64,8 @@ pub struct Ledger {
     live: LiveSlot,
     /// Set to cancel the running stream (its pump stops at its next wake).
     cancel: Rc<Cell<bool>>,
+    /// What this object knows of its tables and its job ([`store::Known`]).
+    known: Rc<Known>,
     /// The job version last written to the operators' index from here.
     indexed_version: Cell<u64>,
     /// True while the job's tokens are being counted against its quotas.
@@ -79,6 +81,7 @@ impl DurableObject for Ledger {
             waiters: RefCell::new(Vec::new()),
             live: Rc::new(RefCell::new(None)),
             cancel: Rc::new(Cell::new(false)),
+            known: Rc::default(),
             indexed_version: Cell::new(u64::MAX),
             metering: Rc::new(Cell::new(false)),
         }
@@ -173,6 +176,7 @@ impl DurableObject for Ledger {
                 self.release_subject_at_expiry(job.as_ref()).await;
                 self.state.storage().delete_alarm().await?;
                 self.state.storage().delete_all().await?;
+                self.store().forget_all();
             }
         }
         Response::empty()
@@ -181,7 +185,7 @@ impl DurableObject for Ledger {
 
 impl Ledger {
     fn store(&self) -> Store {
-        Store::new(self.state.storage().sql())
+        Store::new(self.state.storage().sql(), Rc::clone(&self.known))
     }
 
     /// The in-memory coordination the drive lock guards.

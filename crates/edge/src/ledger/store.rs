@@ -9,6 +9,16 @@
 //!
 //! Reads never write: before the first job write there are no tables, and a
 //! read of a fresh object finds nothing and creates nothing.
+//!
+//! The object also remembers what it knows of its own tables ([`Known`]):
+//! whether they exist, and the job as it last read or wrote it. SQLite stays
+//! the authority (every write goes to it first); the memory only saves the
+//! reads: one load of the job per object lifetime instead of one per path,
+//! no query to learn that a fresh object has no table, the schema created
+//! once per lifetime instead of before every first write.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
 use onejob_core::background::Outbox;
 use onejob_core::effect::Effect;
@@ -57,18 +67,141 @@ impl From<StoreError> for worker::Error {
     }
 }
 
+/// What one object knows of its own storage, kept for its lifetime (it is
+/// dropped with the object's memory on a restart, and read again).
+#[derive(Default)]
+pub struct Known {
+    /// The table groups that exist (`None`: not looked up yet in this lifetime).
+    present: Cell<Option<u8>>,
+    /// The table groups this lifetime created (or completed): not created again.
+    created: Cell<u8>,
+    /// The job as last read or written here: `Some(None)` is "none".
+    job: RefCell<Option<Option<Job>>>,
+}
+
+/// The tables, in groups created together when first written: a caller's
+/// first call creates only the job's group, not the tables of queues,
+/// kept requests, effects or streams it never writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tables {
+    /// The job record, who it belongs to, the attempts' responses.
+    Job = 1,
+    /// A background job's queue message and its dead letter.
+    Queue = 2,
+    /// A kept request (a background job's, a job type's).
+    Request = 4,
+    /// A job type's effects.
+    Effects = 8,
+    /// A streamed answer's events.
+    Stream = 16,
+}
+
+impl Tables {
+    /// The group a table of the schema belongs to.
+    fn of_table(name: &str) -> Option<Tables> {
+        Some(match name {
+            "jobs" | "meta" | "responses" | "response_chunks" => Tables::Job,
+            "queue" | "outbox" => Tables::Queue,
+            "request" | "request_chunks" => Tables::Request,
+            "effects" => Tables::Effects,
+            "stream_events" => Tables::Stream,
+            _ => return None,
+        })
+    }
+
+    fn schema(self) -> &'static str {
+        match self {
+            Tables::Job => {
+                "CREATE TABLE IF NOT EXISTS jobs (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    version INTEGER NOT NULL,
+                    record TEXT NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS meta (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    record TEXT NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS responses (
+                    attempt INTEGER PRIMARY KEY,
+                    status INTEGER NOT NULL,
+                    content_type TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    streamed INTEGER NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS response_chunks (
+                    attempt INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    bytes BLOB NOT NULL,
+                    PRIMARY KEY (attempt, seq)
+                )"
+            }
+            // Whether the job was dead-lettered; its counts are only read
+            // from a Ledger written before the outbox table (`load_outbox`).
+            Tables::Queue => {
+                "CREATE TABLE IF NOT EXISTS queue (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    sends INTEGER NOT NULL,
+                    last_sent_ms INTEGER NOT NULL,
+                    dead_lettered_ms INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE IF NOT EXISTS outbox (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    record TEXT NOT NULL
+                )"
+            }
+            Tables::Request => {
+                "CREATE TABLE IF NOT EXISTS request (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    submission TEXT NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS request_chunks (
+                    seq INTEGER PRIMARY KEY,
+                    bytes BLOB NOT NULL
+                )"
+            }
+            Tables::Effects => {
+                "CREATE TABLE IF NOT EXISTS effects (
+                    seq INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    version INTEGER NOT NULL,
+                    record TEXT NOT NULL
+                )"
+            }
+            Tables::Stream => {
+                "CREATE TABLE IF NOT EXISTS stream_events (
+                    attempt INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    part INTEGER NOT NULL,
+                    bytes BLOB NOT NULL,
+                    PRIMARY KEY (attempt, seq, part)
+                )"
+            }
+        }
+    }
+}
+
 pub struct Store {
     sql: SqlStorage,
+    known: Rc<Known>,
 }
 
 impl Store {
-    pub fn new(sql: SqlStorage) -> Self {
-        Self { sql }
+    pub fn new(sql: SqlStorage, known: Rc<Known>) -> Self {
+        Self { sql, known }
     }
 
     /// The job, if this object has one.
     pub fn load_job(&self) -> worker::Result<Option<Job>> {
-        let Some(row) = self.first_row("SELECT record FROM jobs WHERE id = 1", vec![])? else {
+        if let Some(known) = self.known.job.borrow().as_ref() {
+            return Ok(known.clone());
+        }
+        let job = self.read_job()?;
+        *self.known.job.borrow_mut() = Some(job.clone());
+        Ok(job)
+    }
+
+    fn read_job(&self) -> worker::Result<Option<Job>> {
+        let Some(row) = self.first_row(Tables::Job, "SELECT record FROM jobs WHERE id = 1", vec![])? else {
             return Ok(None);
         };
         let Some(Value::String(record)) = row.into_iter().next() else {
@@ -79,7 +212,10 @@ impl Store {
 
     /// The stored job's version, without reading the job.
     pub fn job_version(&self) -> worker::Result<Option<u64>> {
-        match self.first_row("SELECT version FROM jobs WHERE id = 1", vec![])?.as_deref() {
+        if let Some(known) = self.known.job.borrow().as_ref() {
+            return Ok(known.as_ref().map(Job::version));
+        }
+        match self.first_row(Tables::Job, "SELECT version FROM jobs WHERE id = 1", vec![])?.as_deref() {
             Some([Value::Integer(version)]) => Ok(u64::try_from(*version).ok()),
             _ => Ok(None),
         }
@@ -87,12 +223,12 @@ impl Store {
 
     /// Records a new job; `LostRace` if the object already has one.
     pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
-        self.create_tables()?;
+        self.create(Tables::Job)?;
         let written = self.write(
             "INSERT INTO jobs (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
             vec![version(job.version())?, record(job)?],
         )?;
-        if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+        self.wrote_job(written, job)
     }
 
     /// Writes `job` if the stored job is still at `expected_version`.
@@ -101,13 +237,33 @@ impl Store {
             "UPDATE jobs SET version = ?, record = ? WHERE id = 1 AND version = ?",
             vec![version(job.version())?, record(job)?, version(expected_version)?],
         )?;
-        if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
+        self.wrote_job(written, job)
+    }
+
+    /// Remembers a written job; a write that lost leaves the next load to
+    /// read what won.
+    fn wrote_job(&self, written: usize, job: &Job) -> Result<(), StoreError> {
+        let mut known = self.known.job.borrow_mut();
+        if written == 0 {
+            *known = None;
+            Err(StoreError::LostRace)
+        } else {
+            *known = Some(Some(job.clone()));
+            Ok(())
+        }
+    }
+
+    /// Everything was deleted (`deleteAll`): no table, no job.
+    pub fn forget_all(&self) {
+        self.known.present.set(Some(0));
+        self.known.created.set(0);
+        *self.known.job.borrow_mut() = Some(None);
     }
 
     /// Keeps who the job belongs to and what it asked for, for the
     /// operators' index (the job record itself holds neither).
     pub fn save_meta(&self, meta: &JobMeta) -> worker::Result<()> {
-        self.create_tables()?;
+        self.create(Tables::Job)?;
         self.write(
             "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
             vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
@@ -126,7 +282,7 @@ impl Store {
 
     /// Who the job belongs to, if recorded.
     pub fn load_meta(&self) -> worker::Result<Option<JobMeta>> {
-        let Some(row) = self.first_row("SELECT record FROM meta WHERE id = 1", vec![])? else {
+        let Some(row) = self.first_row(Tables::Job, "SELECT record FROM meta WHERE id = 1", vec![])? else {
             return Ok(None);
         };
         match row.into_iter().next() {
@@ -139,13 +295,13 @@ impl Store {
     /// [`Outbox`]): its own row, or a record kept before sends were
     /// confirmed (its `queue` row's count), or none.
     pub fn load_outbox(&self) -> worker::Result<Outbox> {
-        if let Some(row) = self.first_row("SELECT record FROM outbox WHERE id = 1", vec![])? {
+        if let Some(row) = self.first_row(Tables::Queue, "SELECT record FROM outbox WHERE id = 1", vec![])? {
             return match row.into_iter().next() {
                 Some(Value::String(record)) => serde_json::from_str(&record).map_err(|_| unreadable("outbox")),
                 _ => Err(unreadable("outbox")),
             };
         }
-        match self.first_row("SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
+        match self.first_row(Tables::Queue, "SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
             Some([Value::Integer(sends), Value::Integer(at)]) => {
                 Ok(Outbox::legacy(u32::try_from(*sends).unwrap_or(u32::MAX), u64::try_from(*at).unwrap_or(0)))
             }
@@ -156,7 +312,7 @@ impl Store {
     /// Writes the outbox's record, beside the job record: a send never
     /// changes the version an attempt in flight holds.
     pub fn save_outbox(&self, outbox: &Outbox) -> worker::Result<()> {
-        self.create_tables()?;
+        self.create(Tables::Queue)?;
         let record = serde_json::to_string(outbox).map_err(|e| EdgeError::Unwritable(e.to_string()))?;
         self.write(
             "INSERT INTO outbox (id, record) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record",
@@ -180,7 +336,7 @@ impl Store {
     /// Whether the job was sent to the dead-letter queue.
     pub fn dead_lettered(&self) -> worker::Result<bool> {
         Ok(matches!(
-            self.first_row("SELECT dead_lettered_ms FROM queue WHERE id = 1", vec![])?.as_deref(),
+            self.first_row(Tables::Queue, "SELECT dead_lettered_ms FROM queue WHERE id = 1", vec![])?.as_deref(),
             Some([Value::Integer(ms)]) if *ms > 0
         ))
     }
@@ -188,7 +344,7 @@ impl Store {
     /// Records that the job was sent to the dead-letter queue (again after
     /// a replay, which clears it).
     pub fn note_dead_lettered(&self, now_ms: u64) -> worker::Result<()> {
-        self.create_tables()?;
+        self.create(Tables::Queue)?;
         self.write(
             "INSERT INTO queue (id, sends, last_sent_ms, dead_lettered_ms) VALUES (1, 0, 0, ?1)
              ON CONFLICT (id) DO UPDATE SET dead_lettered_ms = ?1",
@@ -199,6 +355,9 @@ impl Store {
 
     /// Forgets that the job was dead-lettered (it was replayed or resolved).
     pub fn clear_dead_lettered(&self) -> worker::Result<()> {
+        if !self.may_exist(Tables::Queue)? {
+            return Ok(());
+        }
         self.write("UPDATE queue SET dead_lettered_ms = 0 WHERE id = 1", vec![]).map(|_| ())
     }
 
@@ -207,7 +366,7 @@ impl Store {
     /// Ledger holds what to send) and a job type's (its effects are planned
     /// from it).
     pub fn save_request(&self, submission: &str, body: &[u8]) -> worker::Result<()> {
-        self.create_tables()?;
+        self.create(Tables::Request)?;
         self.write(
             // The newest submission wins: a job-type run keeps its request
             // when it starts, and a later adoption into the background must
@@ -229,7 +388,7 @@ impl Store {
 
     /// The submission a kept request was made with (without its body).
     pub fn load_submission(&self) -> worker::Result<Option<String>> {
-        match self.first_row("SELECT submission FROM request WHERE id = 1", vec![])?.as_deref() {
+        match self.first_row(Tables::Request, "SELECT submission FROM request WHERE id = 1", vec![])?.as_deref() {
             Some([Value::String(submission)]) => Ok(Some(submission.clone())),
             Some(_) => Err(unreadable("request")),
             None => Ok(None),
@@ -238,7 +397,7 @@ impl Store {
 
     /// A background job's request, if this object keeps one.
     pub fn load_request(&self) -> worker::Result<Option<(String, Vec<u8>)>> {
-        let Some(row) = self.first_row("SELECT submission FROM request WHERE id = 1", vec![])? else {
+        let Some(row) = self.first_row(Tables::Request, "SELECT submission FROM request WHERE id = 1", vec![])? else {
             return Ok(None);
         };
         let Some(Value::String(submission)) = row.into_iter().next() else {
@@ -257,6 +416,7 @@ impl Store {
     /// Stores an attempt's response, its body split into chunks. An attempt
     /// reports once (its ticket holds the job once), so this never overwrites.
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
+        self.create(Tables::Job)?;
         let attempt = Value::Integer(i64::from(attempt));
         self.write(
             "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, ?, ?, ?, 0)",
@@ -291,6 +451,7 @@ impl Store {
     /// What an attempt's stored response is, without reading its body.
     pub fn response_head(&self, attempt: u32) -> worker::Result<Option<ResponseHead>> {
         let row = self.first_row(
+            Tables::Job,
             "SELECT status, content_type, size, streamed FROM responses WHERE attempt = ?",
             vec![Value::Integer(i64::from(attempt))],
         )?;
@@ -338,6 +499,7 @@ impl Store {
     /// Appends the events numbered `first_seq..` of an attempt's stream
     /// (an event longer than a chunk spans several rows).
     pub fn append_events(&self, attempt: u32, first_seq: u64, events: &[Vec<u8>]) -> worker::Result<()> {
+        self.create(Tables::Stream)?;
         for (offset, event) in events.iter().enumerate() {
             for (part, bytes) in event.chunks(CHUNK_BYTES).enumerate() {
                 self.write(
@@ -382,6 +544,8 @@ impl Store {
 
     /// Records that an attempt's response streams: its body is its events.
     pub fn start_streamed_response(&self, attempt: u32, content_type: &str) -> worker::Result<()> {
+        self.create(Tables::Job)?;
+        self.create(Tables::Stream)?;
         self.write(
             "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, 200, ?, 0, 1)",
             vec![Value::Integer(i64::from(attempt)), Value::String(content_type.to_owned())],
@@ -401,6 +565,7 @@ impl Store {
     /// How many events of an attempt's stream are stored.
     pub fn count_events(&self, attempt: u32) -> worker::Result<u64> {
         let row = self.first_row(
+            Tables::Stream,
             "SELECT COUNT(DISTINCT seq) FROM stream_events WHERE attempt = ?",
             vec![Value::Integer(i64::from(attempt))],
         )?;
@@ -412,6 +577,9 @@ impl Store {
 
     /// A job type's effects, in the type's order (none before they are planned).
     pub fn load_effects(&self) -> worker::Result<Vec<Effect>> {
+        if !self.may_exist(Tables::Effects)? {
+            return Ok(Vec::new());
+        }
         let cursor = match self.sql.exec("SELECT record FROM effects ORDER BY seq", None) {
             Ok(cursor) => cursor,
             Err(error) if error.to_string().contains("no such table") => return Ok(Vec::new()),
@@ -430,7 +598,7 @@ impl Store {
     /// Plans the effects, once: planning again (after a restart, by a
     /// duplicate) keeps the first plan.
     pub fn plan_effects(&self, effects: &[Effect]) -> worker::Result<()> {
-        self.create_tables()?;
+        self.create(Tables::Effects)?;
         for (seq, effect) in effects.iter().enumerate() {
             self.write(
                 "INSERT INTO effects (seq, name, version, record) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
@@ -460,71 +628,49 @@ impl Store {
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
     }
 
-    fn create_tables(&self) -> worker::Result<()> {
-        self.sql.exec(
-            "CREATE TABLE IF NOT EXISTS jobs (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                version INTEGER NOT NULL,
-                record TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS responses (
-                attempt INTEGER PRIMARY KEY,
-                status INTEGER NOT NULL,
-                content_type TEXT NOT NULL,
-                size INTEGER NOT NULL,
-                streamed INTEGER NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS response_chunks (
-                attempt INTEGER NOT NULL,
-                seq INTEGER NOT NULL,
-                bytes BLOB NOT NULL,
-                PRIMARY KEY (attempt, seq)
-            );
-            -- Whether the job was dead-lettered; its counts are only read
-            -- from a Ledger written before the outbox table (`load_outbox`).
-            CREATE TABLE IF NOT EXISTS queue (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                sends INTEGER NOT NULL,
-                last_sent_ms INTEGER NOT NULL,
-                dead_lettered_ms INTEGER NOT NULL DEFAULT 0
-            );
-            CREATE TABLE IF NOT EXISTS outbox (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                record TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS meta (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                record TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS request (
-                id INTEGER PRIMARY KEY CHECK (id = 1),
-                submission TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS request_chunks (
-                seq INTEGER PRIMARY KEY,
-                bytes BLOB NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS effects (
-                seq INTEGER PRIMARY KEY,
-                name TEXT NOT NULL UNIQUE,
-                version INTEGER NOT NULL,
-                record TEXT NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS stream_events (
-                attempt INTEGER NOT NULL,
-                seq INTEGER NOT NULL,
-                part INTEGER NOT NULL,
-                bytes BLOB NOT NULL,
-                PRIMARY KEY (attempt, seq, part)
-            )",
-            None,
-        )?;
+    /// Creates `group`'s tables if this lifetime has not (`IF NOT EXISTS`:
+    /// an older object's tables are kept, and the ones added since created).
+    fn create(&self, group: Tables) -> worker::Result<()> {
+        let bit = group as u8;
+        if self.known.created.get() & bit != 0 {
+            return Ok(());
+        }
+        self.sql.exec(group.schema(), None)?;
+        self.known.created.set(self.known.created.get() | bit);
+        let present = self.present()?;
+        self.known.present.set(Some(present | bit));
         Ok(())
+    }
+
+    /// Whether `group`'s tables may exist (looked up once per lifetime, and
+    /// kept as this object creates or deletes them). One that may exist can
+    /// still lack a table added since it was created: reads find nothing.
+    fn may_exist(&self, group: Tables) -> worker::Result<bool> {
+        Ok(self.present()? & group as u8 != 0)
+    }
+
+    fn present(&self) -> worker::Result<u8> {
+        if let Some(present) = self.known.present.get() {
+            return Ok(present);
+        }
+        let mut present = 0;
+        for row in self.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'", None)?.raw() {
+            if let Some(Value::String(name)) = row?.into_iter().next()
+                && let Some(group) = Tables::of_table(&name)
+            {
+                present |= group as u8;
+            }
+        }
+        self.known.present.set(Some(present));
+        Ok(present)
     }
 
     /// The first row of a query, or `None` — also when the tables do not
     /// exist yet (nothing was ever written here).
-    fn first_row(&self, query: &str, args: Vec<Value>) -> worker::Result<Option<Vec<Value>>> {
+    fn first_row(&self, group: Tables, query: &str, args: Vec<Value>) -> worker::Result<Option<Vec<Value>>> {
+        if !self.may_exist(group)? {
+            return Ok(None);
+        }
         let cursor = match self.sql.exec(query, args) {
             Ok(cursor) => cursor,
             Err(error) if error.to_string().contains("no such table") => return Ok(None),
