@@ -61,8 +61,6 @@ pub struct Driver<'a> {
     body: &'a [u8],
     /// The job's key for the provider: derived from tenant + key.
     upstream_key: String,
-    /// The request's JSON, to send each provider its own model name.
-    request: Option<Value>,
     /// The model the request asked for: picks the route.
     model: Option<String>,
     /// The request asks for a streamed answer (`"stream": true`).
@@ -104,9 +102,7 @@ pub struct LateAttempt {
 impl<'a> Driver<'a> {
     pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
         let upstream_key = submission.storage_id().upstream_key();
-        let request = serde_json::from_slice::<Value>(body).ok();
-        let model = request.as_ref().and_then(|v| v.get("model").and_then(|m| m.as_str()).map(str::to_owned));
-        let stream = request.as_ref().and_then(|v| v.get("stream")).and_then(Value::as_bool) == Some(true);
+        let RequestFacts { model, stream } = RequestFacts::of(body);
         let api = Api::of_path(&submission.target);
         Self {
             config,
@@ -115,7 +111,6 @@ impl<'a> Driver<'a> {
             submission,
             body,
             upstream_key,
-            request,
             model,
             stream,
             api,
@@ -346,13 +341,50 @@ impl<'a> Driver<'a> {
     fn body_for(&self, model: Option<&str>) -> Rc<[u8]> {
         // The body as it came, copied once per job, shared by its attempts.
         let unchanged = || Rc::clone(self.shared_body.get_or_init(|| Rc::from(self.body)));
-        match (&self.request, model) {
-            (Some(Value::Object(request)), Some(model)) if self.model.as_deref() != Some(model) => {
-                let mut request = request.clone();
-                request.insert("model".into(), Value::from(model));
-                serde_json::to_vec(&request).map(Rc::from).unwrap_or_else(|_| unchanged())
+        match model {
+            // Read as a whole only here: most calls send the body as it came.
+            Some(model) if self.model.as_deref() != Some(model) => {
+                match serde_json::from_slice::<serde_json::Map<String, Value>>(self.body) {
+                    Ok(mut request) => {
+                        request.insert("model".into(), Value::from(model));
+                        serde_json::to_vec(&request).map(Rc::from).unwrap_or_else(|_| unchanged())
+                    }
+                    Err(_) => unchanged(),
+                }
             }
             _ => unchanged(),
+        }
+    }
+}
+
+/// What the driver reads of a request's JSON: its `model` and whether it
+/// asks for a stream. The rest is skipped, not built.
+#[derive(Default)]
+struct RequestFacts {
+    model: Option<String>,
+    stream: bool,
+}
+
+impl RequestFacts {
+    /// A body that is not a JSON object (or whose `model` is not a string,
+    /// or `stream` not a boolean) has neither.
+    fn of(body: &[u8]) -> Self {
+        #[derive(serde::Deserialize)]
+        struct Loose {
+            #[serde(default)]
+            model: Option<Value>,
+            #[serde(default)]
+            stream: Option<Value>,
+        }
+        if body.trim_ascii_start().first() != Some(&b'{') {
+            return Self::default();
+        }
+        match serde_json::from_slice::<Loose>(body) {
+            Ok(Loose { model, stream }) => Self {
+                model: model.and_then(|m| m.as_str().map(str::to_owned)),
+                stream: stream.and_then(|s| s.as_bool()).unwrap_or(false),
+            },
+            Err(_) => Self::default(),
         }
     }
 }

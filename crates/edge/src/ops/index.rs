@@ -52,7 +52,9 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
     FLUSH_SCHEDULED.with(|f| f.set(false));
     let rows = PENDING_ROWS.with(|rows| std::mem::take(&mut *rows.borrow_mut()));
     let db = super::database(env).await?;
-    let statements = rows.iter().map(|(_, row)| db.prepare(UPSERT_JOB).bind(row)).collect::<Result<Vec<_>>>()?;
+    // Prepared once, bound per row (`bind` makes a new statement).
+    let upsert = db.prepare(UPSERT_JOB);
+    let statements = rows.iter().map(|(_, row)| upsert.clone().bind(row)).collect::<Result<Vec<_>>>()?;
     db.batch(statements).await?;
     Ok(())
 }
