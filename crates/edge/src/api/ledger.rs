@@ -128,6 +128,29 @@ impl LedgerCall {
     }
 }
 
+/// The Ledger's answer to [`LedgerCall::Replay`] (a `200`; a refusal is a
+/// problem): whether the job (or a job type's effects) goes again, and if
+/// not, why. The operator API reads it as this type, not as loose JSON.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayReply {
+    pub replayed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A job type's effects sent again, by name (only when they are what was replayed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effects: Option<Vec<String>>,
+}
+
+impl ReplayReply {
+    pub fn replayed() -> Self {
+        Self { replayed: true, reason: None, effects: None }
+    }
+
+    pub fn not_replayed(reason: &str) -> Self {
+        Self { replayed: false, reason: Some(reason.to_owned()), effects: None }
+    }
+}
+
 /// A payload's JSON (structs of strings, numbers and JSON values always serialise).
 fn json(value: &impl serde::Serialize) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
@@ -135,7 +158,7 @@ fn json(value: &impl serde::Serialize) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::{LedgerCall, Malformed};
+    use super::{LedgerCall, Malformed, ReplayReply};
     use crate::api::handoff::tests::submission;
     use crate::api::handoff::{JobQuery, OperatorRequest};
 
@@ -197,5 +220,16 @@ mod tests {
             LedgerCall::decode("/resolve", b"{}".to_vec()).unwrap_err(),
             Malformed("malformed operator request")
         );
+    }
+
+    #[test]
+    fn a_replay_reply_reads_back_as_written_and_as_the_effects_runner_writes_it() {
+        for reply in [ReplayReply::replayed(), ReplayReply::not_replayed("already replayed by this request")] {
+            let text = serde_json::to_string(&reply).unwrap();
+            assert_eq!(serde_json::from_str::<ReplayReply>(&text).unwrap(), reply);
+        }
+        assert_eq!(serde_json::to_string(&ReplayReply::replayed()).unwrap(), r#"{"replayed":true}"#);
+        let effects: ReplayReply = serde_json::from_str(r#"{"replayed":true,"effects":["notify"]}"#).unwrap();
+        assert_eq!(effects.effects.as_deref(), Some(&["notify".to_owned()][..]));
     }
 }

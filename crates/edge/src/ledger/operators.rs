@@ -11,6 +11,7 @@ use worker::{Response, Result};
 
 use crate::answer::StoredResponse;
 use crate::api::handoff::{DeadFacts, OperatorRequest};
+use crate::api::ledger::ReplayReply;
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::http;
@@ -51,7 +52,7 @@ impl Ledger {
         if background::undelivered(&job, &store.load_outbox()?) {
             store.clear_dead_lettered()?;
             self.enqueue(config, &job, true).await?;
-            return Response::from_json(&serde_json::json!({ "replayed": true }));
+            return Response::from_json(&ReplayReply::replayed());
         }
         // A dead job of a type run once per subject freed its subject: it
         // runs again only if no other job took it meanwhile.
@@ -67,11 +68,9 @@ impl Ledger {
                 store.update_job(read, &job)?;
                 store.clear_dead_lettered()?;
                 self.enqueue(config, &job, true).await?;
-                Response::from_json(&serde_json::json!({ "replayed": true }))
+                Response::from_json(&ReplayReply::replayed())
             }
-            Ok(false) => Response::from_json(
-                &serde_json::json!({ "replayed": false, "reason": "already replayed by this request" }),
-            ),
+            Ok(false) => Response::from_json(&ReplayReply::not_replayed("already replayed by this request")),
             Err(error) => http::problem_of(ProblemType::NotReplayable, error.to_string()),
         }
     }

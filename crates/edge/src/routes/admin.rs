@@ -20,7 +20,7 @@ use worker::{Env, Method, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{JobMessage, OperatorRequest};
-use crate::api::ledger::LedgerCall;
+use crate::api::ledger::{LedgerCall, ReplayReply};
 use crate::env::config;
 use crate::http::body;
 use crate::http::{self, problem_of};
@@ -439,13 +439,22 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
         };
         let job = JobMessage { tenant: tenant.clone(), user: user.clone(), key: key.clone() };
         let (status, answer) = forward(env, &job, &LedgerCall::Replay(request)).await?;
-        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap_or_default();
-        if status == 200 && answer.get("replayed").and_then(serde_json::Value::as_bool) == Some(true) {
-            ops::mark_replayed(env, &tenant, user.as_deref(), &key).await?;
-            replayed.push(entry);
-        } else {
-            let reason = answer.get("detail").or_else(|| answer.get("reason")).cloned().unwrap_or_default();
-            skipped.push(serde_json::json!({ "tenant": tenant, "key": key, "reason": reason }));
+        // A 200 is a [`ReplayReply`]; anything else is a problem, whose detail says why.
+        let skipped_because = match (status, serde_json::from_str::<ReplayReply>(&answer)) {
+            (200, Ok(ReplayReply { replayed: true, .. })) => None,
+            (200, Ok(ReplayReply { reason, .. })) => Some(reason),
+            _ => Some(
+                serde_json::from_str::<serde_json::Value>(&answer)
+                    .ok()
+                    .and_then(|problem| problem.get("detail")?.as_str().map(str::to_owned)),
+            ),
+        };
+        match skipped_because {
+            None => {
+                ops::mark_replayed(env, &tenant, user.as_deref(), &key).await?;
+                replayed.push(entry);
+            }
+            Some(reason) => skipped.push(serde_json::json!({ "tenant": tenant, "key": key, "reason": reason })),
         }
     }
     Ok((200, serde_json::json!({ "replayed": replayed, "skipped": skipped }).to_string()))
