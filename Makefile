@@ -47,13 +47,14 @@ build: bootstrap build-edge build-client
 # some edge tests need (crates/edge/src/env/faults.rs), in crates/edge/build-test.
 # A failed build fails the target and leaves no artifact to run: the old one
 # is removed first (only when rebuilding), pipefail keeps worker-build's
-# status (the filter never fails the pipe), and no stamp is written.
+# status (the filter never fails the pipe), a half-made one is removed, and
+# no stamp is written.
 # edge_build DIR CARGO-ARGS
 define edge_build
 	$(call stamp_start,edge-$(1))
 	@rm -rf crates/edge/$(1)
-	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; }
-	@test -s crates/edge/$(1)/index_bg.wasm && test -s crates/edge/$(1)/index.js || { echo "worker build failed"; exit 1; }
+	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; } \
+	  && test -s $(1)/index_bg.wasm && test -s $(1)/index.js || { rm -rf $(1); echo "worker build failed"; exit 1; }
 endef
 build-edge: crates/edge/build/.built
 build-edge-test: crates/edge/build-test/.built
