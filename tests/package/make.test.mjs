@@ -21,7 +21,7 @@ const make = (args, cwd = ROOT) => spawnSync("make", args, { cwd, encoding: "utf
 /** The stamps `make` would rebuild if `file` were newer than everything. */
 const rebuiltBy = (file) =>
   [EDGE, EDGE_TEST, CLIENT].filter((stamp) => {
-    const { status, stdout } = make(["-n", "-W", file, stamp]);
+    const { status, stdout } = make(["-s", "-n", "-W", file, stamp]);
     assert.equal(status, 0, stdout);
     return stdout.trim() !== "";
   });
