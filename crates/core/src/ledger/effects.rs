@@ -93,7 +93,7 @@ pub enum Event {
     Loaded(Vec<Effect>),
     /// The answer to [`Command::Persist`]: written, or lost to another
     /// writer (with the effect as it now stands; `None`: it is gone).
-    Persisted(Result<(), Option<Effect>>),
+    Persisted(Result<(), Option<Box<Effect>>>),
     /// The answer to [`Command::Perform`].
     Performed(Performed),
     /// The answer to [`Command::AskReceipt`]: what the destination holds.
@@ -327,9 +327,9 @@ impl Run {
     }
 
     /// A write that lost: the effect as stored now is the run's.
-    fn lost(&mut self, written: Result<(), Option<Effect>>) {
+    fn lost(&mut self, written: Result<(), Option<Box<Effect>>>) {
         if let Err(Some(current)) = written {
-            self.effects[self.index] = current;
+            self.effects[self.index] = *current;
         }
         self.acted = true;
     }
@@ -410,15 +410,18 @@ pub enum Action {
     MarkDone(String),
     /// An operator's replay of a run job whose answer is in: its dead effects again.
     ReplayDead,
+    /// An action on the named effect that is neither (refused, once the
+    /// effect is found).
+    Unknown(String),
 }
 
 impl Action {
     /// An action on one effect, as the operator's request names it.
-    pub fn on_effect(name: &str, action: Option<&str>) -> Result<Self, Refusal> {
+    pub fn on_effect(name: &str, action: Option<&str>) -> Self {
         match action {
-            Some("resend") => Ok(Self::Resend(name.to_owned())),
-            Some("mark_done") => Ok(Self::MarkDone(name.to_owned())),
-            _ => Err(Refusal::BadAction),
+            Some("resend") => Self::Resend(name.to_owned()),
+            Some("mark_done") => Self::MarkDone(name.to_owned()),
+            _ => Self::Unknown(name.to_owned()),
         }
     }
 }
@@ -500,24 +503,27 @@ pub fn decide(stored: Vec<Effect>, action: &Action, by: &str, defined: &[Defined
                 Err(error) => Then::Refuse(Refusal::Effect(error)),
             }
         }
-        Action::Resend(name) | Action::MarkDone(name) => match stored.into_iter().find(|e| &e.name == name) {
-            None => Then::Refuse(Refusal::NoSuchEffect),
-            Some(mut effect) => {
-                let expected = effect.version;
-                let done = match action {
-                    Action::Resend(_) => effect.resend(by, retry_of(defined, name), now_ms),
-                    _ => effect.mark_done(by, now_ms),
-                };
-                match done {
-                    Ok(true) => {
-                        writes.push(Write { effect, expected });
-                        Then::Run { approved: false }
+        Action::Resend(name) | Action::MarkDone(name) | Action::Unknown(name) => {
+            match stored.into_iter().find(|e| &e.name == name) {
+                None => Then::Refuse(Refusal::NoSuchEffect),
+                Some(mut effect) => {
+                    let expected = effect.version;
+                    let done = match action {
+                        Action::Resend(_) => effect.resend(by, retry_of(defined, name), now_ms),
+                        Action::MarkDone(_) => effect.mark_done(by, now_ms),
+                        _ => return Decided { writes, then: Then::Refuse(Refusal::BadAction) },
+                    };
+                    match done {
+                        Ok(true) => {
+                            writes.push(Write { effect, expected });
+                            Then::Run { approved: false }
+                        }
+                        Ok(false) => Then::Answer,
+                        Err(error) => Then::Refuse(Refusal::Effect(error)),
                     }
-                    Ok(false) => Then::Answer,
-                    Err(error) => Then::Refuse(Refusal::Effect(error)),
                 }
             }
-        },
+        }
         Action::ReplayDead => {
             // Only dead effects: an unknown one may have arrived, so only an
             // operator who checked resends it (one effect at a time).

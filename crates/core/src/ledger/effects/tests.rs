@@ -68,8 +68,7 @@ impl Harness {
 }
 
 fn well_formed(commands: &[Command]) {
-    let answered: Vec<usize> =
-        commands.iter().enumerate().filter(|(_, c)| c.wants_answer()).map(|(i, _)| i).collect();
+    let answered: Vec<usize> = commands.iter().enumerate().filter(|(_, c)| c.wants_answer()).map(|(i, _)| i).collect();
     assert!(answered.len() <= 1, "two commands want an answer: {commands:?}");
     if let Some(i) = answered.first() {
         assert_eq!(*i + 1, commands.len(), "an answered command is not last: {commands:?}");
@@ -103,7 +102,8 @@ fn a_ready_effect_is_claimed_durably_then_performed_then_recorded_by_its_claim_v
     let perform = h.on(Event::Persisted(Ok(())), T0);
     assert_eq!(perform, vec![Command::Perform { effect: claimed.clone() }]);
     let receipt = json!({"status": 200});
-    let (done, expected) = persisted(&h.on(Event::Performed(Performed::Outcome(Outcome::Done(receipt.clone()))), T0 + 5));
+    let (done, expected) =
+        persisted(&h.on(Event::Performed(Performed::Outcome(Outcome::Done(receipt.clone()))), T0 + 5));
     assert_eq!((done.state, expected, done.receipt.clone()), (EffectState::Done, 2, Some(receipt)));
     // It acted: another pass, from storage.
     assert_eq!(h.on(Event::Persisted(Ok(())), T0 + 5), vec![Command::Load]);
@@ -118,7 +118,7 @@ fn a_claim_that_loses_its_write_performs_nothing_and_adopts_the_stored_effect() 
     h.loaded(vec![planned("email", false)], T0);
     let mut other = planned("email", false);
     other.claim(T0);
-    let next = h.on(Event::Persisted(Err(Some(other.clone()))), T0);
+    let next = h.on(Event::Persisted(Err(Some(Box::new(other.clone())))), T0);
     assert_eq!(next, vec![Command::Load], "nothing performed; a look again");
     assert_eq!(h.run.effects()[0], other);
 }
@@ -376,9 +376,13 @@ fn an_operator_resends_or_marks_done_only_an_effect_that_needs_one() {
     assert_eq!(refused.then, Then::Refuse(Refusal::Effect(EffectError::NotSettleable)));
     let missing = decide(vec![dead], &Action::Resend("nope".into()), "ops", &[], T0);
     assert_eq!(missing.then, Then::Refuse(Refusal::NoSuchEffect));
-    assert_eq!(Action::on_effect("email", Some("resend")), Ok(Action::Resend("email".into())));
-    assert_eq!(Action::on_effect("email", Some("mark_done")), Ok(Action::MarkDone("email".into())));
-    assert_eq!(Action::on_effect("email", Some("delete")), Err(Refusal::BadAction));
+    assert_eq!(Action::on_effect("email", Some("resend")), Action::Resend("email".into()));
+    assert_eq!(Action::on_effect("email", Some("mark_done")), Action::MarkDone("email".into()));
+    let planned_one = vec![planned("email", false)];
+    let bad = decide(planned_one.clone(), &Action::on_effect("email", Some("delete")), "ops", &[], T0);
+    assert_eq!((bad.writes.len(), bad.then), (0, Then::Refuse(Refusal::BadAction)));
+    let bad_and_missing = decide(planned_one, &Action::on_effect("nope", None), "ops", &[], T0);
+    assert_eq!(bad_and_missing.then, Then::Refuse(Refusal::NoSuchEffect), "the effect is looked for first");
     assert_eq!(Refusal::BadAction.problem().0, ProblemType::InvalidQuery);
     assert_eq!(Refusal::NoSuchEffect.problem().0, ProblemType::NotFound);
 }
@@ -439,10 +443,7 @@ fn effects_are_planned_from_the_input_and_the_answer_only_for_an_answer_in_the_c
     assert_eq!(plan(triage, &job, None, "t:abc", &input, T0), Err(NoPlan::Nothing));
     let unfinished = crate::ledger::test_job::new();
     assert_eq!(plan(triage, &unfinished, Some(&good), "t:abc", &input, T0), Err(NoPlan::Nothing));
-    assert!(matches!(
-        plan(triage, &job, Some(&reply("prose")), "t:abc", &input, T0),
-        Err(NoPlan::ContractBroken(_))
-    ));
+    assert!(matches!(plan(triage, &job, Some(&reply("prose")), "t:abc", &input, T0), Err(NoPlan::ContractBroken(_))));
 }
 
 #[test]
@@ -453,7 +454,10 @@ fn a_run_job_answers_its_type_key_output_and_effects_unless_it_streamed_or_faile
     let types = triage();
     let answer = reply(r#"{"category":"bug"}"#);
     let before = run_answer("triage", types.get("triage"), "k", &answer, &[]);
-    assert_eq!(before, json!({"type": "triage", "key": "k", "state": "running", "output": {"category": "bug"}, "effects": []}));
+    assert_eq!(
+        before,
+        json!({"type": "triage", "key": "k", "state": "running", "output": {"category": "bug"}, "effects": []})
+    );
     let mut done = planned("email", false);
     done.state = EffectState::Done;
     let after = run_answer("triage", types.get("triage"), "k", &answer, &[done]);
