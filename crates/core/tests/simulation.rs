@@ -40,6 +40,8 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+#[path = "simulation/effects.rs"]
+mod effects;
 #[path = "simulation/rng.rs"]
 mod rng;
 #[path = "simulation/scenario.rs"]
