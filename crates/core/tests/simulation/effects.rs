@@ -501,13 +501,13 @@ impl EffectsWorld {
             );
             self.violate("claim-before-perform", message);
         }
-        if let Some(approval) = effect.approval.as_ref() {
-            if !approval.approved_ms.is_some_and(|at| at < approval.expires_ms) {
-                self.violate(
-                    "approval-before-perform",
-                    format!("effect {} performed without an approval in time: {approval:?}", effect.name),
-                );
-            }
+        if let Some(approval) = effect.approval.as_ref()
+            && approval.approved_ms.is_none_or(|at| at >= approval.expires_ms)
+        {
+            self.violate(
+                "approval-before-perform",
+                format!("effect {} performed without an approval in time: {approval:?}", effect.name),
+            );
         }
         if self.watch[i].exposed {
             self.violate(
