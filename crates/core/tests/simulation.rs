@@ -26,6 +26,12 @@
 //! finished, or visibly waiting for an operator: blocked, dead-lettered),
 //! `no-stuck-drive`, `quiescence`, `retention-cleans`.
 //!
+//! Each seed also runs a job type's effects on the real effects machine
+//! ([`onejob_core::ledger::effects`], `simulation/effects.rs`), with its own
+//! invariants: `effect-once`, `claim-before-perform`, `effect-cas`,
+//! `approval-before-perform`, `done-means-delivered`, `dead-letter-once`,
+//! `batch`, and after its drain `effect-settles` and `no-stuck-run`.
+//!
 //! - `SEEDS=N` runs seeds 0..N (default 10,000), `SIM_FIRST=K` starts at K;
 //! - `SIM_SEED=N` runs seed N alone and prints its trace to stderr;
 //! - `SIM_STATS=1` prints how often each interesting thing happened;
@@ -40,6 +46,8 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+#[path = "simulation/effects.rs"]
+mod effects;
 #[path = "simulation/rng.rs"]
 mod rng;
 #[path = "simulation/scenario.rs"]

@@ -13,6 +13,9 @@
 //!   drive, a stream's pump, the effects runner), as one value.
 //! - [`drive`]: one run of attempts as a machine — placement, claim,
 //!   call, hedge, record, retry — returning the commands the Ledger performs.
+//! - [`effects`]: a job type's effects as a machine — claim, perform,
+//!   record, reconcile by receipt, approvals and their expiry, dead
+//!   letters, the run's cadence — and what approvers and operators do to them.
 //! - [`follow_up`]: what follows a job type's answer, and the cadence of
 //!   its effects' run.
 //! - [`operator`]: an operator's settlement, a caller's cancel, a poll's wait.
@@ -28,6 +31,7 @@ pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
 pub mod drive;
+pub mod effects;
 pub mod follow_up;
 pub mod operator;
 pub mod stream_end;

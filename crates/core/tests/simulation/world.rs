@@ -79,13 +79,24 @@ pub struct Outcome {
 pub fn run(seed: u64, traced: bool) -> Outcome {
     let mut world = World::new(seed, traced);
     world.run();
+    // The same seed's job-type effects ([`crate::effects`]), in their own world.
+    let mut effects = crate::effects::EffectsWorld::new(seed, traced);
+    effects.run();
+    let mut stats = world.stats;
+    for (what, n) in effects.stats {
+        *stats.entry(what).or_insert(0) += n;
+    }
+    let mut lines = world.trace.lines().to_vec();
+    lines.extend(effects.trace.lines().iter().cloned());
+    let mut violations = world.violations;
+    violations.extend(effects.violations);
     Outcome {
-        steps: world.steps,
-        violations: world.violations,
-        hash: world.trace.hash(),
-        text_hash: world.trace.text_hash(),
-        lines: world.trace.lines().to_vec(),
-        stats: world.stats,
+        steps: world.steps + effects.steps,
+        violations,
+        hash: world.trace.hash() ^ effects.trace.hash().rotate_left(1),
+        text_hash: world.trace.text_hash() ^ effects.trace.text_hash().rotate_left(1),
+        lines,
+        stats,
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use futures_util::future::{Either, select};
 use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found, Outcome, outcome_of_status};
+use onejob_core::ledger::effects::Performed;
 use serde_json::Value;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Delay, Env, Fetch};
@@ -30,15 +31,16 @@ use crate::error::EdgeError;
 /// How long a webhook receiver has to answer before the outcome is unknown.
 const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
 
-/// What an attempt found: how it went, or (a d1 row already there under
-/// the delivery id) what the destination holds, to reconcile with.
-pub enum Performed {
-    Outcome(Outcome),
-    AlreadyThere(Found),
-}
-
 /// Performs `effect` (claimed) as `spec` says; `source` names the job type.
-pub async fn perform(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str) -> Performed {
+/// (`spec` is `None` only if the deployment no longer defines the effect,
+/// which the core's machine never performs: then nothing is sent.)
+pub async fn perform(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, source: &str) -> Performed {
+    let Some(spec) = spec else {
+        return Performed::Outcome(Outcome::Permanent {
+            status: None,
+            detail: "its job type no longer defines it".into(),
+        });
+    };
     match &spec.target {
         EffectTarget::D1 { database, table, .. } => match insert_row(env, database, table, effect, source).await {
             Ok(Some(row)) => Performed::Outcome(Outcome::Done(row)),
@@ -58,7 +60,8 @@ pub async fn perform(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str
 }
 
 /// What the destination holds under `effect`'s delivery id.
-pub async fn ask(env: &Env, spec: &EffectSpec, effect: &Effect, source: &str) -> Found {
+pub async fn ask(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, source: &str) -> Found {
+    let Some(spec) = spec else { return Found::NoReceiptSource };
     match &spec.target {
         EffectTarget::D1 { database, table, .. } => find_row(env, database, table, effect, source).await,
         EffectTarget::Inbox { receipts: true, .. } => match demo::mail_receipt(env, &effect.delivery_id).await {

@@ -5,30 +5,37 @@
 //! Effects are kept beside the job (store table `effects`), planned once
 //! from the stored input and answer, and driven by whoever finds one due:
 //! the request that got the answer, a queue delivery, the alarm, an
-//! approval or an operator. One runner at a time per object
-//! (the coordination's effects runner); every claim and record is a compare-and-swap on the
-//! effect's version. A claimed effect that was never recorded (the runtime
-//! died in between) is reconciled with its destination, never performed
-//! blindly.
+//! approval or an operator. One runner at a time per object (the
+//! coordination's effects runner). What the runner does — claim, perform,
+//! record (each write a compare-and-swap on the effect's version),
+//! reconcile a claimed-but-unrecorded effect with its destination by
+//! receipt, expire approvals, dead-letter, wait or stop — and what an
+//! approval or an operator's action does, is decided by the core's
+//! [`onejob_core::ledger::effects`]; this file performs it.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
-use onejob_core::effect::{self, Effect, EffectState, Step};
+use onejob_core::effect::{self, Effect};
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
-use onejob_core::ledger::follow_up::{self, AfterAnswer, AfterCheck, AfterPass, Ended, FollowUp};
+use onejob_core::ledger::effects::{
+    self as machine, Action, Command, Defined, EffectDeadLetter, Event, Inputs, NoPlan, Refusal, Run, Then,
+};
+use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
-use serde_json::{Value, json};
+use serde_json::json;
 use worker::{Delay, Response, Result};
 
 use super::Ledger;
-use crate::api::handoff::{DeadFacts, JobMessage, OperatorRequest, Submission};
+use crate::api::handoff::{DeadFacts, OperatorRequest, Submission};
 use crate::api::ledger::LedgerCall;
-use crate::effects::{self, Performed};
+use crate::effects;
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
+use crate::ledger::store::{Store, StoreError};
 use crate::ledger::stored;
 use crate::ops;
 
@@ -164,9 +171,6 @@ impl Ledger {
     pub(super) async fn follow_up(&self, config: &Config) -> Result<()> {
         let store = self.store();
         let planned = !store.load_effects()?.is_empty();
-        if planned {
-            return self.run_effects(config).await;
-        }
         let Some(submission) = self.stored_submission()? else { return Ok(()) };
         match FollowUp::of(submission.run.is_some(), planned, store.load_job()?.as_ref()) {
             FollowUp::RunEffects => self.run_effects(config).await,
@@ -189,146 +193,112 @@ impl Ledger {
     }
 
     /// Plans the effects of a finished run job, once, from its stored input
-    /// and answer.
+    /// and answer ([`machine::plan`]).
     fn plan_effects(&self, config: &Config) -> Result<()> {
         let store = self.store();
-        if !store.load_effects()?.is_empty() {
-            return Ok(());
-        }
         let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else {
             return Ok(());
         };
         let Some(run) = submission.run.as_ref() else { return Ok(()) };
-        let Some(job_type) = config.job_types.get(&run.job_type) else {
-            worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
-            return Ok(());
-        };
-        if job_type.effects.is_empty() || !answered(&job) {
+        if !store.load_effects()?.is_empty() {
             return Ok(());
         }
-        let Some(response) = job.replayed_attempt().and_then(|a| store.load_response(a.number).transpose()) else {
-            return Ok(());
-        };
-        let output = match job_type.output_of(&response?.body) {
-            Ok(output) => output,
-            Err(violation) => {
-                worker::console_warn!("ledger: the stored answer breaks the contract now: {}", violation.0);
-                return Ok(());
+        let answer = job.replayed_attempt().map(|a| store.load_response(a.number)).transpose()?.flatten();
+        let job_type = config.job_types.get(&run.job_type);
+        let body = answer.as_ref().map(|r| r.body.as_slice());
+        match machine::plan(job_type, &job, body, submission.storage_id().as_str(), &run.input, now_ms()) {
+            Ok(effects) => store.plan_effects(&effects),
+            Err(NoPlan::TypeGone) => {
+                worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
+                Ok(())
             }
-        };
-        let storage_id = submission.storage_id();
-        let now = now_ms();
-        let effects: Vec<Effect> = job_type
-            .effects
-            .iter()
-            .map(|spec| Effect::plan(spec, storage_id.as_str(), &run.input, &output, now))
-            .collect();
-        store.plan_effects(&effects)
+            Err(NoPlan::ContractBroken(violation)) => {
+                worker::console_warn!("ledger: the stored answer breaks the contract now: {violation}");
+                Ok(())
+            }
+            Err(NoPlan::Nothing) => Ok(()),
+        }
     }
 
-    /// Runs every effect that is due, waiting in between for retries due
-    /// within `follow_up::INLINE_WAIT_MS`; later ones are left to the alarm.
+    /// Runs the effects that are due, one runner at a time (the
+    /// coordination's effects runner is the lock; a runner already here
+    /// looks again before it stops), then sets the alarm.
     pub(super) async fn run_effects(&self, config: &Config) -> Result<()> {
         if !self.memory.borrow_mut().begin_effects() {
-            return Ok(()); // the runner here looks again before it stops
-        }
-        let watch = worker::ScheduledTime::from(Duration::from_millis(follow_up::CLAIM_WATCH_MS));
-        if let Err(error) = crate::ledger::alarms::set(&self.state, watch).await {
-            worker::console_warn!("ledger: setting the effects' watch failed: {error}");
+            return Ok(());
         }
         let ran = self.run_effects_now(config).await;
         self.memory.borrow_mut().end_effects();
-        let store = self.store();
-        if let Some(job) = store.load_job()? {
+        if let Some(job) = self.store().load_job()? {
             self.arm(config, &job);
         }
         ran
     }
 
+    /// Performs what the core's effects machine ([`Run`]) decides until it finishes.
     async fn run_effects_now(&self, config: &Config) -> Result<()> {
-        let store = self.store();
         let Some(submission) = self.stored_submission()? else { return Ok(()) };
         let Some(job_type) = submission.run.as_ref().and_then(|run| config.job_types.get(&run.job_type)) else {
             return Ok(());
         };
+        let store = self.store();
         let source = format!("onejob:{}", job_type.name);
-        let started = now_ms();
-        loop {
-            let now = now_ms();
-            let mut acted = false;
-            let mut wake: Option<u64> = None;
-            for mut effect in store.load_effects()? {
-                let Some(spec) = job_type.effects.iter().find(|s| s.name == effect.name) else { continue };
-                let read = effect.version;
-                if effect.expire(now) {
-                    store.update_effect(read, &effect)?;
+        let mut run = Run::new(Defined::of(Some(job_type)));
+        let mut commands: VecDeque<Command> =
+            run.start(&mut Inputs { now_ms: now_ms(), random: &mut MathRandom }).into();
+        while let Some(command) = commands.pop_front() {
+            let event = match command {
+                Command::Watch { at_ms } => {
+                    self.watch(at_ms).await;
                     continue;
                 }
-                match effect.step(now) {
-                    Step::Perform => {
-                        let Some(attempt) = effect.claim(now) else { continue };
-                        // The claim is written before the effect is attempted.
-                        store.update_effect(read, &effect)?;
-                        let claimed = effect.version;
-                        let performed = effects::perform(&self.env, spec, &effect, &source).await;
-                        config.faults.after_effect(&effect.name).await;
-                        let before = effect.state;
-                        match performed {
-                            Performed::Outcome(outcome) => {
-                                effect.finish(attempt, outcome, spec.retry, now_ms(), &mut MathRandom)
-                            }
-                            Performed::AlreadyThere(found) => {
-                                effect.reconcile(found, spec.retry, now_ms(), &mut MathRandom)
-                            }
-                        }
-                        store.update_effect(claimed, &effect)?;
-                        self.dead_letter_effect(config, &submission, &effect, before).await;
-                        acted = true;
-                    }
-                    // Claimed but never recorded: the runtime that claimed it
-                    // is gone (this object's one runner records before it
-                    // moves on). Ask the destination first.
-                    Step::Reconcile => {
-                        let found = effects::ask(&self.env, spec, &effect, &source).await;
-                        let before = effect.state;
-                        effect.reconcile(found, spec.retry, now_ms(), &mut MathRandom);
-                        store.update_effect(read, &effect)?;
-                        self.dead_letter_effect(config, &submission, &effect, before).await;
-                        acted = effect.version != read && effect.step(now_ms()) == Step::Perform;
-                    }
-                    Step::WaitUntil(at) => wake = Some(wake.map_or(at, |w| w.min(at))),
-                    Step::Nothing => {}
+                Command::Load => Event::Loaded(store.load_effects()?),
+                Command::Persist { effect, expected } => Event::Persisted(persist(&store, expected, &effect)?),
+                Command::Perform { effect } => {
+                    let spec = job_type.effects.iter().find(|s| s.name == effect.name);
+                    let performed = effects::perform(&self.env, spec, &effect, &source).await;
+                    config.faults.after_effect(&effect.name).await;
+                    Event::Performed(performed)
                 }
-            }
-            match AfterPass::of(acted, wake, started, now_ms()) {
-                AfterPass::Again => {}
-                AfterPass::Sleep(ms) => Delay::from(Duration::from_millis(ms)).await,
-                // Over budget or nothing due soon: the alarm goes on.
-                AfterPass::Stop => return Ok(()),
-            }
+                Command::AskReceipt { effect } => {
+                    let spec = job_type.effects.iter().find(|s| s.name == effect.name);
+                    Event::Receipt(effects::ask(&self.env, spec, &effect, &source).await)
+                }
+                Command::DeadLetter(letter) => {
+                    self.dead_letter_effect(config, &submission, letter).await;
+                    continue;
+                }
+                Command::Sleep { ms } => {
+                    Delay::from(Duration::from_millis(ms)).await;
+                    Event::Woke
+                }
+                Command::Finish => break,
+            };
+            commands.extend(run.on(event, &mut Inputs { now_ms: now_ms(), random: &mut MathRandom }));
+        }
+        Ok(())
+    }
+
+    /// While effects run, the alarm is kept close (a restart reconciles what was claimed).
+    async fn watch(&self, at_ms: u64) {
+        let at = worker::ScheduledTime::new(js_sys::Date::new(&(at_ms as f64).into()));
+        if let Err(error) = crate::ledger::alarms::set(&self.state, at).await {
+            worker::console_warn!("ledger: setting the effects' watch failed: {error}");
         }
     }
 
-    /// An effect that just came to need an operator becomes a dead letter
-    /// (and an alert, at once): the answer was delivered, this part was not.
-    async fn dead_letter_effect(&self, config: &Config, submission: &Submission, effect: &Effect, before: EffectState) {
-        if before.needs_operator() || !effect.state.needs_operator() {
-            return;
-        }
+    /// An effect that came to need an operator is a dead letter (and an
+    /// alert, at once): the answer was delivered, this part was not.
+    async fn dead_letter_effect(&self, config: &Config, submission: &Submission, letter: EffectDeadLetter) {
         let facts = DeadFacts {
             dead: true,
-            error_class: onejob_core::admin_query::EFFECT_CLASS.into(),
-            last_status: effect.attempts.last().and_then(|a| a.status),
-            detail: onejob_core::ledger::dead_letter::detail_of_effect(effect),
-            attempts: effect.attempts.len() as u32,
-        };
-        let message = JobMessage {
-            tenant: submission.tenant.clone(),
-            user: submission.user.clone(),
-            key: submission.key.to_string(),
+            error_class: EffectDeadLetter::CLASS.into(),
+            last_status: letter.last_status,
+            detail: letter.detail,
+            attempts: letter.attempts,
         };
         let recorded = async {
-            ops::record_dead_letter(&self.env, &message, &facts).await?;
+            ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
             ops::alert_if_due(&self.env, config, "effect").await
         };
         if let Err(error) = recorded.await {
@@ -337,7 +307,7 @@ impl Ledger {
     }
 
     /// The answer of a run job: `{type, key, state, output, effects}` for
-    /// an answer, the problem for anything else.
+    /// an answer ([`machine::run_answer`]), the problem for anything else.
     pub(super) fn run_answer(
         &self,
         config: &Config,
@@ -345,24 +315,13 @@ impl Ledger {
         result: JobResult,
         replayed: bool,
     ) -> Result<Response> {
-        // A streamed answer is answered as a stream (its effects follow it;
-        // `GET /onejob/v1/jobs/{key}` shows them).
-        let streamed = result.content_type.starts_with("text/event-stream");
-        let Some(run) = submission.run.as_ref().filter(|_| (200..300).contains(&result.status) && !streamed) else {
+        let as_run = machine::answers_as_run(result.status, &result.content_type);
+        let Some(run) = submission.run.as_ref().filter(|_| as_run) else {
             return result.into_response(submission.key.as_str(), replayed);
         };
-        let job_type = config.job_types.get(&run.job_type);
-        let output = job_type.and_then(|t| t.output_of(&result.body).ok()).unwrap_or(Value::Null);
         let effects = self.store().load_effects()?;
-        // A duplicate may get here before the effects are planned: running.
-        let state = effect::effects_state(&effects, job_type.map_or(0, |t| t.effects.len()));
-        let body = json!({
-            "type": run.job_type,
-            "key": submission.key,
-            "state": state,
-            "output": output,
-            "effects": effects,
-        });
+        let job_type = config.job_types.get(&run.job_type);
+        let body = machine::run_answer(&run.job_type, job_type, submission.key.as_str(), &result.body, &effects);
         let answer = JobResult {
             status: 200,
             content_type: "application/json".into(),
@@ -374,16 +333,11 @@ impl Ledger {
         answer.into_response(submission.key.as_str(), replayed)
     }
 
-    /// When the effects next need a look: the earliest due one, but no
-    /// sooner than the watch while they run here (their runner is busy).
+    /// When the effects next need a look ([`machine::next_look_ms`]).
     pub(super) fn effects_due(&self, config: &Config) -> Option<u64> {
         let effects = self.store().load_effects().ok()?;
-        if effects.is_empty() {
-            return None;
-        }
-        let job_type = self.stored_job_type(config);
-        let defined = |name: &str| job_type.is_some_and(|t| t.effects.iter().any(|s| s.name == name));
-        follow_up::next_look_ms(&effects, defined, self.memory.borrow().effects_running(), now_ms())
+        let defined = Defined::of(self.stored_job_type(config));
+        machine::next_look_ms(&effects, &defined, self.memory.borrow().effects_running(), now_ms())
     }
 
     /// Fills a view's effects in (a run job's).
@@ -396,88 +350,57 @@ impl Ledger {
         Ok(())
     }
 
+    /// Performs an approver's or an operator's action ([`machine::decide`]):
+    /// its writes, then a run of the effects if it calls for one.
+    async fn act(&self, config: &Config, action: &Action, by: &str) -> Result<Then> {
+        let store = self.store();
+        let defined = Defined::of(self.stored_job_type(config));
+        let decided = machine::decide(store.load_effects()?, action, by, &defined, now_ms());
+        for write in &decided.writes {
+            store.update_effect(write.expected, &write.effect)?;
+        }
+        if matches!(decided.then, Then::Run { .. } | Then::Replayed(_)) {
+            self.run_effects(config).await?;
+        }
+        Ok(decided.then)
+    }
+
     /// `POST /onejob/v1/jobs/{key}/approve`: every effect waiting for an
     /// approval may run, once; then they run.
     pub(super) async fn approve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let store = self.store();
-        let Some(job) = store.load_job()? else {
+        let Some(job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        let mut effects = store.load_effects()?;
-        let read: Vec<u64> = effects.iter().map(|e| e.version).collect();
-        let approval = effect::approve_all(&mut effects, &request.by, now_ms());
-        for (effect, read) in effects.iter().zip(read) {
-            if effect.version != read {
-                store.update_effect(read, effect)?;
+        match self.act(config, &Action::Approve, &request.by).await? {
+            Then::Refuse(refusal) => refused(refusal),
+            then => {
+                if then == (Then::Run { approved: true }) {
+                    worker::console_log!("ledger: {} approved the effects of job {}", request.by, request.key);
+                }
+                self.answer_as_run(config, &job)
             }
         }
-        let approved = match approval {
-            Ok(approved) => approved,
-            Err(error) => return http::problem_of(error.problem_type(), error.to_string()),
-        };
-        if approved {
-            worker::console_log!("ledger: {} approved the effects of job {}", request.by, request.key);
-        }
-        self.run_effects(config).await?;
-        self.answer_as_run(config, &job)
     }
 
     /// An operator resends an effect (dead or unknown), or marks one done.
     pub(super) async fn effect_action(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let store = self.store();
-        let Some(job) = store.load_job()? else {
+        let Some(job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "no job with that key");
         };
-        let name = request.effect.as_deref().unwrap_or_default();
-        let Some(mut effect) = store.load_effects()?.into_iter().find(|e| e.name == name) else {
-            return http::problem_of(ProblemType::NotFound, "this job has no effect of that name");
-        };
-        let retry = self.retry_of(config, &effect);
-        let read = effect.version;
-        let done = match request.action.as_deref() {
-            Some("resend") => effect.resend(&request.by, retry, now_ms()),
-            Some("mark_done") => effect.mark_done(&request.by, now_ms()),
-            _ => return http::problem_of(ProblemType::InvalidQuery, "action must be resend or mark_done"),
-        };
-        match done {
-            Ok(changed) => {
-                if changed {
-                    store.update_effect(read, &effect)?;
-                    self.run_effects(config).await?;
-                }
-                self.answer_as_run(config, &job)
-            }
-            Err(error) => http::problem_of(error.problem_type(), error.to_string()),
+        let action = Action::on_effect(request.effect.as_deref().unwrap_or_default(), request.action.as_deref());
+        match self.act(config, &action, &request.by).await? {
+            Then::Refuse(refusal) => refused(refusal),
+            _ => self.answer_as_run(config, &job),
         }
     }
 
     /// Replaying a run job whose answer is in resends only its effects that
     /// failed for good (dead). `None`: there is none.
     pub(super) async fn replay_effects(&self, config: &Config, request: &OperatorRequest) -> Result<Option<Response>> {
-        let store = self.store();
-        let effects = store.load_effects()?;
-        // Only dead effects: an unknown one may have arrived, so only an
-        // operator who checked resends it (one effect at a time).
-        if !effects.iter().any(|e| e.state == EffectState::Dead) {
-            return Ok(None);
+        match self.act(config, &Action::ReplayDead, &request.by).await? {
+            Then::Replayed(resent) => Ok(Some(Response::from_json(&json!({ "replayed": true, "effects": resent }))?)),
+            _ => Ok(None),
         }
-        let now = now_ms();
-        let mut resent = Vec::new();
-        for mut effect in effects {
-            let retry = self.retry_of(config, &effect);
-            let read = effect.version;
-            if effect.state == EffectState::Dead && effect.resend(&request.by, retry, now) == Ok(true) {
-                store.update_effect(read, &effect)?;
-                resent.push(effect.name.clone());
-            }
-        }
-        self.run_effects(config).await?;
-        Ok(Some(Response::from_json(&json!({ "replayed": true, "effects": resent }))?))
-    }
-
-    fn retry_of(&self, config: &Config, effect: &Effect) -> effect::EffectRetry {
-        let spec = self.stored_job_type(config).and_then(|t| t.effects.iter().find(|s| s.name == effect.name));
-        spec.map_or(effect::EffectRetry::WEBHOOK, |s| s.retry)
     }
 
     /// The run's answer from storage (for approvals and operator actions).
@@ -490,6 +413,23 @@ impl Ledger {
         let result = stored::finished_result(&store, &job)?;
         self.run_answer(config, &submission, result, false)
     }
+}
+
+/// A write of the effects machine: written, or lost (with the effect as stored now).
+fn persist(store: &Store, expected: u64, effect: &Effect) -> Result<std::result::Result<(), Option<Box<Effect>>>> {
+    match store.update_effect(expected, effect) {
+        Ok(()) => Ok(Ok(())),
+        Err(StoreError::LostRace) => {
+            Ok(Err(store.load_effects()?.into_iter().find(|e| e.name == effect.name).map(Box::new)))
+        }
+        Err(StoreError::Failed(error)) => Err(error),
+    }
+}
+
+/// An action's refusal as its problem.
+fn refused(refusal: Refusal) -> Result<Response> {
+    let (kind, detail) = refusal.problem();
+    http::problem_of(kind, detail)
 }
 
 /// How a job type's model part ended, from a result the driver returned
