@@ -60,7 +60,9 @@ impl Engine {
         let backoff = match Backoff::new(base_ms as u64, cap_ms as u64, Jitter::Full) {
             Ok(backoff) => backoff,
             Err(BackoffError::ZeroBase) => return js::refuse("onejob: retry: baseMs must be at least 1 ms"),
-            Err(BackoffError::CapBelowBase { .. }) => return js::refuse("onejob: retry: capMs must be at least baseMs"),
+            Err(BackoffError::CapBelowBase { .. }) => {
+                return js::refuse("onejob: retry: capMs must be at least baseMs");
+            }
         };
         let budget = match BudgetConfig::new(capacity, retry_cost, timeout_retry_cost, success_refund) {
             Ok(budget) => budget,

@@ -151,7 +151,10 @@ fn jcs_numbers_match_javascript() {
             continue;
         }
         let ours = onejob_core::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
-        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&wasm_bindgen::JsValue::from_f64(x))).unwrap().as_string().unwrap();
+        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&wasm_bindgen::JsValue::from_f64(x)))
+            .unwrap()
+            .as_string()
+            .unwrap();
         assert_eq!(ours, theirs, "bits {:#018x}", x.to_bits());
         checked += 1;
     }
