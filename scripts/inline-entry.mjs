@@ -17,14 +17,17 @@ writeFileSync(
 // no bundler has to ship a separate file. Compiled asynchronously (browsers
 // refuse synchronous compilation of large modules on the main thread);
 // importing does not wait for it: requests wait for ready.
-import init, * as wasm from "./onejob.js";
+import init, { Engine, EventSplitter, Intent, bodyBuffer, fingerprintBody, intentId, lastError } from "./onejob.js";
 import { bind } from "./sdk.js";
 
 const base64 = "${base64}";
 const bytes = typeof Uint8Array.fromBase64 === "function"
   ? Uint8Array.fromBase64(base64)
   : Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-export const { OneJob, fingerprint, ready } = bind(wasm, () => init({ module_or_path: bytes }));
+export const { OneJob, fingerprint, ready } = bind(
+  { Engine, EventSplitter, Intent, bodyBuffer, fingerprintBody, intentId, lastError },
+  () => init({ module_or_path: bytes }),
+);
 `,
 );
 writeFileSync(path.join(pkg, "inline.d.ts"), `export * from "./index.js";\n`);

@@ -11,6 +11,6 @@ import { bind } from "./sdk.js";
 // browser build serves; the file itself still sits next to this module.
 const asset = new URL("./onejob_bg.wasm", import.meta.url);
 const file = String(asset).startsWith("file:") ? String(asset) : String(new URL(["onejob_bg", "wasm"].join("."), import.meta.url));
-wasm.initSync({ module: readFileSync(fileURLToPath(file)) });
+const instance = wasm.initSync({ module: readFileSync(fileURLToPath(file)) });
 
-export const { OneJob, fingerprint, ready } = bind(wasm, () => {}, true);
+export const { OneJob, fingerprint, ready } = bind(wasm, () => instance, instance);

@@ -6,7 +6,7 @@
 // (one module each under ./sdk/).
 //
 // Every entry (index.js, node.js, workerd.js, inline.js) loads the wasm its
-// own way and calls `bind(wasm, ready, loadedNow)`.
+// own way and calls `bind(wasm, load, instance)`.
 import { configError, named } from "./sdk/errors.js";
 import { Events } from "./sdk/events.js";
 import { FINISHED, discardBody, gateway, isAcceptedJob, isEventStream, retryHeaders, tryOnce } from "./sdk/http.js";
@@ -16,7 +16,12 @@ import { Running } from "./sdk/running.js";
 import { resumable } from "./sdk/stream.js";
 import { anyOf, offline, online, sleep } from "./sdk/wait.js";
 
-/** @typedef {typeof import("./onejob.js")} Wasm the engine, as wasm-bindgen's glue exports it */
+/**
+ * The engine, as wasm-bindgen's glue exports it (the browser entry names
+ * what it uses, so a bundler leaves the rest of the glue out).
+ * @typedef {Pick<typeof import("./onejob.js"), "Engine" | "Intent" | "EventSplitter" | "bodyBuffer" | "fingerprintBody" | "intentId" | "lastError">} Wasm
+ */
+/** @typedef {{ memory: WebAssembly.Memory }} Instance the wasm instance's exports (its memory, for the body buffer) */
 /** @typedef {import("./onejob.js").Engine} Engine */
 /** @typedef {import("./onejob.js").Attempts} Attempts */
 /** @typedef {import("./onejob.js").Intent} Intent */
@@ -27,16 +32,19 @@ import { anyOf, offline, online, sleep } from "./sdk/wait.js";
 const DELIVER = -1;
 
 /**
- * The package's API over a wasm engine: `load()` loads it (`loadedNow`: it
- * already is). Until it has loaded, `new OneJob()` works and requests wait for
+ * The package's API over a wasm engine: `load()` loads it and resolves to
+ * the instance's exports (`instance`: it already is loaded, these are its
+ * exports). Until it has loaded, `new OneJob()` works and requests wait for
  * it; a load that failed is tried again by the next request. Returns the API
  * and `ready`, the first load.
  * @param {Wasm} wasm
- * @param {() => unknown} load
- * @param {boolean} [loadedNow]
+ * @param {() => Instance | Promise<Instance>} load
+ * @param {Instance} [instance]
  */
-export function bind(wasm, load, loadedNow = false) {
-  let loaded = loadedNow;
+export function bind(wasm, load, instance) {
+  let loaded = instance !== undefined;
+  /** The engine's memory, once loaded (views of the body buffer are made on it). */
+  let memory = instance?.memory;
   /**
    * The load under way, or the last one.
    * @type {Promise<void>}
@@ -52,7 +60,8 @@ export function bind(wasm, load, loadedNow = false) {
     loading = Promise.resolve()
       .then(load)
       .then(
-        () => {
+        (exports) => {
+          memory = exports.memory;
           loaded = true;
         },
         (error) => {
@@ -64,6 +73,18 @@ export function bind(wasm, load, loadedNow = false) {
     return loading;
   };
   const ready = loaded ? Promise.resolve() : startLoading();
+  /**
+   * What the engine returned, or the named error it refused with (the
+   * engine returns `undefined` and says why in `lastError()`).
+   * @template T
+   * @param {T | undefined} value
+   * @param {import("./index.js").OneJobErrorName} [name]
+   * @returns {T}
+   */
+  const refused = (value, name = "OneJobError") => {
+    if (value === undefined) throw named(name, wasm.lastError());
+    return value;
+  };
   /** @param {string} what */
   const needEngine = (what) => {
     if (loaded) return;
@@ -115,8 +136,6 @@ export function bind(wasm, load, loadedNow = false) {
    * prefix, then two reallocations): most of the call on a large body.
    */
   const encoder = new TextEncoder();
-  /** @type {WebAssembly.Memory | undefined} */
-  let memory;
   /**
    * @param {string} method
    * @param {string} url
@@ -127,8 +146,9 @@ export function bind(wasm, load, loadedNow = false) {
     // Three bytes per UTF-16 unit at most.
     const capacity = text.length * 3;
     const at = wasm.bodyBuffer(capacity);
-    memory ??= /** @type {WebAssembly.Memory} */ (wasm.wasmMemory());
-    const { written } = encoder.encodeInto(text, new Uint8Array(memory.buffer, at, capacity));
+    // Loaded (every caller checks), so the memory is known.
+    const { buffer } = /** @type {WebAssembly.Memory} */ (memory);
+    const { written } = encoder.encodeInto(text, new Uint8Array(buffer, at, capacity));
     return wasm.fingerprintBody(method, url, written);
   };
 
@@ -165,7 +185,7 @@ export function bind(wasm, load, loadedNow = false) {
      * @param {import("./index.js").OneJobOptions | null} [options]
      */
     constructor(options) {
-      const o = readOptions(options, (text, intent) => wasm.Intent.read(text, intent));
+      const o = readOptions(options, (text, intent) => refused(wasm.Intent.read(text, intent)));
       this.#endpoint = o.endpoint;
       this.#token = o.token;
       this.#store = o.store;
@@ -292,9 +312,12 @@ export function bind(wasm, load, loadedNow = false) {
     #core() {
       if (this.#engine) return this.#engine;
       const r = this.#retry;
-      this.#engine = new wasm.Engine(
-        r.baseMs, r.capMs, r.budget.capacity, r.budget.retryCost, r.budget.timeoutRetryCost,
-        r.budget.successRefund, r.retryAfterCapMs, this.#retentionMs,
+      this.#engine = refused(
+        wasm.Engine.new(
+          r.baseMs, r.capMs, r.budget.capacity, r.budget.retryCost, r.budget.timeoutRetryCost,
+          r.budget.successRefund, r.retryAfterCapMs, this.#retentionMs,
+        ),
+        "OneJobConfigError",
       );
       for (const record of this.#liveRecords()) record.free();
       return this.#engine;
@@ -312,11 +335,11 @@ export function bind(wasm, load, loadedNow = false) {
       if (request.signal?.aborted) return Promise.reject(request.signal.reason);
       const core = this.#core();
       const fp = fingerprintOf(request.method, request.url, request.body);
-      const intent = wasm.intentId(name, fp);
+      const intent = refused(wasm.intentId(name, fp));
       const running = this.#inflight.get(intent);
       if (running) return running.join(request.signal);
       const loaded = this.#load(intent);
-      const record = core.submit(loaded, intent, fp, savedJson(request), Date.now());
+      const record = refused(core.submit(loaded, intent, fp, savedJson(request), Date.now()));
       return this.#start(record, request, loaded !== undefined).join(request.signal);
     }
 

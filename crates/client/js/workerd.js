@@ -4,6 +4,6 @@ import module from "./onejob_bg.wasm";
 import * as wasm from "./onejob.js";
 import { bind } from "./sdk.js";
 
-wasm.initSync({ module });
+const instance = wasm.initSync({ module });
 
-export const { OneJob, fingerprint, ready } = bind(wasm, () => {}, true);
+export const { OneJob, fingerprint, ready } = bind(wasm, () => instance, instance);

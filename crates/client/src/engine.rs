@@ -6,6 +6,7 @@ use onejob_core::backoff::budget::{BudgetConfig, BudgetError, RetryBudget};
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
 use onejob_core::backoff::retry_after::server_delay_ms;
 use onejob_core::backoff::{Backoff, BackoffError, Jitter};
+use onejob_core::canonical::push_u64;
 use onejob_core::classify::{ErrorClass, TransportFailure};
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::intent::{self, SavedRequest};
@@ -42,9 +43,9 @@ pub struct Attempts {
 
 #[wasm_bindgen]
 impl Engine {
-    /// The policy from options the shell has already type-checked; throws
-    /// `OneJobConfigError` on a combination core refuses.
-    #[wasm_bindgen(constructor)]
+    /// The policy from options the shell has already type-checked; `None`
+    /// (`undefined`) on a combination core refuses, whose reason
+    /// ([`crate::last_error`]) the shell throws as a `OneJobConfigError`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         base_ms: f64,
@@ -55,22 +56,24 @@ impl Engine {
         success_refund: u32,
         retry_after_cap_ms: f64,
         retention_ms: f64,
-    ) -> Result<Engine, JsValue> {
-        let backoff = Backoff::new(base_ms as u64, cap_ms as u64, Jitter::Full).map_err(|e| {
-            config_error(match e {
-                BackoffError::ZeroBase => "retry: baseMs must be at least 1 ms",
-                BackoffError::CapBelowBase { .. } => "retry: capMs must be at least baseMs",
-            })
-        })?;
-        let budget = BudgetConfig::new(capacity, retry_cost, timeout_retry_cost, success_refund).map_err(|e| {
-            config_error(match e {
-                BudgetError::FreeRetries => "retry.budget: a retry must cost at least one token",
-                BudgetError::CostAboveCapacity { .. } => {
-                    "retry.budget: a retry costs more tokens than the budget holds"
-                }
-            })
-        })?;
-        Ok(Engine {
+    ) -> Option<Engine> {
+        let backoff = match Backoff::new(base_ms as u64, cap_ms as u64, Jitter::Full) {
+            Ok(backoff) => backoff,
+            Err(BackoffError::ZeroBase) => return js::refuse("onejob: retry: baseMs must be at least 1 ms"),
+            Err(BackoffError::CapBelowBase { .. }) => {
+                return js::refuse("onejob: retry: capMs must be at least baseMs");
+            }
+        };
+        let budget = match BudgetConfig::new(capacity, retry_cost, timeout_retry_cost, success_refund) {
+            Ok(budget) => budget,
+            Err(BudgetError::FreeRetries) => {
+                return js::refuse("onejob: retry.budget: a retry must cost at least one token");
+            }
+            Err(BudgetError::CostAboveCapacity { .. }) => {
+                return js::refuse("onejob: retry.budget: a retry costs more tokens than the budget holds");
+            }
+        };
+        Some(Engine {
             backoff,
             budget: RetryBudget::new(budget),
             retry_after_cap_ms: retry_after_cap_ms as u64,
@@ -81,6 +84,7 @@ impl Engine {
     /// The intent a submission belongs to: `stored` while it is unresolved
     /// and live (same key), else a new one with a fresh key. `request_json`
     /// is the request as the shell saved it (url, method, headers, body).
+    /// `None` (see [`crate::last_error`]) for a malformed fingerprint.
     pub fn submit(
         &self,
         stored: Option<Intent>,
@@ -88,9 +92,10 @@ impl Engine {
         fingerprint: &str,
         request_json: Option<String>,
         now_ms: f64,
-    ) -> Result<Intent, JsValue> {
-        let fingerprint =
-            Fingerprint::parse(fingerprint).ok_or_else(|| js::error("OneJobError", "onejob: malformed fingerprint"))?;
+    ) -> Option<Intent> {
+        let Some(fingerprint) = Fingerprint::parse(fingerprint) else {
+            return js::refuse(crate::MALFORMED_FINGERPRINT);
+        };
         let (stored, stored_request) = match stored {
             Some(stored) => (Some(stored.record), stored.request_json),
             None => (None, None),
@@ -108,7 +113,7 @@ impl Engine {
         // A record kept from before keeps its request (what a reload re-sends);
         // one without any takes this submission's.
         let request_json = if is_new { request_json } else { stored_request.or(request_json) };
-        Ok(Intent::new(record, request_json))
+        Some(Intent::new(record, request_json))
     }
 
     /// A new send's retry state.
@@ -186,26 +191,31 @@ impl Attempts {
     }
 }
 
-pub fn config_error(message: &str) -> JsValue {
-    js::error("OneJobConfigError", &["onejob: ", message].concat())
-}
-
 /// What a backoff or give-up was about, for UIs.
 fn reason(class: ErrorClass, status: u16, hint_ms: Option<u64>) -> String {
-    let status = js::digits(u64::from(status));
-    let what = match class {
-        ErrorClass::RateLimited => "rate limited (429)".to_owned(),
-        ErrorClass::Conflict => ["still in progress (", &status, ")"].concat(),
-        ErrorClass::Unavailable => ["unavailable (", &status, ")"].concat(),
-        ErrorClass::ServerError => "server error (500)".to_owned(),
-        ErrorClass::Timeout if status == "408" => "request timeout (408)".to_owned(),
+    let mut out = String::new();
+    // The text before the status and after it; the status is left out
+    // when the text already names it.
+    let (before, after) = match class {
+        ErrorClass::RateLimited => ("rate limited (429)", None),
+        ErrorClass::Conflict => ("still in progress (", Some(")")),
+        ErrorClass::Unavailable => ("unavailable (", Some(")")),
+        ErrorClass::ServerError => ("server error (500)", None),
+        ErrorClass::Timeout if status == 408 => ("request timeout (408)", None),
         ErrorClass::DroppedAfterSend | ErrorClass::Connect | ErrorClass::Timeout | ErrorClass::TimeoutAfterSend => {
-            "network error".to_owned()
+            ("network error", None)
         }
-        _ => ["status ", &status].concat(),
+        _ => ("status ", Some("")),
     };
-    match hint_ms {
-        Some(ms) => [&what, "; server asked to wait ", &js::digits(ms), " ms"].concat(),
-        None => what,
+    out.push_str(before);
+    if let Some(after) = after {
+        push_u64(&mut out, u64::from(status));
+        out.push_str(after);
     }
+    if let Some(ms) = hint_ms {
+        out.push_str("; server asked to wait ");
+        push_u64(&mut out, ms);
+        out.push_str(" ms");
+    }
+    out
 }

@@ -25,17 +25,20 @@ impl Intent {
 
 #[wasm_bindgen]
 impl Intent {
-    /// A stored entry of `intent`; throws an `Error` whose message says why
-    /// it is unreadable (corrupted, written by something else, or another
-    /// intent's), so the shell drops it with a warning.
-    pub fn read(text: &str, intent: &str) -> Result<Intent, JsValue> {
-        let mut record = IntentRecord::from_json_with(text, &js::JsNumbers)
-            .map_err(|e| js::error("OneJobError", &["unreadable entry dropped: ", &e].concat()))?;
+    /// A stored entry of `intent`; `None` (`undefined`) when it is
+    /// unreadable (corrupted, written by something else, or another
+    /// intent's), and [`crate::last_error`] says why, so the shell drops it
+    /// with a warning.
+    pub fn read(text: &str, intent: &str) -> Option<Intent> {
+        let mut record = match IntentRecord::from_json_with(text, &js::JsNumbers) {
+            Ok(record) => record,
+            Err(e) => return js::refuse(&["unreadable entry dropped: ", &e].concat()),
+        };
         if record.intent != intent {
-            return Err(js::error("OneJobError", "entry belongs to another intent; dropped"));
+            return js::refuse("entry belongs to another intent; dropped");
         }
         let request_json = record.request.take().map(|r| r.to_json());
-        Ok(Intent::new(record, request_json))
+        Some(Intent::new(record, request_json))
     }
 
     /// The intent's id: its name, or `fp:<fingerprint>`.

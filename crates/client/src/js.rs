@@ -1,5 +1,8 @@
 //! What the engine takes from its JavaScript host: the engine's own number
-//! reading and writing, `crypto.getRandomValues`, and named `Error`s.
+//! reading and writing and `crypto.getRandomValues`; and what it gives back
+//! when it refuses a call (the reason, which the shell throws).
+
+use std::cell::UnsafeCell;
 
 use onejob_core::canonical::Numbers;
 use onejob_core::random::RandomSource;
@@ -36,39 +39,33 @@ impl Numbers for JsNumbers {
     }
 }
 
-/// The decimal digits of `n`, without `core::fmt` (whose number formatting
-/// the SDK does not otherwise need).
-pub fn digits(n: u64) -> String {
-    let mut out = String::new();
-    let mut rest = n;
-    loop {
-        out.insert(0, char::from(b'0' + (rest % 10) as u8));
-        rest /= 10;
-        if rest == 0 {
-            return out;
-        }
-    }
+/// Why the last call that returned nothing (`undefined` in JavaScript)
+/// refused, for the shell to throw as a named `Error`. Errors cross the
+/// boundary as text: a `JsValue` anywhere in the engine's interface would
+/// link wasm-bindgen's externref table and its glue (about 1 KB).
+struct LastError(UnsafeCell<String>);
+
+// SAFETY: wasm32-unknown-unknown without atomics has a single thread, and
+// the text is only reached through the two functions below, neither of
+// which re-enters the other.
+unsafe impl Sync for LastError {}
+
+static LAST_ERROR: LastError = LastError(UnsafeCell::new(String::new()));
+
+/// Records why the call under way refuses; returns `None` for its caller.
+pub fn refuse<T>(message: &str) -> Option<T> {
+    // SAFETY: see `LastError`; no other reference to the text is live.
+    let last = unsafe { &mut *LAST_ERROR.0.get() };
+    last.clear();
+    last.push_str(message);
+    None
 }
 
-/// A JS `Error` whose `name` lets TypeScript and `catch` blocks tell onejob's
-/// failures apart (`err.name === "OneJobNetworkError"`).
-pub fn error(name: &str, message: &str) -> JsValue {
-    let error = JsError::new(message);
-    error.set_name(name);
-    error.into()
-}
-
-// `Error` declared here rather than taken from js-sys, whose runtime (its
-// futures and JSPI support among it) the engine would otherwise link for
-// these two calls.
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_name = Error)]
-    type JsError;
-    #[wasm_bindgen(constructor, js_class = "Error")]
-    fn new(message: &str) -> JsError;
-    #[wasm_bindgen(method, setter = name)]
-    fn set_name(this: &JsError, name: &str);
+/// Why the last call that returned `undefined` refused.
+#[wasm_bindgen(js_name = lastError)]
+pub fn last_error() -> String {
+    // SAFETY: see `LastError`.
+    unsafe { &*LAST_ERROR.0.get() }.clone()
 }
 
 /// `crypto.getRandomValues` (browsers, Node ≥ 20 and workerd all have it):

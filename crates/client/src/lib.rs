@@ -28,6 +28,7 @@ use wasm_bindgen::prelude::*;
 
 pub use crate::engine::{Attempts, Engine};
 pub use crate::intent::Intent;
+pub use crate::js::last_error;
 pub use crate::stream::EventSplitter;
 
 #[cfg(target_arch = "wasm32")]
@@ -63,9 +64,9 @@ unsafe impl Sync for BodyBuffer {}
 static BODY: BodyBuffer = BodyBuffer(UnsafeCell::new(Vec::new()));
 
 /// The address of at least `capacity` bytes of the body buffer, for the
-/// shell's `encodeInto` (into a view of [`wasm_memory`] it makes after this
-/// returns: a view made here could be detached before the shell sees it,
-/// since handing a JS object back may itself grow the memory).
+/// shell's `encodeInto` (into a view of the engine's memory, the instance's
+/// exported `memory`, that it makes after this returns: a view made before
+/// could be detached, since the reservation may grow the memory).
 #[wasm_bindgen(js_name = bodyBuffer)]
 pub fn body_buffer(capacity: usize) -> *mut u8 {
     // SAFETY: see `BodyBuffer`; no other reference to the buffer is live.
@@ -73,12 +74,6 @@ pub fn body_buffer(capacity: usize) -> *mut u8 {
     buffer.clear();
     buffer.reserve(capacity);
     buffer.as_mut_ptr()
-}
-
-/// The engine's `WebAssembly.Memory`, for views of the body buffer.
-#[wasm_bindgen(js_name = wasmMemory)]
-pub fn wasm_memory() -> JsValue {
-    wasm_bindgen::memory()
 }
 
 /// [`fingerprint`] of the first `len` bytes of the body buffer (what
@@ -101,10 +96,16 @@ pub fn fingerprint_body(method: &str, url: &str, len: usize) -> String {
     fingerprint
 }
 
-/// The id of an intent: the app's name, or `fp:<fingerprint>` when unnamed.
+/// The id of an intent: the app's name, or `fp:<fingerprint>` when unnamed;
+/// `None` (see [`last_error`]) for a malformed fingerprint.
 #[wasm_bindgen(js_name = intentId)]
-pub fn intent_id(name: Option<String>, fingerprint: &str) -> Result<String, JsValue> {
-    let fingerprint =
-        Fingerprint::parse(fingerprint).ok_or_else(|| js::error("OneJobError", "onejob: malformed fingerprint"))?;
-    Ok(onejob_core::intent::intent_id(name.as_deref(), &fingerprint))
+pub fn intent_id(name: Option<String>, fingerprint: &str) -> Option<String> {
+    let Some(fingerprint) = Fingerprint::parse(fingerprint) else {
+        return js::refuse(MALFORMED_FINGERPRINT);
+    };
+    Some(onejob_core::intent::intent_id(name.as_deref(), &fingerprint))
 }
+
+/// Why [`intent_id`] and [`Engine::submit`] refuse a fingerprint the engine
+/// did not compute.
+const MALFORMED_FINGERPRINT: &str = "onejob: malformed fingerprint";

@@ -2,8 +2,7 @@
 //! SDK's behaviour end to end is tested in JavaScript: tests/sdk). Runs in
 //! Node (`wasm-pack test --node`).
 
-use onejob_client::{Engine, EventSplitter, Intent, fingerprint, intent_id};
-use wasm_bindgen::JsValue;
+use onejob_client::{Engine, EventSplitter, Intent, fingerprint, intent_id, last_error};
 use wasm_bindgen_test::wasm_bindgen_test;
 
 const DELIVER: f64 = -1.0;
@@ -16,10 +15,6 @@ fn engine() -> Engine {
 
 fn fp(body: &str) -> String {
     fingerprint("POST", "https://gw.test/v1/chat/completions", body.as_bytes())
-}
-
-fn error_name(error: &JsValue) -> Option<String> {
-    js_sys::Reflect::get(error, &"name".into()).ok()?.as_string()
 }
 
 #[wasm_bindgen_test]
@@ -71,13 +66,24 @@ fn a_500_is_retried_once_and_the_budget_runs_out() {
 }
 
 #[wasm_bindgen_test]
-fn malformed_policies_are_named_config_errors() {
-    for (base, cap, capacity, cost) in
-        [(0.0, 10.0, 500, 5), (100.0, 10.0, 500, 5), (1.0, 10.0, 4, 5), (1.0, 10.0, 500, 0)]
-    {
-        let error = Engine::new(base, cap, capacity, cost, cost, 1, 0.0, 1.0).err().expect("refused");
-        assert_eq!(error_name(&error).as_deref(), Some("OneJobConfigError"));
+fn malformed_policies_are_refused_with_a_reason() {
+    for (base, cap, capacity, cost, why) in [
+        (0.0, 10.0, 500, 5, "onejob: retry: baseMs must be at least 1 ms"),
+        (100.0, 10.0, 500, 5, "onejob: retry: capMs must be at least baseMs"),
+        (1.0, 10.0, 4, 5, "onejob: retry.budget: a retry costs more tokens than the budget holds"),
+        (1.0, 10.0, 500, 0, "onejob: retry.budget: a retry must cost at least one token"),
+    ] {
+        assert!(Engine::new(base, cap, capacity, cost, cost, 1, 0.0, 1.0).is_none(), "{why}");
+        assert_eq!(last_error(), why);
     }
+}
+
+#[wasm_bindgen_test]
+fn fingerprints_the_engine_did_not_compute_are_refused() {
+    assert!(intent_id(None, "not a fingerprint").is_none());
+    assert_eq!(last_error(), "onejob: malformed fingerprint");
+    assert!(engine().submit(None, "x", &"A".repeat(64), None, 0.0).is_none());
+    assert_eq!(last_error(), "onejob: malformed fingerprint");
 }
 
 #[wasm_bindgen_test]
@@ -110,15 +116,14 @@ fn an_unresolved_intent_keeps_its_key_and_request_until_it_expires() {
 #[wasm_bindgen_test]
 fn unreadable_and_foreign_entries_are_refused_with_a_reason() {
     for (text, why) in [("{not json", "unreadable entry dropped"), (r#"{"intent":"x"}"#, "unreadable entry dropped")] {
-        let error = Intent::read(text, "x").err().expect("refused");
-        let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
+        assert!(Intent::read(text, "x").is_none(), "{text}");
+        let message = last_error();
         assert!(message.starts_with(why), "{message}");
     }
     let engine = engine();
     let record = engine.submit(None, "mine", &fp("{}"), None, 0.0).unwrap().json();
-    let error = Intent::read(&record, "theirs").err().expect("refused");
-    let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
-    assert_eq!(message, "entry belongs to another intent; dropped");
+    assert!(Intent::read(&record, "theirs").is_none());
+    assert_eq!(last_error(), "entry belongs to another intent; dropped");
 }
 
 #[wasm_bindgen_test]
@@ -146,7 +151,10 @@ fn jcs_numbers_match_javascript() {
             continue;
         }
         let ours = onejob_core::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
-        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&JsValue::from_f64(x))).unwrap().as_string().unwrap();
+        let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&wasm_bindgen::JsValue::from_f64(x)))
+            .unwrap()
+            .as_string()
+            .unwrap();
         assert_eq!(ours, theirs, "bits {:#018x}", x.to_bits());
         checked += 1;
     }

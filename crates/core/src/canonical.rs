@@ -524,8 +524,9 @@ fn utf16_order(a: &str, b: &str) -> std::cmp::Ordering {
     if a.is_ascii() && b.is_ascii() { a.cmp(b) } else { a.encode_utf16().cmp(b.encode_utf16()) }
 }
 
-/// Appends the decimal digits of `n` (no `core::fmt`).
-pub(crate) fn push_u64(out: &mut String, mut n: u64) {
+/// Appends the decimal digits of `n` (no `core::fmt`; the browser SDK writes
+/// its numbers with it too).
+pub fn push_u64(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     loop {
