@@ -294,13 +294,19 @@ mod tests {
     #[test]
     fn coalesce_never_replays_an_ended_job() {
         let done = completed_at(T0);
-        assert_eq!(admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 6, false, Keyless::Coalesce), Admission::Renew);
+        assert_eq!(
+            admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 6, false, Keyless::Coalesce),
+            Admission::Renew
+        );
         let mut dead = job(UnknownPolicy::RetryAfterLease);
         for n in 0..2 {
             let ticket = dead.claim(dead.version(), T0 + n, "demo", None).unwrap();
             dead.fail(ticket, T0 + n, report(503, ErrorClass::Unavailable)).unwrap();
         }
-        assert_eq!(admit_keyless(Some(&dead), arrive(&fp("{}"), 0), T0 + 10, false, Keyless::Coalesce), Admission::Renew);
+        assert_eq!(
+            admit_keyless(Some(&dead), arrive(&fp("{}"), 0), T0 + 10, false, Keyless::Coalesce),
+            Admission::Renew
+        );
     }
 
     #[test]
@@ -315,7 +321,10 @@ mod tests {
             let mut failed = job(UnknownPolicy::RetryAfterLease);
             let ticket = failed.claim(0, T0, "demo", None).unwrap();
             failed.fail(ticket, T0 + 1, report(503, ErrorClass::Unavailable)).unwrap();
-            assert_eq!(admit_keyless(Some(&failed), arrive(&fp("{}"), 30_000), T0 + 120_000, false, keyless), Admission::Run);
+            assert_eq!(
+                admit_keyless(Some(&failed), arrive(&fp("{}"), 30_000), T0 + 120_000, false, keyless),
+                Admission::Run
+            );
             let mut unknown = job(UnknownPolicy::RetryAfterLease);
             let ticket = unknown.claim(0, T0, "demo", None).unwrap();
             unknown.mark_unknown(ticket, T0 + 100, report(0, ErrorClass::TimeoutAfterSend)).unwrap();
@@ -329,20 +338,27 @@ mod tests {
         // Its drive hands the answer to every request that joined it; one
         // arriving before the drive let go gets the same answer.
         let done = completed_at(T0);
-        assert_eq!(admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 10, true, Keyless::Coalesce), Admission::Replay);
+        assert_eq!(
+            admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 10, true, Keyless::Coalesce),
+            Admission::Replay
+        );
     }
 
     #[test]
     fn a_keyless_key_under_another_request_is_still_422() {
         let done = completed_at(T0);
-        let problem = refused(admit_keyless(Some(&done), arrive(&fp(r#"{"a":1}"#), 30_000), T0 + 120_000, false, WINDOW));
+        let problem =
+            refused(admit_keyless(Some(&done), arrive(&fp(r#"{"a":1}"#), 30_000), T0 + 120_000, false, WINDOW));
         assert_eq!(problem.kind, ProblemType::KeyReused);
     }
 
     #[test]
     fn a_renewed_job_starts_afresh_past_the_old_version() {
         let done = completed_at(T0);
-        assert!(job(UnknownPolicy::RetryAfterLease).renew(T0, *done.policy()).is_none(), "only an ended job is renewed");
+        assert!(
+            job(UnknownPolicy::RetryAfterLease).renew(T0, *done.policy()).is_none(),
+            "only an ended job is renewed"
+        );
         let renewed = done.renew(T0 + 70_000, *done.policy()).unwrap();
         assert_eq!(renewed.state(), crate::job::JobState::Pending);
         assert!(renewed.attempts().is_empty());
@@ -352,7 +368,10 @@ mod tests {
         assert!(renewed.version() > done.version(), "no write made for the old job passes the new one's CAS");
         assert_eq!((done.generation(), renewed.generation()), (0, 1));
         // The new job runs, and its first claim is attempt 1 at its own version.
-        assert_eq!(admit_keyless(Some(&renewed), arrive(&fp("{}"), 30_000), T0 + 70_000, false, WINDOW), Admission::Run);
+        assert_eq!(
+            admit_keyless(Some(&renewed), arrive(&fp("{}"), 30_000), T0 + 70_000, false, WINDOW),
+            Admission::Run
+        );
         let mut stale = renewed.clone();
         assert!(stale.claim(done.version(), T0 + 70_001, "demo", None).is_err(), "the old version is stale");
         let mut running = renewed.clone();

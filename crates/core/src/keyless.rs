@@ -144,7 +144,10 @@ mod tests {
     #[test]
     fn the_same_request_of_the_same_caller_gets_the_same_key() {
         // Key order and number spelling do not matter: the fingerprint is canonical.
-        assert_eq!(derive_key("dev", None, &fp(r#"{"a":1,"b":"x"}"#)), derive_key("dev", None, &fp(r#"{"b":"x","a":1.0}"#)));
+        assert_eq!(
+            derive_key("dev", None, &fp(r#"{"a":1,"b":"x"}"#)),
+            derive_key("dev", None, &fp(r#"{"b":"x","a":1.0}"#))
+        );
         assert_eq!(derive_key("dev", Some("alice"), &fp("{}")), derive_key("dev", Some("alice"), &fp("{}")));
     }
 
@@ -175,7 +178,9 @@ mod tests {
         let window = Keyless::Window { window_ms: 60_000 };
         assert_eq!(for_request(window, None), Some(window));
         assert_eq!(for_request(window, Some("max-age=0")), Some(window));
-        for header in ["no-cache", "No-Cache", "no-store", "max-age=0, no-cache", " no-store ,private", "no-cache=\"x\""] {
+        for header in
+            ["no-cache", "No-Cache", "no-store", "max-age=0, no-cache", " no-store ,private", "no-cache=\"x\""]
+        {
             assert_eq!(for_request(window, Some(header)), Some(Keyless::Coalesce), "{header}");
         }
         assert_eq!(for_request(Keyless::Coalesce, Some("no-cache")), Some(Keyless::Coalesce));

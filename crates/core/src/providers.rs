@@ -492,7 +492,10 @@ impl Providers {
             if let Some(step) = demo {
                 for id in DEMO_MODELS {
                     if !models.iter().any(|m| m.id == *id) {
-                        models.push(ListedModel { id: (*id).to_owned(), owned_by: self.list[step.provider].name.clone() });
+                        models.push(ListedModel {
+                            id: (*id).to_owned(),
+                            owned_by: self.list[step.provider].name.clone(),
+                        });
                     }
                 }
             }
@@ -572,7 +575,10 @@ mod model_list_tests {
         assert_eq!(page["has_more"], false);
         assert_eq!((page["first_id"].as_str(), page["last_id"].as_str()), (Some("a"), Some("b")));
         let first = &page["data"][0];
-        assert_eq!((first["id"].as_str(), first["object"].as_str(), first["owned_by"].as_str()), (Some("a"), Some("model"), Some("p")));
+        assert_eq!(
+            (first["id"].as_str(), first["object"].as_str(), first["owned_by"].as_str()),
+            (Some("a"), Some("model"), Some("p"))
+        );
         assert_eq!((first["type"].as_str(), first["display_name"].as_str()), (Some("model"), Some("a")));
         assert!(first["created"].is_u64() && first["created_at"].is_string());
         let empty = models_page(&[]);

@@ -6,7 +6,8 @@
 //! outbox, dead letters), [`operators`], [`index`] (the operators' index,
 //! quota metering), [`driver`] (performs the core's attempt machine),
 //! [`pump`] (a streamed answer), [`store`]/[`stored`] (its SQLite tables, a
-//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`].
+//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`],
+//! [`keyless`] (a keyless job replaced by a new one under its key).
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
@@ -39,6 +40,7 @@ mod alarms;
 mod background_jobs;
 mod driver;
 mod index;
+mod keyless;
 mod lock;
 mod memory;
 mod operators;
