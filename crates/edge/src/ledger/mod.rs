@@ -6,8 +6,7 @@
 //! outbox, dead letters), [`operators`], [`index`] (the operators' index,
 //! quota metering), [`driver`] (performs the core's attempt machine),
 //! [`pump`] (a streamed answer), [`store`]/[`stored`] (its SQLite tables, a
-//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`],
-//! [`keyless`] (a keyless job replaced by a new one under its key).
+//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`].
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
