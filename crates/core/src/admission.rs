@@ -15,9 +15,16 @@
 //!
 //! Time-driven transitions ([`Job::expire`]) are the caller's to apply (and
 //! persist) first, so the job given here is the job as of `now_ms`.
+//!
+//! A keyless request (its key derived by the gateway, see [`crate::keyless`])
+//! is admitted by [`admit_keyless`]: the same rules, but a job that has
+//! ended is replayed only within the mode's window after its creation
+//! (`coalesce`: never); past it, and with nobody driving the job here, it is
+//! [`Admission::Renew`]: a new job under the same key replaces it.
 
 use crate::fingerprint::Fingerprint;
 use crate::job::{Job, JobError};
+use crate::keyless::Keyless;
 use crate::wire::{Problem, ProblemType};
 
 /// How long a refused duplicate is told to wait when nothing better is known.
@@ -46,6 +53,33 @@ pub enum Admission {
     Wait,
     /// Answer with this problem; the job is not touched.
     Refuse(Problem),
+    /// A keyless request after its ended job's replay window: replace the
+    /// job with a new one under the same key ([`Job::renew`]), then claim
+    /// it and run an attempt.
+    Renew,
+}
+
+/// Decides what happens to a keyless request: as [`admit`], except that an
+/// ended job is replayed only until `keyless`'s replay window after its
+/// creation has passed. After it, and with no drive here (a drive still
+/// hands its answer to the requests that joined it, and this one is
+/// replayed that answer like them), the request renews the job.
+pub fn admit_keyless(
+    job: Option<&Job>,
+    arrival: Arrival<'_>,
+    now_ms: u64,
+    driving: bool,
+    keyless: Keyless,
+) -> Admission {
+    if let Some(job) = job
+        && job.fingerprint() == arrival.fingerprint
+        && job.state().is_terminal()
+        && !driving
+        && now_ms >= job.created_ms().saturating_add(keyless.replay_ms())
+    {
+        return Admission::Renew;
+    }
+    admit(job, arrival, now_ms, driving)
 }
 
 /// Decides what happens to `arrival` given the job as of `now_ms` and
@@ -235,6 +269,120 @@ mod tests {
         assert_eq!(problem.kind, ProblemType::OutcomeBlocked);
         assert!(!problem.kind.should_retry(), "retrying cannot help: an operator must resolve it");
         assert_eq!(problem.retry_after_ms, None);
+    }
+
+    fn completed_at(created_ms: u64) -> Job {
+        let policy = JobPolicy::new(2, 1_000, 5_000, 86_400_000, UnknownPolicy::RetryAfterLease).unwrap();
+        let mut done = Job::new(fp("{}"), created_ms, policy);
+        let ticket = done.claim(0, created_ms, "demo", None).unwrap();
+        done.complete(ticket, created_ms + 5, report(200, ErrorClass::None)).unwrap();
+        done
+    }
+
+    const WINDOW: Keyless = Keyless::Window { window_ms: 60_000 };
+
+    #[test]
+    fn a_keyless_request_replays_within_the_window_and_renews_after_it() {
+        let done = completed_at(T0);
+        let at = |now| admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), now, false, WINDOW);
+        assert_eq!(at(T0 + 10), Admission::Replay);
+        assert_eq!(at(T0 + 59_999), Admission::Replay);
+        assert_eq!(at(T0 + 60_000), Admission::Renew, "the window is measured from the job's first request");
+        assert_eq!(at(T0 + 3_600_000), Admission::Renew);
+    }
+
+    #[test]
+    fn coalesce_never_replays_an_ended_job() {
+        let done = completed_at(T0);
+        assert_eq!(
+            admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 6, false, Keyless::Coalesce),
+            Admission::Renew
+        );
+        let mut dead = job(UnknownPolicy::RetryAfterLease);
+        for n in 0..2 {
+            let ticket = dead.claim(dead.version(), T0 + n, "demo", None).unwrap();
+            dead.fail(ticket, T0 + n, report(503, ErrorClass::Unavailable)).unwrap();
+        }
+        assert_eq!(
+            admit_keyless(Some(&dead), arrive(&fp("{}"), 0), T0 + 10, false, Keyless::Coalesce),
+            Admission::Renew
+        );
+    }
+
+    #[test]
+    fn a_keyless_request_joins_a_job_in_flight_in_every_mode() {
+        for keyless in [Keyless::Coalesce, WINDOW] {
+            assert_eq!(admit_keyless(None, arrive(&fp("{}"), 30_000), T0, false, keyless), Admission::Run);
+            let mut running = job(UnknownPolicy::RetryAfterLease);
+            running.claim(0, T0, "demo", None).unwrap();
+            let joined = admit_keyless(Some(&running), arrive(&fp("{}"), 30_000), T0 + 120_000, true, keyless);
+            assert_eq!(joined, Admission::Wait, "{keyless:?}");
+            // A job that has not ended (failed, backing off; unknown) keeps its rules.
+            let mut failed = job(UnknownPolicy::RetryAfterLease);
+            let ticket = failed.claim(0, T0, "demo", None).unwrap();
+            failed.fail(ticket, T0 + 1, report(503, ErrorClass::Unavailable)).unwrap();
+            assert_eq!(
+                admit_keyless(Some(&failed), arrive(&fp("{}"), 30_000), T0 + 120_000, false, keyless),
+                Admission::Run
+            );
+            let mut unknown = job(UnknownPolicy::RetryAfterLease);
+            let ticket = unknown.claim(0, T0, "demo", None).unwrap();
+            unknown.mark_unknown(ticket, T0 + 100, report(0, ErrorClass::TimeoutAfterSend)).unwrap();
+            let problem = refused(admit_keyless(Some(&unknown), arrive(&fp("{}"), 30_000), T0 + 1_100, false, keyless));
+            assert_eq!(problem.kind, ProblemType::OutcomeUnknown);
+        }
+    }
+
+    #[test]
+    fn an_ended_job_whose_drive_still_answers_is_replayed_not_renewed() {
+        // Its drive hands the answer to every request that joined it; one
+        // arriving before the drive let go gets the same answer.
+        let done = completed_at(T0);
+        assert_eq!(
+            admit_keyless(Some(&done), arrive(&fp("{}"), 30_000), T0 + 10, true, Keyless::Coalesce),
+            Admission::Replay
+        );
+    }
+
+    #[test]
+    fn a_keyless_key_under_another_request_is_still_422() {
+        let done = completed_at(T0);
+        let problem =
+            refused(admit_keyless(Some(&done), arrive(&fp(r#"{"a":1}"#), 30_000), T0 + 120_000, false, WINDOW));
+        assert_eq!(problem.kind, ProblemType::KeyReused);
+    }
+
+    #[test]
+    fn a_renewed_job_starts_afresh_past_the_old_version() {
+        let done = completed_at(T0);
+        assert!(
+            job(UnknownPolicy::RetryAfterLease).renew(T0, *done.policy()).is_none(),
+            "only an ended job is renewed"
+        );
+        let renewed = done.renew(T0 + 70_000, *done.policy()).unwrap();
+        assert_eq!(renewed.state(), crate::job::JobState::Pending);
+        assert!(renewed.attempts().is_empty());
+        assert_eq!(renewed.completed_by(), None);
+        assert_eq!(renewed.created_ms(), T0 + 70_000);
+        assert_eq!(renewed.fingerprint(), done.fingerprint());
+        assert!(renewed.version() > done.version(), "no write made for the old job passes the new one's CAS");
+        assert_eq!((done.generation(), renewed.generation()), (0, 1));
+        // The new job runs, and its first claim is attempt 1 at its own version.
+        assert_eq!(
+            admit_keyless(Some(&renewed), arrive(&fp("{}"), 30_000), T0 + 70_000, false, WINDOW),
+            Admission::Run
+        );
+        let mut stale = renewed.clone();
+        assert!(stale.claim(done.version(), T0 + 70_001, "demo", None).is_err(), "the old version is stale");
+        let mut running = renewed.clone();
+        let ticket = running.claim(renewed.version(), T0 + 70_001, "demo", None).unwrap();
+        assert_eq!(ticket.attempt, 1);
+        running.complete(ticket, T0 + 70_005, report(200, ErrorClass::None)).unwrap();
+        // Its window runs from its own creation; after it, a third generation.
+        let at = |now| admit_keyless(Some(&running), arrive(&fp("{}"), 30_000), now, false, WINDOW);
+        assert_eq!(at(T0 + 129_999), Admission::Replay);
+        assert_eq!(at(T0 + 130_000), Admission::Renew);
+        assert_eq!(running.renew(T0 + 130_000, *running.policy()).unwrap().generation(), 2);
     }
 
     #[test]

@@ -82,6 +82,13 @@ impl IdempotencyKey {
         Self(uuid_v4_from_bytes(bytes))
     }
 
+    /// A key this crate made of visible ASCII characters within the bounds
+    /// (a derived one: [`crate::keyless::derive_key`]).
+    pub(crate) fn from_valid(text: String) -> Self {
+        debug_assert!(Self::parse(&text).is_ok(), "a key made here is valid");
+        Self(text)
+    }
+
     /// The key as sent.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -179,6 +186,20 @@ impl StorageId {
     pub fn upstream_key(&self) -> String {
         format!("onejob-{}", digest::framed_sha256_hex(&[b"onejob/upstream-key/v1", self.0.as_bytes()]))
     }
+
+    /// The provider's `Idempotency-Key` for the `generation`th job under
+    /// this storage id: the first (0) is [`StorageId::upstream_key`]; a
+    /// keyless job that replaced an ended one (see [`crate::job::Job::renew`])
+    /// gets another, so a provider that honours keys never replays the
+    /// ended job's answer to the new one.
+    pub fn upstream_key_of(&self, generation: u32) -> String {
+        if generation == 0 {
+            return self.upstream_key();
+        }
+        let generation = generation.to_string();
+        let parts: [&[u8]; 3] = [b"onejob/upstream-key/v1", self.0.as_bytes(), generation.as_bytes()];
+        format!("onejob-{}", digest::framed_sha256_hex(&parts))
+    }
 }
 
 impl fmt::Display for StorageId {
@@ -271,6 +292,15 @@ mod tests {
             StorageId::derive("dev", &IdempotencyKey::parse("0123456789abcdef").unwrap()).upstream_key(),
             UPSTREAM_KEY_OF_DEV_0123456789ABCDEF
         );
+    }
+
+    #[test]
+    fn every_generation_under_a_key_has_its_own_upstream_key() {
+        let id = StorageId::derive("dev", &IdempotencyKey::parse("0123456789abcdef").unwrap());
+        assert_eq!(id.upstream_key_of(0), UPSTREAM_KEY_OF_DEV_0123456789ABCDEF);
+        let (one, two) = (id.upstream_key_of(1), id.upstream_key_of(2));
+        assert!(one != two && one != id.upstream_key() && two != id.upstream_key());
+        assert!(IdempotencyKey::parse(&one).is_ok() && one.starts_with("onejob-"));
     }
 
     const UPSTREAM_KEY_OF_DEV_0123456789ABCDEF: &str =

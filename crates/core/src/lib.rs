@@ -12,12 +12,13 @@
 //! or one listed before it in its own (`node scripts/core-graph.mjs` checks
 //! it, and that no import cycle is left). Doc links do not count.
 //!
-//! - L0 `wire`, `digest`, `random`, `canonical`, `fingerprint`, `key`: the HTTP vocabulary, and what "the same request" is.
+//! - L0 `wire`, `digest`, `random`, `canonical`, `fingerprint`, `key`, `keyless`: the HTTP vocabulary, and what "the same request" is.
 //!   - [`wire`]: header names, RFC 9457 problem types, `Prefer`.
 //!   - `digest` (private): SHA-256 in hex.
 //!   - [`random`]: the randomness a caller supplies.
 //!   - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //!   - [`key`]: idempotency keys and the tenant-scoped storage ids.
+//!   - [`keyless`]: the key derived for a request without one (`KEYLESS`), and how an ended keyless job answers.
 //! - L1 `reply`, `classify`, `breaker`, `backoff`: what an outcome means, and when to go again.
 //!   - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
@@ -71,6 +72,7 @@ pub mod intent;
 pub mod job;
 pub mod job_type;
 pub mod key;
+pub mod keyless;
 pub mod ledger;
 pub mod pricing;
 pub mod protocol;

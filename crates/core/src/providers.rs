@@ -461,6 +461,132 @@ pub fn host_of(base_url: &str) -> &str {
     rest.split('/').next().unwrap_or(rest)
 }
 
+/// The demo provider's own models, each misbehaving its own way (what a
+/// route of every other model to the demo serves under `make dev`).
+pub const DEMO_MODELS: &[&str] =
+    &["demo", "demo-flaky", "demo-slow", "demo-timeout", "demo-stream-drop", "demo-stream-error", "demo-prose"];
+
+/// A model the deployment routes, as `GET /v1/models` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListedModel {
+    /// The model a request names.
+    pub id: String,
+    /// The provider that serves it first.
+    pub owned_by: String,
+}
+
+impl Providers {
+    /// The models a request may name: every named route (in the order the
+    /// routes are kept), then, when the route of any other model (`*`) goes to the
+    /// demo provider, the demo's own models. A `*` route to an HTTP
+    /// provider forwards any model, so it names none.
+    pub fn models(&self) -> Vec<ListedModel> {
+        let first = |route: &Route| route.steps.first().map_or("onejob", |s| self.list[s.provider].name.as_str());
+        let mut models: Vec<ListedModel> = self
+            .routes
+            .iter()
+            .map(|(id, route)| ListedModel { id: id.clone(), owned_by: first(route).to_owned() })
+            .collect();
+        if let Some(any) = &self.any_model {
+            let demo = any.steps.iter().find(|s| self.list[s.provider].endpoint == Endpoint::Demo { outage: false });
+            if let Some(step) = demo {
+                for id in DEMO_MODELS {
+                    if !models.iter().any(|m| m.id == *id) {
+                        models.push(ListedModel {
+                            id: (*id).to_owned(),
+                            owned_by: self.list[step.provider].name.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        models
+    }
+}
+
+/// The body of `GET /v1/models`: one list both official SDKs read. OpenAI's
+/// `models.list()` reads `data[]` of `{id, object: "model", created,
+/// owned_by}`; Anthropic's reads `data[]` of `{type: "model", id,
+/// display_name, created_at}` and pages by `has_more`, `first_id` and
+/// `last_id`. Each model carries both sets of fields (each SDK ignores the
+/// other's), and the page says it is the only one.
+pub fn models_page(models: &[ListedModel]) -> Value {
+    let data: Vec<Value> = models
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "id": m.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": m.owned_by,
+                "type": "model",
+                "display_name": m.id,
+                "created_at": "1970-01-01T00:00:00Z",
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "object": "list",
+        "first_id": models.first().map(|m| m.id.as_str()),
+        "last_id": models.last().map(|m| m.id.as_str()),
+        "has_more": false,
+        "data": data,
+    })
+}
+
+#[cfg(test)]
+mod model_list_tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn the_demo_lists_its_routes_then_its_own_models() {
+        let ids: Vec<String> = Providers::single(None).models().into_iter().map(|m| m.id).collect();
+        assert_eq!(&ids[..3], ["demo-failover", "demo-hedge", "demo-json"]);
+        assert_eq!(&ids[3..], DEMO_MODELS);
+        let models = Providers::single(None).models();
+        assert_eq!(models[0].owned_by, "demo-outage", "a route is owned by its first provider");
+        assert_eq!(models[3].owned_by, "demo");
+    }
+
+    #[test]
+    fn an_http_upstream_names_only_its_routes() {
+        assert!(Providers::single(Some("https://api.example/v1")).models().is_empty());
+        let providers = r#"[{"name": "openai", "kind": "openai", "base_url": "https://a.example/v1"},
+                            {"name": "claude", "kind": "anthropic", "base_url": "https://c.example/v1"}]"#;
+        let routes = r#"{"gpt-4o-mini": {"providers": [{"provider": "openai"}]},
+                         "claude-sonnet": {"providers": [{"provider": "claude", "model": "claude-sonnet-4-5"}]},
+                         "*": {"providers": [{"provider": "openai"}]}}"#;
+        let models = Providers::parse(providers, Some(routes)).unwrap().models();
+        let listed: Vec<(&str, &str)> = models.iter().map(|m| (m.id.as_str(), m.owned_by.as_str())).collect();
+        // In the order the routes are kept (ROUTES is read as an object: by name).
+        assert_eq!(listed, [("claude-sonnet", "claude"), ("gpt-4o-mini", "openai")]);
+    }
+
+    #[test]
+    fn the_page_reads_as_both_sdks_list() {
+        let page = models_page(&[
+            ListedModel { id: "a".into(), owned_by: "p".into() },
+            ListedModel { id: "b".into(), owned_by: "q".into() },
+        ]);
+        assert_eq!(page["object"], "list");
+        assert_eq!(page["has_more"], false);
+        assert_eq!((page["first_id"].as_str(), page["last_id"].as_str()), (Some("a"), Some("b")));
+        let first = &page["data"][0];
+        assert_eq!(
+            (first["id"].as_str(), first["object"].as_str(), first["owned_by"].as_str()),
+            (Some("a"), Some("model"), Some("p"))
+        );
+        assert_eq!((first["type"].as_str(), first["display_name"].as_str()), (Some("model"), Some("a")));
+        assert!(first["created"].is_u64() && first["created_at"].is_string());
+        let empty = models_page(&[]);
+        assert_eq!(empty["data"].as_array().map(Vec::len), Some(0));
+        assert!(empty["first_id"].is_null());
+    }
+}
+
 #[cfg(test)]
 mod api_path_tests {
     #[cfg(target_arch = "wasm32")]

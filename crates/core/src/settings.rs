@@ -10,6 +10,7 @@ use crate::alert::AlertPolicy;
 use crate::backoff::{Backoff, Jitter};
 use crate::breaker::BreakerPolicy;
 use crate::job::{JobPolicy, UnknownPolicy};
+use crate::keyless::Keyless;
 use crate::providers::{Providers, is_base_url};
 
 /// The defaults, shared with the SDK where they must agree (retention).
@@ -45,6 +46,9 @@ pub mod defaults {
     pub const ALERT_THRESHOLD: u64 = 10;
     /// `ALERT_WINDOW_MS`: 15 minutes.
     pub const ALERT_WINDOW_MS: u64 = 900_000;
+    /// `KEYLESS_WINDOW_SECONDS`: how long an ended keyless job is replayed
+    /// (`KEYLESS=window`).
+    pub const KEYLESS_WINDOW_SECONDS: u64 = 60;
 }
 
 /// The longest `Prefer: wait=N` (and `COALESCE_WAIT_MS`) honoured, so a
@@ -83,6 +87,9 @@ pub struct Settings {
     /// `RESULT_CACHE`: `kv` (default) replays finished results from KV when
     /// it has them; `off` sends every request to the Ledger.
     pub result_cache: bool,
+    /// `KEYLESS` and `KEYLESS_WINDOW_SECONDS`: what a keyed route does with
+    /// a request that carries no `Idempotency-Key` (see [`crate::keyless`]).
+    pub keyless: Keyless,
 }
 
 /// A variable that is malformed or out of range.
@@ -183,7 +190,22 @@ impl Settings {
                 "1000 to 604800000 (ms)",
             )?,
         };
+        // Read after the retention: a window cannot outlast the job it replays.
+        let window_s = read.number(
+            "KEYLESS_WINDOW_SECONDS",
+            defaults::KEYLESS_WINDOW_SECONDS,
+            1,
+            retention_s,
+            "1 to RETENTION_SECONDS (seconds: a window cannot outlast the job it replays)",
+        )?;
+        let keyless = match read.text("KEYLESS").as_deref() {
+            None | Some("refuse") => Keyless::Refuse,
+            Some("coalesce") => Keyless::Coalesce,
+            Some("window") => Keyless::Window { window_ms: window_s * 1000 },
+            Some(_) => return Err(read.error("KEYLESS", "refuse, coalesce or window")),
+        };
         Ok(Self {
+            keyless,
             providers,
             breaker,
             outbox_delay_ms,
@@ -296,6 +318,32 @@ mod tests {
         assert_eq!(s.retry_after_cap_ms, 60_000);
         assert_eq!(s.backoff, Backoff::new(250, 10_000, Jitter::Full).unwrap());
         assert!(s.result_cache);
+        assert_eq!(s.keyless, Keyless::Refuse);
+    }
+
+    #[test]
+    fn keyless_modes_and_their_window() {
+        assert_eq!(parse(&[("KEYLESS", "refuse")]).unwrap().keyless, Keyless::Refuse);
+        assert_eq!(parse(&[("KEYLESS", "coalesce")]).unwrap().keyless, Keyless::Coalesce);
+        assert_eq!(parse(&[("KEYLESS", " window ")]).unwrap().keyless, Keyless::Window { window_ms: 60_000 });
+        let short = parse(&[("KEYLESS", "window"), ("KEYLESS_WINDOW_SECONDS", "2")]).unwrap();
+        assert_eq!(short.keyless, Keyless::Window { window_ms: 2_000 });
+        // The window is checked whatever the mode, and named when wrong.
+        for bad in ["0", "-1", "1.5", "60s", "86401"] {
+            let error = parse(&[("KEYLESS", "window"), ("KEYLESS_WINDOW_SECONDS", bad)]).unwrap_err();
+            assert_eq!(error.name, "KEYLESS_WINDOW_SECONDS", "{bad}");
+        }
+        assert_eq!(parse(&[("KEYLESS_WINDOW_SECONDS", "0")]).unwrap_err().name, "KEYLESS_WINDOW_SECONDS");
+        // No longer than the retention of the job it replays.
+        let vars = [("KEYLESS", "window"), ("RETENTION_SECONDS", "3600"), ("KEYLESS_WINDOW_SECONDS", "3601")];
+        assert_eq!(parse(&vars).unwrap_err().name, "KEYLESS_WINDOW_SECONDS");
+        let vars = [("KEYLESS", "window"), ("RETENTION_SECONDS", "3600"), ("KEYLESS_WINDOW_SECONDS", "3600")];
+        assert_eq!(parse(&vars).unwrap().keyless, Keyless::Window { window_ms: 3_600_000 });
+        for bad in ["yes", "Window", "on", "off"] {
+            let error = parse(&[("KEYLESS", bad)]).unwrap_err();
+            assert_eq!(error.name, "KEYLESS", "{bad}");
+            assert_eq!(error.to_string(), "KEYLESS must be refuse, coalesce or window");
+        }
     }
 
     #[test]
@@ -365,7 +413,16 @@ mod tests {
     #[test]
     fn errors_never_quote_the_value() {
         let secret = "sk-live-0123456789abcdef";
-        for name in ["UPSTREAM", "MAX_ATTEMPTS", "UNKNOWN_POLICY", "RESULT_CACHE", "MAX_BODY_BYTES", "PROVIDERS"] {
+        for name in [
+            "UPSTREAM",
+            "MAX_ATTEMPTS",
+            "UNKNOWN_POLICY",
+            "RESULT_CACHE",
+            "MAX_BODY_BYTES",
+            "PROVIDERS",
+            "KEYLESS",
+            "KEYLESS_WINDOW_SECONDS",
+        ] {
             let error = parse(&[(name, secret)]).unwrap_err();
             assert_eq!(error.name, name);
             assert!(!error.to_string().contains(secret), "{error}");

@@ -17,6 +17,10 @@ pub struct JobView {
     pub fingerprint: String,
     /// The job's version (bumped by every transition).
     pub version: u64,
+    /// The how-manieth job under this key (from 0): a keyless job that
+    /// ended is replaced by a new one under its derived key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
     /// Milliseconds since the Unix epoch.
     pub created_ms: u64,
     /// Milliseconds since the Unix epoch.
@@ -63,6 +67,7 @@ impl JobView {
             state: job.state(),
             fingerprint: job.fingerprint().to_string(),
             version: job.version(),
+            generation: job.generation(),
             created_ms: job.created_ms(),
             updated_ms: job.updated_ms(),
             expires_ms: job.expires_ms(),
@@ -79,4 +84,8 @@ impl JobView {
             effects_state: None,
         }
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

@@ -78,6 +78,10 @@ pub struct Job {
     /// invalidate the holding attempt's compare-and-swap).
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     not_before_ms: u64,
+    /// The how-manieth job under its key, from 0: a keyless job that ended
+    /// is replaced by a new one under the same key ([`Job::renew`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    generation: u32,
     policy: JobPolicy,
     attempts: Vec<Attempt>,
 }
@@ -99,9 +103,31 @@ impl Job {
             extra_attempts: 0,
             events: Vec::new(),
             not_before_ms: 0,
+            generation: 0,
             policy,
             attempts: Vec::new(),
         }
+    }
+
+    /// The job that replaces this one, once it has ended, under the same key
+    /// (a keyless request after its replay window, see
+    /// [`crate::keyless`]): pending, with no attempt, under `policy`, its
+    /// generation one more, and its version past this job's, so no write
+    /// made for this job (a late racer's audit, a drive that read it) can
+    /// pass the new job's compare-and-swap. `None` while this job has not ended.
+    pub fn renew(&self, now_ms: u64, policy: JobPolicy) -> Option<Job> {
+        if !self.state.is_terminal() {
+            return None;
+        }
+        let mut next = Job::new(self.fingerprint.clone(), now_ms, policy);
+        next.version = self.version.saturating_add(1);
+        next.generation = self.generation.saturating_add(1);
+        Some(next)
+    }
+
+    /// The how-manieth job under its key this is (0: the first).
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// The request fingerprint the job was created for.

@@ -595,6 +595,8 @@ impl World {
                 self.count("waiters");
             }
             Admission::Refuse(problem) => self.answer(caller, Res::problem(&problem)),
+            // Only a keyless request renews a job (`admit_keyless`); these callers are keyed.
+            Admission::Renew => self.violate("renew-of-keyed", format!("job {j}: a keyed request renewed it")),
             Admission::Run => {
                 let (job, stored) = match job {
                     Some(job) => (job, stored),

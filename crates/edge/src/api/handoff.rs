@@ -8,6 +8,7 @@
 
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::keyless::Keyless;
 use serde::{Deserialize, Serialize};
 
 /// A background job's queue message: which Ledger runs it. The request
@@ -94,12 +95,32 @@ pub struct Submission {
     /// the body is the chat request rendered from them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunOf>,
+    /// A request that carried no `Idempotency-Key`: its key was derived
+    /// (`keyless-…`, [`onejob_core::keyless`]) and it is admitted under this
+    /// mode (`coalesce` or `window`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyless: Option<Keyless>,
+    /// The generation of the job it runs (set by the Ledger from the job:
+    /// a keyless job that replaced an ended one calls its provider under
+    /// a key of its own).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub generation: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Submission {
     /// Where its job lives: the storage id of (tenant, user, key).
     pub fn storage_id(&self) -> StorageId {
         StorageId::of(&self.tenant, self.user.as_deref(), &self.key)
+    }
+
+    /// The `Idempotency-Key` its provider gets: derived from the storage
+    /// id and the job's generation, never the client's key.
+    pub fn upstream_key(&self) -> String {
+        self.storage_id().upstream_key_of(self.generation)
     }
 
     /// The job's queue message.
@@ -184,6 +205,8 @@ pub(crate) mod tests {
             provider_headers: Vec::new(),
             background: false,
             run: None,
+            keyless: None,
+            generation: 0,
         }
     }
 
@@ -207,6 +230,19 @@ pub(crate) mod tests {
         assert_eq!(read.user.as_deref(), Some("alice"));
         // The provider's key is derived from the typed key: never empty.
         assert!(sent.storage_id().upstream_key().len() > "onejob-".len());
+        assert_eq!(sent.upstream_key(), sent.storage_id().upstream_key());
+        assert!(read.keyless.is_none() && read.generation == 0);
+    }
+
+    #[test]
+    fn a_keyless_submission_travels_with_its_mode_and_generation() {
+        let mut sent = submission();
+        sent.keyless = Some(onejob_core::keyless::Keyless::Window { window_ms: 2_000 });
+        sent.generation = 3;
+        let (read, _) = decode(encode(&sent, b"{}")).unwrap();
+        assert_eq!(read.keyless, sent.keyless);
+        assert_eq!(read.generation, 3);
+        assert_ne!(read.upstream_key(), read.storage_id().upstream_key(), "a renewed job's provider key is its own");
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub struct LateAttempt {
 
 impl<'a> Driver<'a> {
     pub fn new(config: &'a Config, env: &'a Env, store: &'a Store, submission: &'a Submission, body: &'a [u8]) -> Self {
-        let upstream_key = submission.storage_id().upstream_key();
+        let upstream_key = submission.upstream_key();
         let RequestFacts { model, stream } = RequestFacts::of(body);
         let api = Api::of_path(&submission.target);
         Self {

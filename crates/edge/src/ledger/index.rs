@@ -59,6 +59,11 @@ pub(super) async fn meter_new_tokens(env: &Env, store: &Store, metering: &Cell<b
             worker::console_warn!("ledger: counting tokens against quotas failed (counted later): {error}");
             break;
         }
+        // A keyless job replaced meanwhile by a new one under its key: the
+        // meta row is the new job's now, whose tokens start uncounted.
+        if !matches!(store.load_job(), Ok(Some(now)) if now.generation() == job.generation()) {
+            break;
+        }
         meta.metered += new;
         if let Err(error) = store.update_meta(&meta) {
             worker::console_warn!("ledger: marking tokens as counted failed: {error}");

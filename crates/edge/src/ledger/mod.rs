@@ -39,6 +39,7 @@ mod alarms;
 mod background_jobs;
 mod driver;
 mod index;
+mod keyless;
 mod lock;
 mod memory;
 mod operators;

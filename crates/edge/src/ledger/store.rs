@@ -628,6 +628,38 @@ impl Store {
         if written == 0 { Err(StoreError::LostRace) } else { Ok(()) }
     }
 
+    /// Deletes the job and everything it kept, every row of every table
+    /// it has, with nothing in between (a keyless job replaced by a new one
+    /// under its key: the Ledger's `keyless`). The tables stay for the next
+    /// job's first write; the object then knows it has no job.
+    pub fn clear_job(&self) -> worker::Result<()> {
+        const TABLES: [&str; 10] = [
+            "jobs",
+            "meta",
+            "responses",
+            "response_chunks",
+            "queue",
+            "outbox",
+            "request",
+            "request_chunks",
+            "effects",
+            "stream_events",
+        ];
+        let present = self.present()?;
+        for table in TABLES {
+            if Tables::of_table(table).is_none_or(|group| present & group as u8 == 0) {
+                continue;
+            }
+            match self.sql.exec(&format!("DELETE FROM {table}"), None) {
+                Ok(cursor) => cursor.raw().try_for_each(|row| row.map(drop))?,
+                Err(error) if error.to_string().contains("no such table") => {}
+                Err(error) => return Err(error),
+            }
+        }
+        *self.known.job.borrow_mut() = Some(None);
+        Ok(())
+    }
+
     /// Creates `group`'s tables if this lifetime has not (`IF NOT EXISTS`:
     /// an older object's tables are kept, and the ones added since created).
     fn create(&self, group: Tables) -> worker::Result<()> {

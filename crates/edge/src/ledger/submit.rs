@@ -57,13 +57,13 @@ impl Ledger {
     }
 
     /// A keyed request: the core admits it, the Ledger performs the decision.
-    pub(super) async fn submit(&self, config: &Config, submission: Submission, body: Vec<u8>) -> Result<Response> {
+    pub(super) async fn submit(&self, config: &Config, mut submission: Submission, body: Vec<u8>) -> Result<Response> {
         let fingerprint = submission.fingerprint.clone();
         let store = self.store();
         let now = now_ms();
         // From here to the claim nothing awaits: no other request interleaves.
         let mut job = store.load_job()?;
-        let stored = job.is_some();
+        let mut stored = job.is_some();
         if job.is_none() {
             job = self.memory.borrow().creating().cloned();
         }
@@ -72,7 +72,19 @@ impl Ledger {
         }
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
-        let admitted = admission::admit(job.as_ref(), arrival, now, self.memory.borrow().is_driving());
+        let driving = self.memory.borrow().is_driving();
+        let mut admitted = match submission.keyless {
+            Some(keyless) => admission::admit_keyless(job.as_ref(), arrival, now, driving, keyless),
+            None => admission::admit(job.as_ref(), arrival, now, driving),
+        };
+        // A keyless request past its ended job's window: a new job replaces
+        // it, run as any new job (see `keyless`; still nothing awaits).
+        if admitted == Admission::Renew
+            && let Some(ended) = job.take()
+        {
+            job = Some(self.renew(config, &store, &ended)?);
+            (admitted, stored) = (Admission::Run, false);
+        }
         // A new job for a model no route serves is refused before anything
         // is written (a finished job of it is still replayed).
         if admitted == Admission::Run
@@ -97,6 +109,7 @@ impl Ledger {
             Admission::Refuse(problem) => {
                 http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
             }
+            Admission::Renew => Err(EdgeError::broken("a renewal that replaced no job").into()),
             Admission::Run => {
                 let (job, stored) = match job {
                     Some(job) => (job, stored),
@@ -106,6 +119,8 @@ impl Ledger {
                         (job, false)
                     }
                 };
+                // A renewed keyless job calls its provider under its own key.
+                submission.generation = job.generation();
                 // Admitted to run: nobody drives the job (no await since admission).
                 let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
@@ -226,7 +241,12 @@ impl Ledger {
             self.adopt(config, &later, &later_body, later.fingerprint.clone()).await?;
         }
         // (A job type's answer is more than the stored response: not cached.)
-        if result.state.is_terminal() && config.settings.result_cache && submission.run.is_none() {
+        // (A keyless job's answer is replayed only within its window: not cached.)
+        if result.state.is_terminal()
+            && config.settings.result_cache
+            && submission.run.is_none()
+            && submission.keyless.is_none()
+        {
             self.cache_in_background(submission, &job, &result);
         }
         // When to ask again, as the answer's `retry-after-ms` says it (only

@@ -4,9 +4,11 @@
 
 use onejob_core::fingerprint::{Body, Fingerprint};
 use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::keyless;
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
-use onejob_core::providers::check_api_path;
+use onejob_core::providers::{check_api_path, models_page};
 use onejob_core::settings::MAX_WAIT_MS;
+use onejob_core::token::UserToken;
 use worker::{Env, Method, Request, Response, Result};
 
 use crate::api::client;
@@ -24,7 +26,7 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let (key, content_type, body) = match read_keyed(&mut req, &config).await? {
+    let (sent_key, content_type, body) = match read_keyed(&mut req, &config, true).await? {
         Ok(read) => read,
         Err(refused) => return Ok(refused),
     };
@@ -47,15 +49,59 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     {
         return problem_of(ProblemType::Forbidden, error.to_string());
     }
+    // No key (KEYLESS lets the gateway derive one): the caller's identical
+    // requests are one job, under a key derived from who asks and what.
+    let (key, keyless) = match sent_key {
+        Some(key) => (key, None),
+        None => {
+            if req.headers().get(header::PREFER)?.is_some_and(|prefer| prefers_async(&prefer)) {
+                let detail =
+                    "a background job (Prefer: respond-async) needs an Idempotency-Key: its Location names the job";
+                return problem_of(ProblemType::MissingIdempotencyKey, detail);
+            }
+            let cache_control = req.headers().get("Cache-Control")?;
+            let mode = keyless::for_request(config.settings.keyless, cache_control.as_deref());
+            (keyless::derive_key(&caller.tenant, caller.user.as_deref(), &fingerprint), mode)
+        }
+    };
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
 
+    // A keyless job's answer is replayed only within its window, which the
+    // Ledger decides: KV, whose entries outlive it, is neither read nor written.
     if config.settings.result_cache
+        && keyless.is_none()
         && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
         return result.into_response(key.as_str(), true);
     }
-    let submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
+    let mut submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
+    submission.keyless = keyless;
     submit(env, &storage_id, submission, body).await
+}
+
+/// `GET /v1/models`: the models the deployment routes, in a list both
+/// official SDKs read ([`models_page`]); a user token sees the models it
+/// may ask for.
+pub fn models(req: &Request, env: &Env) -> Result<Response> {
+    let (config, caller) = match admit_caller(req, env) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    if req.method() != Method::Get {
+        return http::method_not_allowed(&req.method(), &Method::Get);
+    }
+    let mut models = config.settings.providers.models();
+    if let Some(token) = &caller.token {
+        // Its paths as for any route; its models by the list.
+        let paths_only = UserToken { models: None, ..token.clone() };
+        if let Err(error) = paths_only.allows("/v1/models", None) {
+            return problem_of(ProblemType::Forbidden, error.to_string());
+        }
+        if let Some(allowed) = &token.models {
+            models.retain(|model| allowed.contains(&model.id));
+        }
+    }
+    http::with_cors(Response::from_json(&models_page(&models))?)
 }
 
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
@@ -70,8 +116,10 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
     let Some(job_type) = config.job_types.get(&type_name) else {
         return problem_of(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES");
     };
-    let (key, _, input_bytes) = match read_keyed(&mut req, &config).await? {
-        Ok(read) => read,
+    // A job type's effects happen once per intent: its runs are always keyed.
+    let (key, _, input_bytes) = match read_keyed(&mut req, &config, false).await? {
+        Ok((Some(key), content_type, body)) => (key, content_type, body),
+        Ok((None, _, _)) => return missing_key(),
         Err(refused) => return Ok(refused),
     };
     // `Accept: text/event-stream` streams the answer (the effects run once
@@ -114,26 +162,25 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
     submit(env, &storage_id, submission, body).await
 }
 
-/// The checks every keyed POST passes: an `Idempotency-Key`, a JSON body
-/// within the size limit. The key, the content type and the body, or the
-/// refusal.
+/// The checks every keyed POST passes: an `Idempotency-Key` (or none, when
+/// `keyless` routes may derive one and the deployment's `KEYLESS` does), a
+/// JSON body within the size limit. The key, the content type and the body,
+/// or the refusal.
 async fn read_keyed(
     req: &mut Request,
     config: &Config,
-) -> Result<std::result::Result<(IdempotencyKey, String, Vec<u8>), Response>> {
+    keyless: bool,
+) -> Result<std::result::Result<(Option<IdempotencyKey>, String, Vec<u8>), Response>> {
     if req.method() != Method::Post {
         return http::method_not_allowed(&req.method(), &Method::Post).map(Err);
     }
-    let Some(raw_key) = req.headers().get(header::IDEMPOTENCY_KEY)? else {
-        return problem_of(
-            ProblemType::MissingIdempotencyKey,
-            "send an Idempotency-Key header (16–255 visible ASCII characters, e.g. a UUIDv4) so retries are recognised",
-        )
-        .map(Err);
-    };
-    let key = match IdempotencyKey::parse(&raw_key) {
-        Ok(key) => key,
-        Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()).map(Err),
+    let key = match req.headers().get(header::IDEMPOTENCY_KEY)? {
+        Some(raw_key) => match IdempotencyKey::parse(&raw_key) {
+            Ok(key) => Some(key),
+            Err(error) => return problem_of(ProblemType::InvalidIdempotencyKey, error.to_string()).map(Err),
+        },
+        None if keyless && config.settings.keyless.derives() => None,
+        None => return missing_key().map(Err),
     };
     let content_type = match body::json_content_type(req)? {
         Ok(content_type) => content_type,
@@ -144,6 +191,14 @@ async fn read_keyed(
         Err(refused) => return Ok(Err(refused)),
     };
     Ok(Ok((key, content_type, body)))
+}
+
+/// 400: the request has no `Idempotency-Key` (and none is derived for it).
+fn missing_key() -> Result<Response> {
+    problem_of(
+        ProblemType::MissingIdempotencyKey,
+        "send an Idempotency-Key header (16–255 visible ASCII characters, e.g. a UUIDv4) so retries are recognised",
+    )
 }
 
 /// The submission of a keyed request the gateway accepted.
@@ -175,6 +230,8 @@ fn submission_of(
             .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))
             .collect(),
         run: None,
+        keyless: None,
+        generation: 0,
     })
 }
 

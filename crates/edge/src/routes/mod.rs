@@ -5,6 +5,7 @@
 //!
 //! The routes ([`dispatch`]):
 //! - `POST /v1/{path}`: the OpenAI-compatible, idempotent proxy ([`gateway`]);
+//! - `GET /v1/models`: the models the deployment routes ([`gateway`]);
 //! - `POST /onejob/v1/run/{type}`: a job type's run ([`gateway`]);
 //! - `GET /onejob/v1/jobs/{key}`: the job and its attempts (tenant-scoped);
 //! - `GET /onejob/v1/jobs/{key}/stream?from=N`: a streamed answer after its
@@ -41,6 +42,9 @@ pub async fn dispatch(req: Request, env: &Env) -> Result<Response> {
     let path = req.path();
     if req.method() == Method::Options {
         return http::preflight(&req);
+    }
+    if path == "/v1/models" {
+        return gateway::models(&req, env);
     }
     if path.starts_with("/v1/") {
         return gateway::proxy(req, env).await;
