@@ -1,12 +1,12 @@
 //! `Ledger`: the Durable Object that owns one job (one per tenant + key).
 //! The core decides (`onejob_core::ledger`, `admission`, `background`); this
-//! folder performs. This file decodes one [`LedgerCall`], hands it to its
-//! handler and rings the alarm: [`submit`] (a keyed request, the drive
-//! under its drive lock, waiters), [`background_jobs`] (deliveries, the
-//! outbox, dead letters), [`operators`], [`index`] (the operators' index,
-//! quota metering), [`driver`] (performs the core's attempt machine),
-//! [`pump`] (a streamed answer), [`store`]/[`stored`] (its SQLite tables, a
-//! replay), [`alarms`], [`run`] (a job type's effects), [`memory`].
+//! folder performs. This file decodes one [`LedgerCall`], hands it to its handler and
+//! rings the alarm: [`submit`] (a keyed request, the drive under its drive lock,
+//! waiters), [`keyless`] (a keyless job renewed), [`background_jobs`] (deliveries,
+//! the outbox, dead letters), [`operators`], [`index`] (the operators' index, quota
+//! metering), [`driver`] (performs the core's attempt machine), [`pump`] (a streamed
+//! answer), [`store`]/[`stored`] (its SQLite tables and what it knows of them, a
+//! replay), [`alarms`], [`run`] (a job type's effects, the core's machine), [`memory`].
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
@@ -28,8 +28,7 @@ use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::api::ledger::{LedgerCall, Malformed};
-use crate::env::clock::now_ms;
-use crate::env::config;
+use crate::env::{clock::now_ms, config};
 use crate::error::EdgeError;
 use crate::http;
 use crate::ledger::pump::LiveSlot;
@@ -193,11 +192,8 @@ impl Ledger {
     fn coordination(&self) -> Coordination<'_> {
         Coordination { memory: &self.memory, waiters: &self.waiters, live: &self.live }
     }
-}
 
-/// Background jobs: `Prefer: respond-async` submissions, queue deliveries,
-/// the outbox, and what operators do to a job.
-impl Ledger {
+    /// A job key the Ledger was handed (checked by the gateway already).
     fn parse_key(&self, key: &str) -> Result<IdempotencyKey> {
         IdempotencyKey::parse(key).map_err(|e| EdgeError::Malformed(e.to_string()).into())
     }
