@@ -282,8 +282,13 @@ test("make dev's .dev.vars: written from dev.vars.example in a fresh clone, then
     const make = () => spawnSync("make", ["-s", "dev-vars"], { cwd: clone, encoding: "utf8" });
     const first = make();
     assert.equal(first.status, 0, first.stderr);
-    assert.equal(first.stdout, "onejob: wrote .dev.vars from dev.vars.example (yours to edit; git ignores it)\n");
-    assert.equal(readFileSync(path.join(clone, ".dev.vars"), "utf8"), readFileSync(path.join(clone, "dev.vars.example"), "utf8"));
+    assert.equal(first.stdout, "onejob: wrote .dev.vars from dev.vars.example, with KEYLESS=window (yours to edit; git ignores it)\n");
+    // The template, and make dev's keyless requests (the tests' stacks keep the default, refuse).
+    const written = readFileSync(path.join(clone, ".dev.vars"), "utf8");
+    const template = readFileSync(path.join(clone, "dev.vars.example"), "utf8");
+    assert.ok(written.startsWith(template), "the template comes first, as it is");
+    assert.match(written.slice(template.length), /^\n# make dev: [^\n]*\nKEYLESS=window\n$/);
+    assert.doesNotMatch(template, /^KEYLESS=/m, "the tests' stacks read the template: keyless stays off there");
     // A developer's edit is kept; a key the template has and .dev.vars lacks is named.
     const edited = readFileSync(path.join(clone, ".dev.vars"), "utf8").replace(/^MAIL_SECRET=.*\n/m, "").replace("UPSTREAM=demo", "UPSTREAM=https://api.example/v1");
     writeFileSync(path.join(clone, ".dev.vars"), edited);
