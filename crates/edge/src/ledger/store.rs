@@ -97,16 +97,22 @@ enum Tables {
 }
 
 impl Tables {
+    const ALL: [Tables; 5] = [Tables::Job, Tables::Queue, Tables::Request, Tables::Effects, Tables::Stream];
+
+    /// The group's tables, as [`Tables::schema`] creates them.
+    fn names(self) -> &'static [&'static str] {
+        match self {
+            Tables::Job => &["jobs", "meta", "responses", "response_chunks"],
+            Tables::Queue => &["queue", "outbox"],
+            Tables::Request => &["request", "request_chunks"],
+            Tables::Effects => &["effects"],
+            Tables::Stream => &["stream_events"],
+        }
+    }
+
     /// The group a table of the schema belongs to.
     fn of_table(name: &str) -> Option<Tables> {
-        Some(match name {
-            "jobs" | "meta" | "responses" | "response_chunks" => Tables::Job,
-            "queue" | "outbox" => Tables::Queue,
-            "request" | "request_chunks" => Tables::Request,
-            "effects" => Tables::Effects,
-            "stream_events" => Tables::Stream,
-            _ => return None,
-        })
+        Tables::ALL.into_iter().find(|group| group.names().contains(&name))
     }
 
     fn schema(self) -> &'static str {
@@ -633,23 +639,9 @@ impl Store {
     /// under its key: the Ledger's `keyless`). The tables stay for the next
     /// job's first write; the object then knows it has no job.
     pub fn clear_job(&self) -> worker::Result<()> {
-        const TABLES: [&str; 10] = [
-            "jobs",
-            "meta",
-            "responses",
-            "response_chunks",
-            "queue",
-            "outbox",
-            "request",
-            "request_chunks",
-            "effects",
-            "stream_events",
-        ];
         let present = self.present()?;
-        for table in TABLES {
-            if Tables::of_table(table).is_none_or(|group| present & group as u8 == 0) {
-                continue;
-            }
+        let tables = Tables::ALL.into_iter().filter(|group| present & *group as u8 != 0).flat_map(Tables::names);
+        for table in tables {
             match self.sql.exec(&format!("DELETE FROM {table}"), None) {
                 Ok(cursor) => cursor.raw().try_for_each(|row| row.map(drop))?,
                 Err(error) if error.to_string().contains("no such table") => {}
