@@ -625,7 +625,15 @@ impl EffectsWorld {
         if self.run.is_some() {
             self.violate("no-stuck-run", "a runner is left with nothing to wait for".into());
         }
-        for effect in self.stored.clone() {
+        for (i, effect) in self.stored.clone().into_iter().enumerate() {
+            // Every time an effect came to need an operator, they were told.
+            let episode = self.watch[i].episodes;
+            if effect.state.needs_operator() && self.watch[i].letters.get(&episode).is_none_or(|n| *n == 0) {
+                self.violate(
+                    "dead-letter-recorded",
+                    format!("effect {} needs an operator (episode {episode}): no dead letter", effect.name),
+                );
+            }
             let settled =
                 matches!(effect.state, EffectState::Done | EffectState::Expired) || effect.state.needs_operator();
             if !settled {
