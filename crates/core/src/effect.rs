@@ -365,6 +365,12 @@ pub struct Effect {
     pub reconciled: bool,
     /// Approvals, reconciliations and operator actions, oldest first.
     pub events: Vec<EffectEvent>,
+    /// It came to need an operator and its dead letter is not recorded
+    /// yet: set in the write that made it so, cleared by the write after
+    /// the letter (a crash between the two sends the letter after the
+    /// restart, not never).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dead_letter_due: bool,
 }
 
 impl Effect {
@@ -401,6 +407,7 @@ impl Effect {
             receipt: None,
             reconciled: false,
             events: Vec::new(),
+            dead_letter_due: false,
         }
     }
 
@@ -515,6 +522,7 @@ impl Effect {
                 self.not_before_ms = now_ms + retry.cap_ms + retry.delay_ms(0, rng);
             }
         }
+        self.dead_letter_due = self.state.needs_operator();
         self.bump();
     }
 
@@ -567,6 +575,13 @@ impl Effect {
                 self.not_before_ms = now_ms + retry.delay_ms(self.attempts.len() as u32, rng);
             }
         }
+        self.dead_letter_due = self.state.needs_operator();
+        self.bump();
+    }
+
+    /// Its dead letter is recorded: the write that says so.
+    pub fn dead_letter_sent(&mut self) {
+        self.dead_letter_due = false;
         self.bump();
     }
 
@@ -579,6 +594,7 @@ impl Effect {
                 self.state = EffectState::Ready;
                 self.not_before_ms = now_ms;
                 self.note("resent", Some(by), now_ms);
+                self.dead_letter_due = false;
                 self.bump();
                 Ok(true)
             }
@@ -596,6 +612,7 @@ impl Effect {
                 self.state = EffectState::Done;
                 self.receipt = Some(serde_json::json!({ "marked_done_by": by }));
                 self.note("marked_done", Some(by), now_ms);
+                self.dead_letter_due = false;
                 self.bump();
                 Ok(true)
             }

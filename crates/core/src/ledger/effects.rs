@@ -198,6 +198,8 @@ enum Phase {
     Recording,
     /// Waits for a receipt.
     Asking,
+    /// Waits for the write that records a dead letter as sent.
+    Lettering,
     /// Waits for [`Event::Woke`].
     Sleeping,
     /// Finished.
@@ -218,8 +220,6 @@ pub struct Run {
     wake: Option<u64>,
     /// The version the write being waited for expects.
     expected: u64,
-    /// The state of the effect before its attempt or reconciliation.
-    before: EffectState,
     phase: Phase,
 }
 
@@ -234,7 +234,6 @@ impl Run {
             acted: false,
             wake: None,
             expected: 0,
-            before: EffectState::Ready,
             phase: Phase::New,
         }
     }
@@ -280,11 +279,10 @@ impl Run {
             }
             (Phase::Claiming, Event::Persisted(Ok(()))) => {
                 self.phase = Phase::Performing;
-                self.before = self.effects[self.index].state;
                 vec![Command::Perform { effect: self.effects[self.index].clone() }]
             }
             // Someone else changed it first: nothing is performed.
-            (Phase::Claiming | Phase::Recording, Event::Persisted(written @ Err(_))) => {
+            (Phase::Claiming | Phase::Recording | Phase::Lettering, Event::Persisted(written @ Err(_))) => {
                 self.lost(written);
                 self.next(now)
             }
@@ -306,7 +304,6 @@ impl Run {
             (Phase::Asking, Event::Receipt(found)) => {
                 let retry = retry_of(&self.defined, &self.effects[self.index].name);
                 let effect = &mut self.effects[self.index];
-                self.before = effect.state;
                 self.expected = effect.version;
                 effect.reconcile(found, retry, now, inputs.random);
                 // A receipt found absent makes it due again at once.
@@ -314,14 +311,13 @@ impl Run {
                 self.phase = Phase::Recording;
                 vec![Command::Persist { effect: effect.clone(), expected: self.expected }]
             }
-            (Phase::Recording, Event::Persisted(Ok(()))) => {
-                let effect = &self.effects[self.index];
-                let letter = (!self.before.needs_operator() && effect.state.needs_operator())
-                    .then(|| Command::DeadLetter(EffectDeadLetter::of(effect)));
-                let mut commands: Vec<Command> = letter.into_iter().collect();
-                commands.extend(self.next(now));
-                commands
+            // The write made it need an operator: its dead letter, then the
+            // write that says the letter is out.
+            (Phase::Recording, Event::Persisted(Ok(()))) if self.effects[self.index].dead_letter_due => {
+                self.send_dead_letter()
             }
+            (Phase::Recording | Phase::Lettering, Event::Persisted(Ok(()))) => self.next(now),
+
             _ => Vec::new(),
         }
     }
@@ -332,6 +328,16 @@ impl Run {
             self.effects[self.index] = *current;
         }
         self.acted = true;
+    }
+
+    /// The current effect's dead letter, and the write that clears its due flag.
+    fn send_dead_letter(&mut self) -> Vec<Command> {
+        let effect = &mut self.effects[self.index];
+        let letter = effect.state.needs_operator().then(|| Command::DeadLetter(EffectDeadLetter::of(effect)));
+        self.expected = effect.version;
+        effect.dead_letter_sent();
+        self.phase = Phase::Lettering;
+        letter.into_iter().chain([Command::Persist { effect: effect.clone(), expected: self.expected }]).collect()
     }
 
     /// On to the next effect of the pass.
@@ -348,6 +354,11 @@ impl Run {
             if !self.defined.iter().any(|d| d.name == effect.name) {
                 self.index += 1;
                 continue;
+            }
+            // A dead letter due since before a restart (or an operator's
+            // action on it: then only the flag is cleared).
+            if effect.dead_letter_due {
+                return self.send_dead_letter();
             }
             let read = effect.version;
             self.expected = read;

@@ -18,10 +18,12 @@
 //! runs only once approved, before its expiry), `done-means-delivered` (an
 //! effect done by its own attempt or a receipt is at its destination),
 //! `dead-letter-once` (one dead letter per time an effect comes to need an
-//! operator, and only while it does), `batch` (at most one command that
+//! operator, and only while it does; again only after a crash cut the
+//! write that records it sent), `batch` (at most one command that
 //! wants an answer, last), and after the drain `effect-settles` (each
 //! effect done or expired, or in a state an operator sees and acts on:
-//! dead, unknown, conflict) and `no-stuck-run`.
+//! dead, unknown, conflict), `dead-letter-recorded` (one that needs an
+//! operator had its dead letter) and `no-stuck-run`.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -86,6 +88,10 @@ struct Watch {
     episodes: u32,
     /// Dead letters, by episode.
     letters: BTreeMap<u32, u32>,
+    /// A crash came between a dead letter and the write that records it
+    /// sent: the restart sends it again (the dead letters' table keeps one
+    /// row per job, so the repeat is the same row).
+    letter_unrecorded: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -459,7 +465,8 @@ impl EffectsWorld {
                     *letters += 1;
                     let n = *letters;
                     self.count("effect dead letters");
-                    if n > 1 || !stored.needs_operator() || letter.state != stored {
+                    let repeat_after_crash = std::mem::take(&mut self.watch[i].letter_unrecorded);
+                    if (n > 1 && !repeat_after_crash) || !stored.needs_operator() || letter.state != stored {
                         self.violate(
                             "dead-letter-once",
                             format!(
@@ -467,6 +474,12 @@ impl EffectsWorld {
                                 letter.name, letter.state
                             ),
                         );
+                    }
+                    // A crash after the letter, before the write that records it sent.
+                    if !self.drain && self.rng.chance(self.crash_per_mille / 2) {
+                        self.watch[i].letter_unrecorded = true;
+                        self.count("crashes after a dead letter");
+                        return self.crash("after a dead letter");
                     }
                 }
                 Command::Sleep { ms } => {

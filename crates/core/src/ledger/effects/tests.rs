@@ -164,6 +164,7 @@ fn a_permanent_failure_is_one_dead_letter_once_its_record_is_written() {
     let refused = Outcome::Permanent { status: Some(400), detail: "the receiver answered 400".into() };
     let (dead, _) = persisted(&h.on(Event::Performed(Performed::Outcome(refused)), T0));
     assert_eq!(dead.state, EffectState::Dead);
+    assert!(dead.dead_letter_due, "the write that makes it dead says a letter is due");
     let after = h.on(Event::Persisted(Ok(())), T0);
     let letters = dead_letters(&after);
     assert_eq!(letters.len(), 1);
@@ -172,9 +173,35 @@ fn a_permanent_failure_is_one_dead_letter_once_its_record_is_written() {
     assert_eq!(letters[0].attempts, 1);
     assert_eq!(letters[0].state, EffectState::Dead);
     assert!(letters[0].detail.starts_with("effect email (dead): "), "{}", letters[0].detail);
-    assert_eq!(after.last(), Some(&Command::Load));
+    // Then the write that says the letter is out, by the version it read.
+    let (sent, expected) = persisted(&after);
+    assert_eq!(
+        (sent.state, sent.dead_letter_due, expected, sent.version),
+        (EffectState::Dead, false, dead.version, dead.version + 1)
+    );
+    assert_eq!(h.on(Event::Persisted(Ok(())), T0), vec![Command::Load]);
     // The next pass finds it dead: nothing, no second letter.
-    assert_eq!(h.on(Event::Loaded(vec![dead]), T0), vec![Command::Finish]);
+    assert_eq!(h.on(Event::Loaded(vec![sent]), T0), vec![Command::Finish]);
+}
+
+#[test]
+fn a_dead_letter_cut_off_by_a_crash_is_sent_after_the_restart_and_only_once() {
+    let mut dead = planned("email", false);
+    dead.claim(T0);
+    let refused = Outcome::Permanent { status: Some(400), detail: "no".into() };
+    dead.finish(1, refused, RETRY, T0, &mut SplitMix64::new(1));
+    assert!(dead.dead_letter_due);
+    // The runtime died after the write that made it dead: the restart's run sends the letter.
+    let mut h = Harness::new(&["email"]);
+    let after = h.loaded(vec![dead.clone()], T0 + 60_000);
+    assert_eq!(dead_letters(&after).len(), 1);
+    let (sent, expected) = persisted(&after);
+    assert_eq!((sent.dead_letter_due, expected), (false, dead.version));
+    assert_eq!(h.on(Event::Persisted(Ok(())), T0 + 60_000), vec![Command::Finish]);
+    // An operator who resent it first: no letter, the flag is gone with their write.
+    let mut resent = dead.clone();
+    assert_eq!(resent.resend("ops", RETRY, T0 + 1), Ok(true));
+    assert!(!resent.dead_letter_due);
 }
 
 #[test]
