@@ -48,9 +48,10 @@
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
-//! - L5 `view`, `protocol`: what a job looks like from outside.
+//! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
+//!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -83,6 +84,7 @@ pub mod reply;
 pub mod settings;
 pub mod signature;
 pub mod sse;
+pub mod telemetry;
 pub mod template;
 pub mod tenant;
 pub mod token;

@@ -189,6 +189,16 @@ impl Settings {
                 7 * 24 * HOUR_MS,
                 "1000 to 604800000 (ms)",
             )?,
+            format: match read.text("ALERT_FORMAT") {
+                None => crate::alert::AlertFormat::OneJob,
+                Some(name) => crate::alert::AlertFormat::from_name(&name)
+                    .ok_or(read.error("ALERT_FORMAT", "onejob (signed JSON, the default) or slack"))?,
+            },
+            quota_share_permille: match read.text("QUOTA_ALERT_SHARE") {
+                None => 800,
+                Some(text) => crate::alert::parse_share(&text)
+                    .ok_or(read.error("QUOTA_ALERT_SHARE", "a share from 0 (off) to 1, like 0.8"))?,
+            },
         };
         // Read after the retention: a window cannot outlast the job it replays.
         let window_s = read.number(
