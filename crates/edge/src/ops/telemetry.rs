@@ -87,7 +87,7 @@ pub fn finish(
     job: Option<JobFacts>,
 ) -> Result<Response> {
     let (Some(started), Some(job)) = (started, job) else { return answer };
-    let mut response = answer?;
+    let response = answer?;
     let Some(settings) = config.telemetry.as_ref() else { return Ok(response) };
     let headers = response.headers();
     let header = |name: &str| headers.get(name).ok().flatten();
@@ -100,7 +100,10 @@ pub fn finish(
         _ => None,
     };
     let streamed = header("Content-Type").is_some_and(|t| t.starts_with(sse::MEDIA_TYPE));
-    let _ = response.headers_mut().set("traceparent", &started.trace.traceparent());
+    // A Ledger's answer has the immutable headers of a fetched response: a copy.
+    let headers = response.headers().clone();
+    headers.set("traceparent", &started.trace.traceparent())?;
+    let mut response = response.with_headers(headers);
     // What the spans need of the answer's body: its `model` (and, opted
     // in, the completion): a copy of a whole answer, or the stream's end.
     let wants_body = !streamed && (settings.capture_content || replayed.is_none());
