@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { after, before, describe, test } from "node:test";
 
-import { DEV_KEY, chat, freePort, newKey, sleep, startStack } from "../support/harness.mjs";
+import { DEV_KEY, chat, contentFault, freePort, newKey, sleep, startStack, triageInput } from "../support/harness.mjs";
 
 const PRIMARY_SECRET = "sk-primary-telemetry-secret";
 const SERVER = 2;
@@ -322,5 +322,57 @@ describe("a collector that is slow, down or failing never changes an answer", ()
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("traceparent"), null);
     assert.equal(off.llm.calls(key)[0].headers.traceparent, undefined);
+  });
+});
+
+describe("traces of streamed answers and of job types' effects", () => {
+  let stack;
+  before(async () => {
+    stack = await startStack({ otlp: true, mail: true });
+    stack.llm.scriptAll([`${contentFault({ category: "billing", priority: "high", summary: "Charged twice." })}*`]);
+  });
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("a streamed answer: the attempt span is exported once the stream has ended, with its outcome", async () => {
+    const key = newKey();
+    stack.llm.script(key, ["sse:3:100"]);
+    const caller = callerTrace();
+    const res = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${DEV_KEY}`, "Content-Type": "application/json", "Idempotency-Key": key, traceparent: traceparentOf(caller) },
+      body: JSON.stringify(chat(`stream ${key}`, { stream: true })),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(parseTraceparent(res.headers.get("traceparent")).traceId, caller.traceId);
+    const text = await res.text();
+    assert.match(text, /\[DONE\]/);
+    const spans = await traceOf(stack.otlp, caller.traceId, 2);
+    const client = spans.find((s) => s.kind === CLIENT);
+    assert.equal(client.attrs["onejob.streamed"], true);
+    assert.equal(client.attrs["onejob.attempt.outcome"], "succeeded", JSON.stringify(client.attrs));
+    assert.equal(stack.llm.calls(key)[0].headers.traceparent, `00-${caller.traceId}-${client.spanId}-01`);
+  });
+
+  test("a job type's run: a span per effect under the request span", async () => {
+    const key = newKey();
+    const caller = callerTrace();
+    const input = triageInput(`T-${hex(6)}`);
+    const run = await stack.run("triage", key, input, { headers: { traceparent: traceparentOf(caller) } });
+    assert.equal(run.status, 200, run.text);
+    const spans = await traceOf(stack.otlp, caller.traceId, 4);
+    const server = spans.find((s) => s.kind === SERVER);
+    assert.equal(server.name, "POST /onejob/v1/run/triage");
+    assert.equal(server.attrs["onejob.job_type"], "triage");
+    const effects = spans.filter((s) => s.name.startsWith("effect "));
+    assert.deepEqual(effects.map((s) => s.attrs["onejob.effect.name"]).sort(), ["email", "record"]);
+    for (const effect of effects) {
+      assert.equal(effect.parentSpanId, server.spanId);
+      assert.equal(effect.attrs["onejob.effect.state"], "done");
+    }
+    const raw = stack.otlp.exports.map((e) => e.raw).join("\n");
+    assert.ok(!raw.includes(input.customer_email), "no effect payload exported");
+    assert.ok(!raw.includes(key));
   });
 });
