@@ -233,9 +233,11 @@ fn provider_name(config: &Config, name: &str, api: Api) -> String {
 thread_local! {
     /// Spans waiting for an export in this isolate, oldest first.
     static QUEUE: RefCell<Vec<Span>> = const { RefCell::new(Vec::new()) };
-    /// An export is under way: a request that queues spans meanwhile leaves
-    /// them to it (one export at a time per isolate, batching what came).
-    static EXPORTING: Cell<bool> = const { Cell::new(false) };
+    /// An export is under way (since then): a request that queues spans
+    /// meanwhile leaves them to it (one export at a time per isolate,
+    /// batching what came). One older than [`EXPORT_LOST_MS`] was lost
+    /// with its request (the runtime ended its `waitUntil`): taken over.
+    static EXPORTING: Cell<Option<u64>> = const { Cell::new(None) };
     /// Spans dropped since the last log line about it (a full queue).
     static DROPPED: Cell<u64> = const { Cell::new(0) };
 }
@@ -251,12 +253,17 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
         }
         queue.extend(spans.into_iter().take(room));
     });
-    if EXPORTING.with(|e| e.replace(true)) {
+    let now = now_ms();
+    let busy = EXPORTING.with(|e| e.get()).is_some_and(|since| now.saturating_sub(since) < EXPORT_LOST_MS);
+    if busy {
         return;
     }
+    EXPORTING.with(|e| e.set(Some(now)));
     let resource =
         Resource { service_name: settings.service_name.clone(), service_version: env!("CARGO_PKG_VERSION").into() };
-    loop {
+    // One request's `waitUntil` exports for a while, then leaves the rest
+    // to the next request (its own time after the answer is bounded).
+    while now_ms().saturating_sub(now) < EXPORT_TURN_MS {
         let batch: Vec<Span> = QUEUE.with(|queue| {
             let mut queue = queue.borrow_mut();
             let n = queue.len().min(settings.max_spans_per_export);
@@ -275,8 +282,13 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
     if dropped > 0 {
         worker::console_warn!("onejob: {dropped} spans dropped: the export queue was full");
     }
-    EXPORTING.with(|e| e.set(false));
+    EXPORTING.with(|e| e.set(None));
 }
+
+/// How long one request's `waitUntil` goes on exporting what others queued.
+const EXPORT_TURN_MS: u64 = 10_000;
+/// An export under way for longer than this was lost with its request.
+const EXPORT_LOST_MS: u64 = 30_000;
 
 /// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
 async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result<(), String> {
