@@ -285,6 +285,10 @@ mod tests {
         assert_eq!(fresh.parent, None);
         assert_eq!(fresh.tracestate, None, "no tracestate without its traceparent");
         assert!(fresh.sampled());
+        let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        let quiet = RequestTrace::start(Some(unsampled), None, &mut random);
+        assert!(!quiet.sampled(), "a caller's unsampled trace is propagated, not recorded");
+        assert!(quiet.traceparent().ends_with("-00"));
         let again = RequestTrace::start(None, None, &mut SplitMix64::new(7));
         let first = RequestTrace::start(None, None, &mut SplitMix64::new(7));
         assert_eq!(again, first, "ids come from the randomness passed in");
