@@ -67,7 +67,7 @@ describe("OpenTelemetry traces of job requests", () => {
           hedge_after_ms: 1000,
         },
       },
-      vars: { BREAKER_FAILURES: "0", UPSTREAM_TIMEOUT_MS: "10000", OTEL_SERVICE_NAME: "onejob-test" },
+      vars: { BREAKER_FAILURES: "0", UPSTREAM_TIMEOUT_MS: "10000", OTEL_SERVICE_NAME: "onejob-test", JOB_LOGS: "json" },
     });
     ({ primary, backup } = stack.fakes);
   });
@@ -268,7 +268,8 @@ describe("a collector that is slow, down or failing never changes an answer", ()
   const ROUNDS = 8;
   let off, on, down;
   before(async () => {
-    off = await startStack({});
+    // At the log level that would show job log lines: JOB_LOGS is unset here.
+    off = await startStack({ logLevel: "log" });
     on = await startStack({ otlp: true, vars: { OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=collector%20secret" } });
     down = await startStack({ vars: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}` } });
   });
@@ -322,6 +323,14 @@ describe("a collector that is slow, down or failing never changes an answer", ()
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("traceparent"), null);
     assert.equal(off.llm.calls(key)[0].headers.traceparent, undefined);
+  });
+
+  test("without JOB_LOGS, no job log line is printed (they are off by default)", async () => {
+    const key = newKey();
+    assert.equal((await off.post(key, chat(`unlogged ${key}`))).res.status, 200);
+    await sleep(500);
+    const lines = off.worker.output().split("\n").filter((l) => l.includes('{"onejob":'));
+    assert.deepEqual(lines, []);
   });
 });
 

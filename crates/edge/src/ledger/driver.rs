@@ -37,6 +37,7 @@ use onejob_core::ledger::drive::{
 };
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::{Api, Provider, Route};
+use onejob_core::settings::JobLogs;
 use onejob_core::telemetry::{self, log::JobLog};
 use serde_json::Value;
 use worker::{Delay, Env, Result};
@@ -147,8 +148,11 @@ impl<'a> Driver<'a> {
             api: self.api,
             backoff: self.config.settings.backoff,
         };
-        let digest = telemetry::key_digest(&self.submission.storage_id());
-        *self.log.borrow_mut() = Some(JobLog::new(&self.submission.tenant, &digest, stored.then_some(&*job)));
+        // JOB_LOGS=json: the job's log lines (nothing is built otherwise).
+        if self.config.settings.job_logs == JobLogs::Json {
+            let digest = telemetry::key_digest(&self.submission.storage_id());
+            *self.log.borrow_mut() = Some(JobLog::new(&self.submission.tenant, &digest, stored.then_some(&*job)));
+        }
         let mut drive = Drive::new(setup, job.clone(), stored, providers);
         let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
         let streams: Streams = Rc::default();
