@@ -5,7 +5,8 @@
 // configuration through wrangler's own reader, then refuses
 //
 //   - a credential-named variable in [vars] (*KEY*, *SECRET*, TOKEN*,
-//     TENANTS, *PASSW*, *CREDENTIAL*): vars ship in plain text, in the
+//     TENANTS, *PASSW*, *CREDENTIAL*, OTEL_EXPORTER_OTLP_*HEADERS: a
+//     collector's API key): vars ship in plain text, in the
 //     dashboard too; credentials are `wrangler secret put` secrets;
 //   - a demo switch: DEMO_TOKEN_ISSUER=on (mints dev-tenant tokens for
 //     anyone), UPSTREAM=demo or a PROVIDERS entry of kind demo (the built-in
@@ -40,7 +41,7 @@ const env = envAt >= 0 ? args.splice(envAt, 2)[1] : undefined;
 const configPath = path.resolve(args[0] ?? "wrangler.toml");
 
 /** A variable whose name says it holds a credential. */
-const CREDENTIAL_NAME = /KEY|SECRET|PASSW|CREDENTIAL|^TOKEN|^TENANTS$/i;
+const CREDENTIAL_NAME = /KEY|SECRET|PASSW|CREDENTIAL|^TOKEN|^TENANTS$|^OTEL_EXPORTER_OTLP_(TRACES_)?HEADERS$/i;
 const PLACEHOLDER = "REPLACE_WITH";
 /** The testing knobs (crates/edge/src/env/faults.rs), read only by the worker built with `faults`. */
 const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];

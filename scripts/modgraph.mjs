@@ -61,7 +61,9 @@ export const EDGE_RULES = {
   upstream: ["error", "env", "answer", "demo"],
   // Effect destinations; into the demo one way.
   effects: ["error", "env", "demo"],
-  // The operators' D1 index; alerts are signed webhooks (effects::webhook).
+  // The operators' D1 index; alerts are signed webhooks (effects::webhook);
+  // telemetry (ops/telemetry.rs) reads a job's view through its Ledger's
+  // client (api) after the answer, and is called by the gateway (routes).
   ops: ["error", "env", "api", "effects"],
   // The KV cache of finished results.
   cache: ["error", "env", "http"],

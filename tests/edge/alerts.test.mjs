@@ -7,7 +7,7 @@ import { createHmac } from "node:crypto";
 import http from "node:http";
 import { after, before, describe, test } from "node:test";
 
-import { chat, newKey, sleep, startStack } from "../support/harness.mjs";
+import { TENANT_B_KEY, chat, newKey, sleep, startStack } from "../support/harness.mjs";
 
 const SECRET = "alert-signing-secret-for-tests";
 
@@ -122,5 +122,65 @@ describe("dead letters of jobs that die by time", () => {
     assert.ok(entry, "the job that died by time is listed");
     assert.equal(entry.error_class, "timeout_after_send");
     assert.equal(stack.llm.calls(key).length, 1, "never a second call");
+  });
+});
+
+describe("alerts in Slack's incoming-webhook format (ALERT_FORMAT=slack) and budget alerts", () => {
+  let receiver;
+  let stack;
+  before(async () => {
+    receiver = await startReceiver();
+    // No ALERT_SECRET: Slack's URL is the secret. tenant-b's quota is 40
+    // tokens a day (every fake answer costs 15); its alert is due at 0.5.
+    stack = await startStack({
+      vars: {
+        MAX_ATTEMPTS: "1",
+        ALERT_FORMAT: "slack",
+        ALERT_WEBHOOK_URL: receiver.url,
+        QUOTAS: JSON.stringify({ "tenant-b": { tenant_tokens_per_day: 40 } }),
+        QUOTA_ALERT_SHARE: "0.5",
+      },
+    });
+  });
+  after(async () => {
+    await stack?.stop();
+    await receiver?.close();
+  });
+
+  test("a dead-letter alert is a Slack message: text and blocks, no idempotency key", async () => {
+    const key = newKey();
+    stack.llm.script(key, ["401*"]);
+    const { res } = await stack.post(key, chat(`${key} dies`), { headers: { Prefer: "respond-async" } });
+    assert.equal(res.status, 202);
+    await waitFor("the auth alert", () => receiver.deliveries.some((d) => JSON.parse(d.body).text?.includes("cause auth")));
+    const delivery = receiver.deliveries.find((d) => JSON.parse(d.body).text?.includes("cause auth"));
+    const message = JSON.parse(delivery.body);
+    assert.equal(message.text, "onejob: 1 dead letters of cause auth");
+    assert.equal(message.blocks[0].type, "section");
+    assert.equal(message.blocks[0].text.type, "mrkdwn");
+    assert.match(message.blocks[1].elements[0].text, /onejob-alert-auth-\d+/);
+    assert.equal(delivery.headers["onejob-signature"], undefined, "nothing to sign with");
+    assert.ok(!delivery.body.includes(key), "a channel sees no key");
+  });
+
+  test("a budget alert once the tenant passes the share of its quota, once a day", async () => {
+    const budget = () => receiver.deliveries.filter((d) => JSON.parse(d.body).text?.includes("daily token quota"));
+    const call = async (i) => {
+      const key = newKey();
+      const { res } = await stack.post(key, chat(`budget ${i} ${key}`), { token: TENANT_B_KEY });
+      return res.status;
+    };
+    assert.equal(await call(1), 200);
+    await sleep(1500);
+    assert.equal(budget().length, 0, "15 of 40 is under half");
+    assert.equal(await call(2), 200);
+    await waitFor("the budget alert", () => budget().length > 0);
+    const message = JSON.parse(budget()[0].body);
+    assert.equal(message.text, "onejob: tenant `tenant-b` has used 50% of its daily token quota");
+    assert.match(message.blocks[0].text.text, /\*30\* of \*40\* tokens/);
+    assert.match(message.blocks[1].elements[0].text, /onejob-budget-[0-9a-f]{16}-tenant_tokens_per_day-\d+/);
+    assert.equal(await call(3), 200);
+    await sleep(2000);
+    assert.equal(budget().length, 1, "at most once per tenant, quota and day");
   });
 });

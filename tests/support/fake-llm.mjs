@@ -46,6 +46,7 @@
 // `event: error`, "sse-nodone" without message_stop).
 import http from "node:http";
 
+import { keepIdleConnections } from "./keep-alive.mjs";
 import { upstreamKey } from "./keys.mjs";
 
 /** Usage every non-streamed answer reports (OpenAI names, Anthropic names). */
@@ -258,6 +259,7 @@ export async function startFakeLlm({ name } = {}) {
     return { id: name ? `chatcmpl-${name}` : "chatcmpl-fake", object: "chat.completion.chunk", created: 1767225600, model: request.model ?? "fake", choices: [{ index: 0, delta, finish_reason: finishReason }] };
   }
 
+  keepIdleConnections(server);
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
   return {

@@ -25,6 +25,8 @@
 import { createHmac, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 
+import { keepIdleConnections } from "./keep-alive.mjs";
+
 export const FAKE_MAIL_SECRET = "mail-signing-secret-for-tests";
 
 /** `sha256=<hex HMAC-SHA256(secret, "<timestamp>.<raw body>")>`: what OneJob-Signature must be. */
@@ -99,6 +101,7 @@ export async function startFakeMail({ secret = FAKE_MAIL_SECRET, dedup = false }
     return expected.length === actual.length && timingSafeEqual(expected, actual);
   }
 
+  keepIdleConnections(server);
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
   const ok = (d) => d.status !== null && d.status >= 200 && d.status < 300;

@@ -27,6 +27,15 @@
 //   await stack.admin("/onejob/v1/admin/dead-letters")               // as dev-admin
 //   await stack.admin("/onejob/v1/admin/dead-letters/replay", { body, key })
 //
+// OpenTelemetry: `otlp: true` (or `{ mode }`) starts a fake collector
+// (fake-otlp.mjs) and points OTEL_EXPORTER_OTLP_ENDPOINT at it (unless
+// `vars` sets it); `stack.otlp.spans()` is what it received. The worker's
+// log lines (its stdout) are `stack.worker.output()` (start with
+// `logLevel: "log"` to see console.log):
+//
+//   const stack = await startStack({ otlp: true, logLevel: "log" });
+//   await stack.otlp.waitForSpans((spans) => spans.length >= 2)
+//
 // Job types with effects (POST /onejob/v1/run/{type}): `mail` starts a fake
 // mail API (fake-mail.mjs) and points MAIL_URL, MAIL_RECEIPT_URL and
 // MAIL_SECRET at it (unless `vars` sets them); the TICKETS rows are read
@@ -46,6 +55,7 @@ import { fileURLToPath } from "node:url";
 
 import { FAKE_ANTHROPIC_USAGE, FAKE_USAGE, contentFault, delayedContent, startFakeLlm } from "./fake-llm.mjs";
 import { FAKE_MAIL_SECRET, mailSignature, startFakeMail } from "./fake-mail.mjs";
+import { startFakeOtlp } from "./fake-otlp.mjs";
 import { upstreamKey } from "./keys.mjs";
 import { DEV_ADMIN_KEY, DEV_KEY, TENANT_B_KEY, adminKeysVar, freePort, sha256, startWorker } from "./worker.mjs";
 
@@ -64,6 +74,7 @@ export {
   sha256,
   startFakeLlm,
   startFakeMail,
+  startFakeOtlp,
   startWorker,
   upstreamKey,
 };
@@ -224,7 +235,7 @@ async function startProviders(providers) {
  * build-edge-test`), for a test that sets QUEUE_SEND_FAULTS or
  * EFFECT_HANG_AFTER; every other stack runs the production build.
  */
-export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel, mail: mailOption, faults } = {}) {
+export async function startStack({ vars = {}, upstream, llm: sharedLlm, providers, routes, config, cwd, logLevel, mail: mailOption, faults, otlp: otlpOption } = {}) {
   const llm = upstream ? null : (sharedLlm ?? (await startFakeLlm()));
   const { fakes, vars: providerVars } = providers ? await startProviders(providers) : { fakes: {}, vars: {} };
   if (routes) providerVars.ROUTES = JSON.stringify(routes);
@@ -236,6 +247,8 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     providerVars.MAIL_RECEIPT_URL = `${mail.url}/receipts`;
     providerVars.MAIL_SECRET = mail.secret;
   }
+  const otlp = otlpOption ? await startFakeOtlp(otlpOption === true ? {} : otlpOption) : null;
+  if (otlp) providerVars.OTEL_EXPORTER_OTLP_ENDPOINT = otlp.endpoint;
   const persistTo = mkdtempSync(path.join(tmpdir(), "onejob-test-"));
   // ONEJOB_TEST_VARS (JSON) sets variables under every stack of a run, e.g.
   // '{"RESULT_CACHE":"off"}' to run any suite on the slow path.
@@ -249,6 +262,7 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     if (!sharedLlm) await llm?.close();
     for (const fake of Object.values(fakes)) await fake.close();
     await mail?.close();
+    await otlp?.close();
     rmSync(persistTo, { recursive: true, force: true });
     throw error;
   }
@@ -258,6 +272,8 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
     fakes,
     /** The fake mail API (`startStack({ mail: true })`), else null. */
     mail,
+    /** The fake OTLP collector (`startStack({ otlp: true })`), else null. */
+    otlp,
     persistTo,
     vars: allVars,
     get url() {
@@ -386,6 +402,7 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
       if (!sharedLlm) await llm?.close();
       for (const fake of Object.values(fakes)) await fake.close();
       await mail?.close();
+      await otlp?.close();
       rmSync(persistTo, { recursive: true, force: true });
     },
   };

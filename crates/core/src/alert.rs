@@ -3,6 +3,15 @@
 //! (`auth`: a revoked or wrong provider key fails every job until someone
 //! fixes it). One alert per cause per window; its delivery id is the same on
 //! every retry, so the receiver can dedup.
+//!
+//! A budget alert: a tenant's (or a user's) tokens today passed a share of
+//! its quota (`QUOTA_ALERT_SHARE`, default 0.8), once per quota and day.
+//!
+//! An alert's body is onejob's JSON (`ALERT_FORMAT=onejob`, signed) or a
+//! Slack incoming webhook's message (`ALERT_FORMAT=slack`: `text` and
+//! `blocks`), made from the same alert ([`slack_message`]).
+
+use serde_json::{Value, json};
 
 /// When to alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +20,151 @@ pub struct AlertPolicy {
     pub threshold: u32,
     /// The window, in milliseconds.
     pub window_ms: u64,
+    /// The body's format (`ALERT_FORMAT`).
+    pub format: AlertFormat,
+    /// A budget alert when a quota's use today passes this share of it, in
+    /// thousandths (`QUOTA_ALERT_SHARE=0.8` is 800; 0 turns it off).
+    pub quota_share_permille: u32,
+}
+
+/// The format of an alert's body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AlertFormat {
+    /// onejob's JSON, signed with `ALERT_SECRET` (`OneJob-Signature`).
+    #[default]
+    OneJob,
+    /// A Slack incoming webhook's message (`{"text", "blocks"}`); Slack's
+    /// URL is the secret, so `ALERT_SECRET` is optional.
+    Slack,
+}
+
+impl AlertFormat {
+    /// `ALERT_FORMAT`'s value (`onejob` or `slack`), if it is one.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "onejob" => Some(Self::OneJob),
+            "slack" => Some(Self::Slack),
+            _ => None,
+        }
+    }
+}
+
+/// `QUOTA_ALERT_SHARE` (a decimal in `0..=1`, like `0.8`; `0` turns budget
+/// alerts off) in thousandths.
+pub fn parse_share(text: &str) -> Option<u32> {
+    let text = text.trim();
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && fraction.is_empty() || !digits(whole) || !digits(fraction) || fraction.len() > 3 {
+        return None;
+    }
+    let whole: u32 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let fraction: u32 = format!("{fraction:0<3}").parse().ok()?;
+    let permille = whole.checked_mul(1000)?.checked_add(fraction)?;
+    (permille <= 1000).then_some(permille)
+}
+
+/// The quota a budget alert is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BudgetAlert {
+    /// The tenant id.
+    pub tenant: String,
+    /// The user, for a user's quota.
+    pub user: Option<String>,
+    /// Tokens allowed per day.
+    pub limit: u64,
+    /// Tokens used today, after the count that passed the share.
+    pub used: u64,
+    /// The share passed, in thousandths.
+    pub share_permille: u32,
+    /// The quota day (days since the epoch).
+    pub day: u64,
+}
+
+impl BudgetAlert {
+    /// `tenant_tokens_per_day` or `user_tokens_per_day`.
+    pub fn quota(&self) -> &'static str {
+        if self.user.is_some() { "user_tokens_per_day" } else { "tenant_tokens_per_day" }
+    }
+
+    /// One per tenant (and user), quota and day, the same on every retry.
+    pub fn delivery_id(&self) -> String {
+        let whom = match &self.user {
+            Some(user) => {
+                crate::digest::framed_sha256_hex(&[b"onejob/budget/v1", self.tenant.as_bytes(), user.as_bytes()])
+            }
+            None => crate::digest::framed_sha256_hex(&[b"onejob/budget/v1", self.tenant.as_bytes()]),
+        };
+        format!("onejob-budget-{}-{}-{}", &whom[..16], self.quota(), self.day)
+    }
+
+    /// onejob's JSON body of the alert.
+    pub fn body(&self) -> Value {
+        json!({
+            "type": "onejob.budget",
+            "delivery_id": self.delivery_id(),
+            "tenant": self.tenant,
+            "user": self.user,
+            "quota": self.quota(),
+            "limit": self.limit,
+            "used": self.used,
+            "share": f64::from(self.share_permille) / 1000.0,
+            "day_start_ms": self.day * crate::quota::DAY_MS,
+            "day_end_ms": (self.day + 1) * crate::quota::DAY_MS,
+        })
+    }
+}
+
+/// The Slack incoming-webhook message of an alert whose onejob body is
+/// `alert` (a dead-letter or a budget alert): a one-line `text` (the
+/// notification) and `blocks` (a section and the delivery id as context).
+pub fn slack_message(alert: &Value) -> Value {
+    let text = |name: &str| alert.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let number = |name: &str| alert.get(name).and_then(Value::as_u64).unwrap_or_default();
+    let (headline, details) = match alert.get("type").and_then(Value::as_str) {
+        Some("onejob.budget") => {
+            let whom = match alert.get("user").and_then(Value::as_str) {
+                Some(user) => format!("user `{user}` of tenant `{}`", text("tenant")),
+                None => format!("tenant `{}`", text("tenant")),
+            };
+            let share = alert.get("share").and_then(Value::as_f64).unwrap_or_default();
+            (
+                format!("onejob: {whom} has used {:.0}% of its daily token quota", share * 100.0),
+                format!(
+                    "*{}* of *{}* tokens used today (`{}`); new jobs are refused once it is spent, until 00:00 UTC.",
+                    number("used"),
+                    number("limit"),
+                    text("quota")
+                ),
+            )
+        }
+        _ => {
+            let samples = alert.get("samples").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+            let tenants: Vec<String> = samples
+                .iter()
+                .filter_map(|s| s.get("tenant").and_then(Value::as_str).map(|t| format!("`{t}`")))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            (
+                format!("onejob: {} dead letters of cause {}", number("count"), text("cause")),
+                format!(
+                    "*{}* jobs died of `{}` in this window (threshold {}){}. See the console's Dead letters.",
+                    number("count"),
+                    text("cause"),
+                    number("threshold"),
+                    if tenants.is_empty() { String::new() } else { format!("; tenants {}", tenants.join(", ")) }
+                ),
+            )
+        }
+    };
+    json!({
+        "text": headline,
+        "blocks": [
+            { "type": "section", "text": { "type": "mrkdwn", "text": format!("*{headline}*\n{details}") } },
+            { "type": "context", "elements": [{ "type": "mrkdwn", "text": format!("delivery `{}`", text("delivery_id")) }] },
+        ],
+    })
 }
 
 /// Causes that alert at their first dead letter (by their audit name):
@@ -44,7 +198,8 @@ mod tests {
 
     use super::*;
 
-    const POLICY: AlertPolicy = AlertPolicy { threshold: 10, window_ms: 900_000 };
+    const POLICY: AlertPolicy =
+        AlertPolicy { threshold: 10, window_ms: 900_000, format: AlertFormat::OneJob, quota_share_permille: 800 };
 
     #[test]
     fn threshold_or_a_cause_that_needs_a_human() {
@@ -60,5 +215,50 @@ mod tests {
         assert_eq!(window_of(POLICY, 2_699_999), 2);
         assert_eq!(delivery_id("unavailable", w), "onejob-alert-unavailable-2");
         assert_ne!(delivery_id("unavailable", w), delivery_id("auth", w));
+    }
+
+    #[test]
+    fn formats_and_shares_are_read_strictly() {
+        assert_eq!(AlertFormat::from_name("Slack"), Some(AlertFormat::Slack));
+        assert_eq!(AlertFormat::from_name("onejob"), Some(AlertFormat::OneJob));
+        assert_eq!(AlertFormat::from_name("teams"), None);
+        assert_eq!(parse_share("0.8"), Some(800));
+        assert_eq!(parse_share(".95"), Some(950));
+        assert_eq!(parse_share("1"), Some(1000));
+        assert_eq!(parse_share("0"), Some(0));
+        for bad in ["", ".", "1.5", "-0.2", "0.8125", "80%", "abc"] {
+            assert_eq!(parse_share(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_budget_alert_is_one_per_quota_and_day_and_reads_in_slack() {
+        let alert =
+            BudgetAlert { tenant: "acme".into(), user: None, limit: 1000, used: 812, share_permille: 800, day: 20_000 };
+        let user = BudgetAlert { user: Some("u-1".into()), ..alert.clone() };
+        assert_ne!(alert.delivery_id(), user.delivery_id());
+        assert_ne!(alert.delivery_id(), BudgetAlert { day: 20_001, ..alert.clone() }.delivery_id());
+        assert!(alert.delivery_id().ends_with("-tenant_tokens_per_day-20000"));
+        let body = alert.body();
+        assert_eq!(body["type"], "onejob.budget");
+        assert_eq!(body["share"], 0.8);
+        let slack = slack_message(&body);
+        assert_eq!(slack["text"], "onejob: tenant `acme` has used 80% of its daily token quota");
+        assert_eq!(slack["blocks"][0]["type"], "section");
+        assert!(slack["blocks"][0]["text"]["text"].as_str().unwrap().contains("*812* of *1000*"));
+        assert!(slack["blocks"][1]["elements"][0]["text"].as_str().unwrap().contains(&alert.delivery_id()));
+    }
+
+    #[test]
+    fn a_dead_letter_alert_reads_in_slack_without_keys() {
+        let body = json!({
+            "type": "onejob.dead_letters", "delivery_id": "onejob-alert-auth-2", "cause": "auth", "count": 3, "threshold": 10,
+            "samples": [{ "tenant": "acme", "key": "secret-key-123", "attempts": 1 }, { "tenant": "acme", "key": "k2" }],
+        });
+        let slack = slack_message(&body);
+        assert_eq!(slack["text"], "onejob: 3 dead letters of cause auth");
+        let text = slack.to_string();
+        assert!(text.contains("`acme`"));
+        assert!(!text.contains("secret-key-123"), "a channel sees no idempotency key");
     }
 }

@@ -32,13 +32,13 @@
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
-//! - L3 `alert`, `tenant`, `admin`, `signature`, `token`, `quota`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
-//!   - [`alert`]: when dead letters become an alert, and its delivery id.
+//! - L3 `tenant`, `admin`, `signature`, `token`, `quota`, `alert`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
 //!   - [`tenant`]: bearer keys to tenant ids, by digest.
 //!   - [`admin`]: admin keys (by digest), their names and scopes.
 //!   - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //!   - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
 //!   - [`quota`]: token budgets per day, per tenant and per user.
+//!   - [`alert`]: when dead letters (or a quota's use) become an alert, its delivery id and its format (onejob's, Slack's).
 //!   - [`pricing`]: a price table per model, for spend estimates.
 //!   - [`settings`]: a deployment's settings, their defaults and ranges.
 //!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
@@ -48,9 +48,10 @@
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
-//! - L5 `view`, `protocol`: what a job looks like from outside.
+//! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
+//!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -83,6 +84,7 @@ pub mod reply;
 pub mod settings;
 pub mod signature;
 pub mod sse;
+pub mod telemetry;
 pub mod template;
 pub mod tenant;
 pub mod token;

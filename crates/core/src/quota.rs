@@ -76,6 +76,9 @@ pub struct Meter {
     pub day: u64,
     /// Tokens counted that day.
     pub used: u64,
+    /// The last day a budget alert was due (at most one per day).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alerted_day: Option<u64>,
 }
 
 impl Meter {
@@ -88,9 +91,25 @@ impl Meter {
     pub fn add(&mut self, tokens: u64, now_ms: u64) {
         let today = day_of(now_ms);
         if self.day != today {
-            *self = Self { day: today, used: 0 };
+            *self = Self { day: today, used: 0, alerted_day: self.alerted_day };
         }
         self.used = self.used.saturating_add(tokens);
+    }
+
+    /// Counts `tokens` on `now_ms`'s day; `true` when this count made the
+    /// day's use reach `share_permille` thousandths of `limit` and no
+    /// budget alert was due yet today (the meter remembers it: once per day).
+    pub fn add_watching(&mut self, tokens: u64, now_ms: u64, limit: Option<u64>, share_permille: u32) -> bool {
+        self.add(tokens, now_ms);
+        let Some(limit) = limit.filter(|_| share_permille > 0) else { return false };
+        let today = day_of(now_ms);
+        // used / limit >= share / 1000, in integers.
+        let passed = u128::from(self.used) * 1000 >= u128::from(limit) * u128::from(share_permille);
+        if passed && self.alerted_day != Some(today) {
+            self.alerted_day = Some(today);
+            return true;
+        }
+        false
     }
 
     /// Whether a new job may start under `limit` (`None`: no limit).
@@ -153,5 +172,20 @@ mod tests {
         assert!(meter.allows(Some(50), t0 + DAY_MS));
         meter.add(10, t0 + DAY_MS);
         assert_eq!(meter.used_on(t0 + DAY_MS), 10);
+    }
+
+    #[test]
+    fn a_budget_alert_is_due_once_a_day_when_the_share_is_passed() {
+        let t0 = 10 * DAY_MS + 1_000;
+        let mut meter = Meter::default();
+        assert!(!meter.add_watching(70, t0, Some(100), 800));
+        assert!(meter.add_watching(10, t0, Some(100), 800), "80 of 100 is the share");
+        assert!(!meter.add_watching(30, t0, Some(100), 800), "once a day");
+        assert!(!meter.add_watching(50, t0 + DAY_MS, Some(100), 800), "a new day, under the share");
+        assert!(meter.add_watching(30, t0 + DAY_MS, Some(100), 800), "passed again the next day");
+        assert!(!Meter::default().add_watching(1000, t0, None, 800), "no limit, no alert");
+        assert!(!Meter::default().add_watching(1000, t0, Some(10), 0), "share 0: off");
+        let stored: Meter = serde_json::from_str(r#"{"day":3,"used":5}"#).unwrap();
+        assert_eq!(stored.alerted_day, None, "a meter stored before alerts reads back");
     }
 }

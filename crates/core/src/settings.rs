@@ -90,6 +90,24 @@ pub struct Settings {
     /// `KEYLESS` and `KEYLESS_WINDOW_SECONDS`: what a keyed route does with
     /// a request that carries no `Idempotency-Key` (see [`crate::keyless`]).
     pub keyless: Keyless,
+    /// `JOB_LOGS`: whether the Ledger prints a JSON line per job transition
+    /// and attempt ([`crate::telemetry::log`]).
+    pub job_logs: JobLogs,
+}
+
+/// `JOB_LOGS`: the job log lines, `off` (the default) or `json`.
+///
+/// Off unless asked for: each line is a `console.log` on the request path
+/// (CPU in every first call) and a billed, capped line in Workers Logs, and
+/// a deployment that never reads them should pay for neither. An operator
+/// who wants them (Workers Logs, Logpush, a Tail Worker) sets `json`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobLogs {
+    /// No job log lines.
+    #[default]
+    Off,
+    /// One JSON line per job transition and per attempt.
+    Json,
 }
 
 /// A variable that is malformed or out of range.
@@ -189,6 +207,16 @@ impl Settings {
                 7 * 24 * HOUR_MS,
                 "1000 to 604800000 (ms)",
             )?,
+            format: match read.text("ALERT_FORMAT") {
+                None => crate::alert::AlertFormat::OneJob,
+                Some(name) => crate::alert::AlertFormat::from_name(&name)
+                    .ok_or(read.error("ALERT_FORMAT", "onejob (signed JSON, the default) or slack"))?,
+            },
+            quota_share_permille: match read.text("QUOTA_ALERT_SHARE") {
+                None => 800,
+                Some(text) => crate::alert::parse_share(&text)
+                    .ok_or(read.error("QUOTA_ALERT_SHARE", "a share from 0 (off) to 1, like 0.8"))?,
+            },
         };
         // Read after the retention: a window cannot outlast the job it replays.
         let window_s = read.number(
@@ -204,8 +232,14 @@ impl Settings {
             Some("window") => Keyless::Window { window_ms: window_s * 1000 },
             Some(_) => return Err(read.error("KEYLESS", "refuse, coalesce or window")),
         };
+        let job_logs = match read.text("JOB_LOGS").as_deref() {
+            None | Some("off") => JobLogs::Off,
+            Some("json") => JobLogs::Json,
+            Some(_) => return Err(read.error("JOB_LOGS", "json or off")),
+        };
         Ok(Self {
             keyless,
+            job_logs,
             providers,
             breaker,
             outbox_delay_ms,
@@ -347,6 +381,18 @@ mod tests {
     }
 
     #[test]
+    fn job_logs_are_off_unless_asked_for() {
+        assert_eq!(parse(&[]).unwrap().job_logs, JobLogs::Off);
+        assert_eq!(parse(&[("JOB_LOGS", "off")]).unwrap().job_logs, JobLogs::Off);
+        assert_eq!(parse(&[("JOB_LOGS", " json ")]).unwrap().job_logs, JobLogs::Json);
+        for bad in ["JSON", "on", "true", "text"] {
+            let error = parse(&[("JOB_LOGS", bad)]).unwrap_err();
+            assert_eq!(error.name, "JOB_LOGS", "{bad}");
+            assert_eq!(error.to_string(), "JOB_LOGS must be json or off");
+        }
+    }
+
+    #[test]
     fn values_are_read() {
         let s = parse(&[
             ("UPSTREAM", "https://api.example/v1/"),
@@ -422,6 +468,7 @@ mod tests {
             "PROVIDERS",
             "KEYLESS",
             "KEYLESS_WINDOW_SECONDS",
+            "JOB_LOGS",
         ] {
             let error = parse(&[(name, secret)]).unwrap_err();
             assert_eq!(error.name, name);

@@ -30,6 +30,8 @@ pub const EXPOSED: &[&str] = &[
     SHOULD_RETRY,
     "Location",
     "Preference-Applied",
+    // W3C Trace Context: the request's span, with telemetry on.
+    "traceparent",
 ];
 
 /// Reads an `x-should-retry` header value: `true` or `false` (any case);

@@ -9,6 +9,7 @@
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless::Keyless;
+use onejob_core::telemetry::trace::Propagation;
 use serde::{Deserialize, Serialize};
 
 /// A background job's queue message: which Ledger runs it. The request
@@ -105,6 +106,10 @@ pub struct Submission {
     /// a key of its own).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: u32,
+    /// The request's trace, when telemetry is on: each attempt sends a
+    /// `traceparent` of its own span (and the caller's `tracestate`) upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<Propagation>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -207,6 +212,7 @@ pub(crate) mod tests {
             run: None,
             keyless: None,
             generation: 0,
+            trace: None,
         }
     }
 

@@ -13,6 +13,7 @@ use onejob_core::pricing::Prices;
 use onejob_core::providers::{ProviderKind, is_base_url};
 use onejob_core::quota::Quotas;
 use onejob_core::settings::Settings;
+use onejob_core::telemetry::config::TelemetrySettings;
 use onejob_core::tenant::TenantDirectory;
 use onejob_core::token::TokenSecrets;
 use worker::Env;
@@ -41,6 +42,9 @@ pub struct Config {
     pub api_keys: Vec<Option<String>>,
     /// `ALERT_WEBHOOK_URL` and the `ALERT_SECRET` its alerts are signed with.
     pub alert_webhook: Option<AlertWebhook>,
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` and the rest: where spans go (`None`:
+    /// telemetry is off, and the request path does nothing for it).
+    pub telemetry: Option<TelemetrySettings>,
     /// Job types (`POST /onejob/v1/run/{type}`): the bundled `jobs/*.json`,
     /// then `JOB_TYPES` (which adds or replaces by name), with every `env:`
     /// URL and secret name resolved.
@@ -52,7 +56,8 @@ pub struct Config {
 /// Where dead-letter alerts go.
 pub struct AlertWebhook {
     pub url: String,
-    pub secret: String,
+    /// The signing key (optional for `ALERT_FORMAT=slack`: Slack's URL is the secret).
+    pub secret: Option<String>,
 }
 
 impl Config {
@@ -133,16 +138,21 @@ fn parse(env: &Env) -> Result<Config, String> {
     let secret = |name: &str| {
         env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
     };
+    let slack = settings.alerts.format == onejob_core::alert::AlertFormat::Slack;
     let alert_webhook = match (secret("ALERT_WEBHOOK_URL"), secret("ALERT_SECRET")) {
         (None, _) => None,
-        (Some(url), Some(secret)) if is_base_url(&url) => Some(AlertWebhook { url, secret }),
-        (Some(_), Some(_)) => {
+        (Some(url), _) if !is_base_url(&url) => {
             return Err("ALERT_WEBHOOK_URL must be an http(s) URL with no credentials, query or fragment".into());
         }
+        (Some(url), Some(secret)) => Some(AlertWebhook { url, secret: Some(secret) }),
+        (Some(url), None) if slack => Some(AlertWebhook { url, secret: None }),
         (Some(_), None) => {
             return Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into());
         }
     };
+    // The headers usually hold the collector's API key: a secret (a plain
+    // variable works too, for development).
+    let telemetry = TelemetrySettings::parse(&secret)?;
     let job_types = job_types(&var, &secret)?;
     // An approval must end well before its job is deleted (the job's
     // retention runs from its creation, the approval from its answer).
@@ -166,6 +176,7 @@ fn parse(env: &Env) -> Result<Config, String> {
         demo_token_issuer,
         api_keys,
         alert_webhook,
+        telemetry,
     })
 }
 

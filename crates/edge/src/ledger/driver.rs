@@ -37,6 +37,8 @@ use onejob_core::ledger::drive::{
 };
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::{Api, Provider, Route};
+use onejob_core::settings::JobLogs;
+use onejob_core::telemetry::{self, log::JobLog};
 use serde_json::Value;
 use worker::{Delay, Env, Result};
 
@@ -70,6 +72,8 @@ pub struct Driver<'a> {
     late: RefCell<Option<LateAttempt>>,
     /// The body, owned once for the calls that outlive this borrow.
     shared_body: OnceCell<Rc<[u8]>>,
+    /// What the job's log lines have said (one per transition and attempt).
+    log: RefCell<Option<JobLog>>,
 }
 
 /// What driving a job produced for its caller.
@@ -97,6 +101,7 @@ pub struct LateAttempt {
     tenant: String,
     target: String,
     model: Option<String>,
+    log: Option<JobLog>,
 }
 
 impl<'a> Driver<'a> {
@@ -116,6 +121,7 @@ impl<'a> Driver<'a> {
             api,
             late: RefCell::new(None),
             shared_body: OnceCell::new(),
+            log: RefCell::new(None),
         }
     }
 
@@ -142,6 +148,11 @@ impl<'a> Driver<'a> {
             api: self.api,
             backoff: self.config.settings.backoff,
         };
+        // JOB_LOGS=json: the job's log lines (nothing is built otherwise).
+        if self.config.settings.job_logs == JobLogs::Json {
+            let digest = telemetry::key_digest(&self.submission.storage_id());
+            *self.log.borrow_mut() = Some(JobLog::new(&self.submission.tenant, &digest, stored.then_some(&*job)));
+        }
         let mut drive = Drive::new(setup, job.clone(), stored, providers);
         let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
         let streams: Streams = Rc::default();
@@ -165,6 +176,7 @@ impl<'a> Driver<'a> {
                 tenant: self.submission.tenant.clone(),
                 target: self.submission.target.clone(),
                 model: self.model.clone(),
+                log: self.log.borrow_mut().take(),
             });
         }
         Ok(match ending {
@@ -218,7 +230,11 @@ impl<'a> Driver<'a> {
                 }
                 Command::Persist { job, expected } => {
                     let meta = expected.is_none().then(|| self.meta());
-                    let event = Event::Persisted(persist(self.store, &job, expected, meta)?);
+                    let written = persist(self.store, &job, expected, meta)?;
+                    if written.is_ok() {
+                        log_written(self.log.borrow_mut().as_mut(), &job);
+                    }
+                    let event = Event::Persisted(written);
                     queue.extend(with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs)));
                 }
                 Command::SaveResponse { attempt, response, replace: false } => {
@@ -284,6 +300,14 @@ impl<'a> Driver<'a> {
         let provider_index = provider;
         let provider = settings.providers.get(provider_index).clone();
         let api_key = self.config.api_key(provider_index).map(str::to_owned);
+        let mut headers = self.submission.provider_headers.clone();
+        // Traced (telemetry on): the provider sees the attempt's own span as its parent.
+        if let Some(trace) = &self.submission.trace
+            && let Some(traceparent) = trace.for_attempt(ticket.attempt)
+        {
+            headers.push(("traceparent".into(), traceparent));
+            headers.extend(trace.tracestate.clone().map(|state| ("tracestate".to_owned(), state)));
+        }
         let call = Call {
             target: self.submission.target.clone(),
             body: self.body_for(model.as_deref()),
@@ -292,7 +316,7 @@ impl<'a> Driver<'a> {
             attempt: ticket.attempt,
             timeout_ms: settings.upstream_timeout_ms,
             stream: self.stream,
-            headers: self.submission.provider_headers.clone(),
+            headers,
         };
         let retry_after_cap_ms = settings.retry_after_cap_ms;
         let job_type = self.submission.run.as_ref().and_then(|run| self.config.job_types.get(&run.job_type));
@@ -389,6 +413,14 @@ impl RequestFacts {
     }
 }
 
+/// Prints the log lines of what a write of `job` changed (Workers Logs,
+/// Logpush and Tail Workers read them; their shape is the core's).
+fn log_written(log: Option<&mut JobLog>, job: &Job) {
+    for line in log.map(|log| log.lines(job)).unwrap_or_default() {
+        worker::console_log!("{line}");
+    }
+}
+
 /// Runs `f` with the machine's inputs: now, `Math.random` jitter, and the tenant's retry budget.
 fn with_inputs<T>(tenant: &str, f: impl FnOnce(&mut Inputs<'_>) -> T) -> T {
     budgets::with_budget(tenant, |budget| f(&mut Inputs { now_ms: now_ms(), random: &mut MathRandom, budget }))
@@ -449,7 +481,7 @@ impl NoRoute {
 /// answer (status, usage) as `lost_race`: it was paid for, and never used.
 /// Returns whether the audit was written.
 pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
-    let LateAttempt { mut drive, mut pending, tenant, target, model } = late;
+    let LateAttempt { mut drive, mut pending, tenant, target, model, mut log } = late;
     let Ok(config) = config::load(env) else { return false };
     let Ok(route) = route_of(&config, &target, model.as_deref()) else { return false };
     let routing = Routing { providers: &config.settings.providers, route };
@@ -469,6 +501,9 @@ pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
                     }
                 };
                 written |= answer.is_ok();
+                if answer.is_ok() {
+                    log_written(log.as_mut(), &job);
+                }
                 queue.extend(with_inputs(&tenant, |inputs| drive.on(routing, Event::Persisted(answer), inputs)));
             }
         }

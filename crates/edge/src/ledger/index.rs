@@ -8,7 +8,7 @@ use onejob_core::quota;
 use worker::Env;
 
 use crate::api::meter;
-use crate::env::config;
+use crate::env::config::{self, Config};
 use crate::ledger::store::Store;
 use crate::ops;
 
@@ -36,7 +36,7 @@ impl Ledger {
 pub(super) async fn index_now(env: &Env, store: &Store, metering: &Cell<bool>) {
     let Ok(config) = config::load(env) else { return };
     if !config.quotas.is_empty() {
-        meter_new_tokens(env, store, metering).await;
+        meter_new_tokens(env, &config, store, metering).await;
     }
     let (Ok(Some(meta)), Ok(Some(job))) = (store.load_meta(), store.load_job()) else { return };
     if let Err(error) = ops::index_job(env, &config, &meta, &job).await {
@@ -49,15 +49,25 @@ pub(super) async fn index_now(env: &Env, store: &Store, metering: &Cell<bool>) {
 /// the next index of the job instead of losing them. One count at a time
 /// per object (`metering`): a count that finds one running leaves its
 /// tokens to it, and the running one looks again before it stops.
-pub(super) async fn meter_new_tokens(env: &Env, store: &Store, metering: &Cell<bool>) {
+pub(super) async fn meter_new_tokens(env: &Env, config: &Config, store: &Store, metering: &Cell<bool>) {
     if metering.replace(true) {
         return;
     }
     while let (Ok(Some(mut meta)), Ok(Some(job))) = (store.load_meta(), store.load_job()) {
         let Some(new) = quota::unmetered(job.attempts(), meta.metered) else { break };
-        if let Err(error) = meter::add(env, &meta.tenant, meta.user.as_deref(), new).await {
-            worker::console_warn!("ledger: counting tokens against quotas failed (counted later): {error}");
-            break;
+        let limits = config.settings_quota_limits(&meta.tenant);
+        let share = config.settings.alerts.quota_share_permille;
+        match meter::add(env, &meta.tenant, meta.user.as_deref(), new, limits, share).await {
+            Ok(due) => {
+                // A quota passed its alert share with this count (once a day).
+                for alert in &due {
+                    ops::budget_alert(env, config, alert).await;
+                }
+            }
+            Err(error) => {
+                worker::console_warn!("ledger: counting tokens against quotas failed (counted later): {error}");
+                break;
+            }
         }
         // A keyless job replaced meanwhile by a new one under its key: the
         // meta row is the new job's now, whose tokens start uncounted.

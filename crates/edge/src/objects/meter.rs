@@ -40,8 +40,8 @@ impl DurableObject for UsageMeter {
             }
             "/add" => {
                 let add: Add = serde_json::from_slice(&body)?;
-                meter.add(add.tokens, now);
-                Response::empty()?
+                let alert = meter.add_watching(add.tokens, now, add.limit, add.share_permille);
+                Response::from_json(&serde_json::json!({ "alert": alert, "used": meter.used_on(now) }))?
             }
             _ => Response::error("no such route", 404)?,
         };

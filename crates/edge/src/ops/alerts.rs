@@ -1,8 +1,11 @@
-//! Dead-letter alerts: one signed POST per cause and window to
-//! `ALERT_WEBHOOK_URL` (see [`onejob_core::alert`]), sent once however many
-//! dead letters ask for it.
+//! Alerts: dead letters (one per cause and window) and budgets (one per
+//! tenant or user, quota and day), each one POST to `ALERT_WEBHOOK_URL`
+//! (see [`onejob_core::alert`]), sent once however many callers ask for it:
+//! the alert is written to D1 under its delivery id first, then claimed,
+//! sent and marked. The body is onejob's signed JSON, or a Slack
+//! incoming webhook's message (`ALERT_FORMAT=slack`).
 
-use onejob_core::alert;
+use onejob_core::alert::{self, AlertFormat, BudgetAlert};
 use wasm_bindgen::JsValue;
 use worker::{Env, Fetch, Result};
 
@@ -50,12 +53,37 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
         })).collect::<Vec<_>>(),
     })
     .to_string();
-    // The first dead letter to get here writes the alert; every later one
+    deliver(env, config, webhook, &delivery_id, error_class, &body).await
+}
+
+/// A budget alert (a quota's use today passed `QUOTA_ALERT_SHARE`), sent
+/// once per quota and day. Errors are logged: the meter has moved on.
+pub async fn budget_alert(env: &Env, config: &Config, due: &BudgetAlert) {
+    let Some(webhook) = &config.alert_webhook else { return };
+    let body = due.body().to_string();
+    if let Err(error) = deliver(env, config, webhook, &due.delivery_id(), "budget", &body).await {
+        worker::console_warn!("onejob: a budget alert was not delivered: {error}");
+    }
+}
+
+/// Writes the alert `body` under `delivery_id` (the first writer's body
+/// wins), claims its sending and sends it, once.
+async fn deliver(
+    env: &Env,
+    config: &Config,
+    webhook: &AlertWebhook,
+    delivery_id: &str,
+    cause: &str,
+    body: &str,
+) -> Result<()> {
+    let db = super::database(env).await?;
+    let now = now_ms();
+    // The first caller to get here writes the alert; every later one
     // (and every retry) sends that same body under the same id.
     db.prepare(
         "INSERT INTO alerts (delivery_id, cause, body) VALUES (?1, ?2, ?3) ON CONFLICT (delivery_id) DO NOTHING",
     )
-    .bind(&[delivery_id.as_str().into(), error_class.into(), body.as_str().into()])?
+    .bind(&[delivery_id.into(), cause.into(), body.into()])?
     .run()
     .await?;
     // Claim the sending (one sender at a time; a claim older than 30 s is
@@ -65,7 +93,7 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
             "UPDATE alerts SET claimed_ms = ?2
              WHERE delivery_id = ?1 AND sent_ms IS NULL AND (claimed_ms IS NULL OR claimed_ms < ?2 - 30000)",
         )
-        .bind(&[delivery_id.as_str().into(), JsValue::from(now as f64)])?
+        .bind(&[delivery_id.into(), JsValue::from(now as f64)])?
         .run()
         .await?
         .meta()?
@@ -76,23 +104,32 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
     }
     let body = db
         .prepare("SELECT body FROM alerts WHERE delivery_id = ?1")
-        .bind(&[delivery_id.as_str().into()])?
+        .bind(&[delivery_id.into()])?
         .first::<String>(Some("body"))
         .await?
-        .unwrap_or(body);
-    let sent = post_alert(webhook, &delivery_id, &body).await;
+        .unwrap_or_else(|| body.to_owned());
+    let sent = post_alert(webhook, config.settings.alerts.format, delivery_id, &body).await;
     let mark = match sent {
         Ok(()) => "UPDATE alerts SET sent_ms = ?2 WHERE delivery_id = ?1",
         Err(_) => "UPDATE alerts SET claimed_ms = NULL WHERE delivery_id = ?1 AND ?2 > 0",
     };
-    db.prepare(mark).bind(&[delivery_id.as_str().into(), JsValue::from(now_ms() as f64)])?.run().await?;
+    db.prepare(mark).bind(&[delivery_id.into(), JsValue::from(now_ms() as f64)])?.run().await?;
     sent
 }
 
-/// POSTs an alert, signed: `OneJob-Signature: sha256=<hex HMAC-SHA256 of
-/// "<timestamp>.<body>">`, with `OneJob-Timestamp` and `OneJob-Delivery`.
-async fn post_alert(webhook: &AlertWebhook, delivery_id: &str, body: &str) -> Result<()> {
-    let request = crate::effects::webhook::signed_post(&webhook.url, Some(&webhook.secret), delivery_id, body)?;
+/// POSTs an alert: onejob's JSON, signed (`OneJob-Signature: sha256=<hex
+/// HMAC-SHA256 of "<timestamp>.<body>">`, with `OneJob-Timestamp` and
+/// `OneJob-Delivery`), or, for Slack, its message made from that JSON
+/// (signed too when `ALERT_SECRET` is set; Slack ignores the headers).
+async fn post_alert(webhook: &AlertWebhook, format: AlertFormat, delivery_id: &str, body: &str) -> Result<()> {
+    let body = match format {
+        AlertFormat::OneJob => body.to_owned(),
+        AlertFormat::Slack => {
+            let alert: serde_json::Value = serde_json::from_str(body)?;
+            alert::slack_message(&alert).to_string()
+        }
+    };
+    let request = crate::effects::webhook::signed_post(&webhook.url, webhook.secret.as_deref(), delivery_id, &body)?;
     let response = Fetch::Request(request).send().await?;
     if (200..300).contains(&response.status_code()) {
         worker::console_log!("onejob: alert {delivery_id} delivered");

@@ -5,6 +5,9 @@
 //! The Ledgers stay the authority on every job; this is what operators
 //! search. Tables are created on first use in each isolate ([`database`]).
 //!
+//! Also what leaves the worker for operators' own tools: OpenTelemetry
+//! traces of job requests ([`telemetry`], OTLP/HTTP to a collector).
+//!
 //! May import: `env`, `api` (the Ledger's records of a job), `effects` (the
 //! signed webhook of an alert) and the core.
 
@@ -13,8 +16,9 @@ mod dead_letters;
 mod index;
 mod requests;
 mod subjects;
+pub mod telemetry;
 
-pub use alerts::alert_if_due;
+pub use alerts::{alert_if_due, budget_alert};
 pub use dead_letters::{dead_letters, groups, mark_replayed, record_dead_letter};
 pub use index::{costs, index_job, jobs};
 pub use requests::{done_request, remember_request};

@@ -9,7 +9,7 @@ use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, p
 use onejob_core::providers::{check_api_path, models_page};
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::UserToken;
-use worker::{Env, Method, Request, Response, Result};
+use worker::{Context, Env, Method, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
@@ -18,14 +18,17 @@ use crate::cache;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, problem_of};
+use crate::ops::telemetry::{self, JobFacts};
 use crate::routes::auth::{Caller, Refusal, caller_of};
 
 /// `POST /v1/{path}`.
-pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Response> {
     let (config, caller) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
     };
+    // With telemetry on: the request's trace (nothing at all otherwise).
+    let traced = telemetry::start(&req, &config);
     let (sent_key, content_type, body) = match read_keyed(&mut req, &config, true).await? {
         Ok(read) => read,
         Err(refused) => return Ok(refused),
@@ -65,6 +68,8 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         }
     };
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
+    // What the spans need of the job (only when traced).
+    let job = traced.as_ref().map(|_| job_facts(&config, &caller, &key, &storage_id, url.path(), &body, None));
 
     // A keyless job's answer is replayed only within its window, which the
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
@@ -72,11 +77,38 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
         && keyless.is_none()
         && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
-        return result.into_response(key.as_str(), true);
+        let answer = result.into_response(key.as_str(), true);
+        let job = job.map(|job| JobFacts { from_cache: true, ..job });
+        return telemetry::finish(ctx, env, &config, traced, answer, job);
     }
     let mut submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
     submission.keyless = keyless;
-    submit(env, &storage_id, submission, body).await
+    submission.trace = traced.as_ref().map(telemetry::Started::propagation);
+    let answer = submit(env, &storage_id, submission, body).await;
+    telemetry::finish(ctx, env, &config, traced, answer, job)
+}
+
+/// What a traced request's spans need to know of its job.
+fn job_facts(
+    config: &Config,
+    caller: &Caller,
+    key: &IdempotencyKey,
+    storage_id: &StorageId,
+    route: &str,
+    body: &[u8],
+    job_type: Option<&str>,
+) -> JobFacts {
+    let capture = config.telemetry.as_ref().is_some_and(|t| t.capture_content);
+    JobFacts {
+        tenant: caller.tenant.clone(),
+        key: key.clone(),
+        storage_id: storage_id.clone(),
+        route: route.to_owned(),
+        model: handoff::model_of(body),
+        job_type: job_type.map(str::to_owned),
+        from_cache: false,
+        request_body: capture.then(|| String::from_utf8_lossy(body).into_owned()),
+    }
 }
 
 /// `GET /v1/models`: the models the deployment routes, in a list both
@@ -107,11 +139,12 @@ pub fn models(req: &Request, env: &Env) -> Result<Response> {
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
 /// identity is the type and the input (as JSON, canonical); the chat
 /// request is rendered from the type's prompt on the server.
-pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Response> {
+pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) -> Result<Response> {
     let (config, caller) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
     };
+    let traced = telemetry::start(&req, &config);
     let type_name = percent_decode(type_name);
     let Some(job_type) = config.job_types.get(&type_name) else {
         return problem_of(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES");
@@ -149,6 +182,12 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
     }
     let body = job_type.render_request(&input, stream);
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
+    let route = format!("/onejob/v1/run/{type_name}");
+    let job = traced.as_ref().map(|_| {
+        let mut facts = job_facts(&config, &caller, &key, &storage_id, &route, &body, Some(&type_name));
+        facts.model = Some(job_type.model.clone());
+        facts
+    });
     let mut submission = submission_of(
         &req,
         &config,
@@ -159,7 +198,9 @@ pub async fn run(mut req: Request, env: &Env, type_name: &str) -> Result<Respons
         "application/json".into(),
     )?;
     submission.run = Some(RunOf { job_type: type_name, input });
-    submit(env, &storage_id, submission, body).await
+    submission.trace = traced.as_ref().map(telemetry::Started::propagation);
+    let answer = submit(env, &storage_id, submission, body).await;
+    telemetry::finish(ctx, env, &config, traced, answer, job)
 }
 
 /// The checks every keyed POST passes: an `Idempotency-Key` (or none, when
@@ -232,6 +273,7 @@ fn submission_of(
         run: None,
         keyless: None,
         generation: 0,
+        trace: None,
     })
 }
 

@@ -1,0 +1,316 @@
+//! OpenTelemetry traces of job requests, exported after the answer: the
+//! gateway starts a request's trace ([`start`]: only with telemetry
+//! configured; otherwise nothing happens on the request path), and
+//! [`finish`] returns its `traceparent` on the answer and, in `waitUntil`,
+//! reads the job's record (its attempts and effects) from the Ledger, has
+//! the core build the spans, queues them in the isolate and POSTs them as
+//! OTLP/HTTP JSON in bounded batches, each with a short timeout. A
+//! collector that is slow, down or failing costs a log line, never a
+//! request: nothing of the answer waits for it.
+//!
+//! The spans' shape, ids and encoding are the core's
+//! ([`onejob_core::telemetry`]); this module only collects and sends.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use futures_channel::oneshot;
+use futures_util::future::{Either, select};
+use futures_util::{StreamExt, stream};
+use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::protocol::{JobView, header};
+use onejob_core::providers::{Api, ProviderKind};
+use onejob_core::sse;
+use onejob_core::telemetry::build::{ReplaySource, RequestFacts, request_spans};
+use onejob_core::telemetry::config::{CAPTURED_BYTES, TelemetrySettings};
+use onejob_core::telemetry::span::{Resource, Span, encode_batches};
+use onejob_core::telemetry::trace::{Propagation, RequestTrace};
+use onejob_core::telemetry::{key_digest, truncated};
+use worker::{AbortController, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response, Result};
+
+use crate::api::client;
+use crate::api::handoff::JobQuery;
+use crate::api::ledger::LedgerCall;
+use crate::env::clock::{self, now_ms};
+use crate::env::config::Config;
+use crate::env::random::MathRandom;
+
+/// A request's trace, from its arrival.
+pub struct Started {
+    trace: RequestTrace,
+    started_ms: u64,
+}
+
+impl Started {
+    /// What the job's submission carries to the Ledger: the attempts send
+    /// a `traceparent` of their own span upstream.
+    pub fn propagation(&self) -> Propagation {
+        self.trace.propagation()
+    }
+}
+
+/// The trace of a job request, when telemetry is configured: a child of
+/// the caller's `traceparent` (and `tracestate`), or a new trace.
+pub fn start(req: &Request, config: &Config) -> Option<Started> {
+    config.telemetry.as_ref()?;
+    let headers = req.headers();
+    let traceparent = headers.get("traceparent").ok().flatten();
+    let tracestate = headers.get("tracestate").ok().flatten();
+    let trace = RequestTrace::start(traceparent.as_deref(), tracestate.as_deref(), &mut MathRandom);
+    Some(Started { trace, started_ms: now_ms() })
+}
+
+/// What the gateway knows about the job a request was for.
+pub struct JobFacts {
+    pub tenant: String,
+    pub key: IdempotencyKey,
+    pub storage_id: StorageId,
+    /// The route, without its query (`/v1/chat/completions`).
+    pub route: String,
+    pub model: Option<String>,
+    pub job_type: Option<String>,
+    /// Answered from the KV cache (the Ledger was not asked).
+    pub from_cache: bool,
+    /// The request's body (read only with `OTEL_CAPTURE_CONTENT=true`).
+    pub request_body: Option<String>,
+}
+
+/// The answer to a traced request: with its `traceparent`; the spans are
+/// built and exported after it (`waitUntil`). Without a trace (telemetry
+/// off), the answer as it is.
+pub fn finish(
+    ctx: &Context,
+    env: &Env,
+    config: &Rc<Config>,
+    started: Option<Started>,
+    answer: Result<Response>,
+    job: Option<JobFacts>,
+) -> Result<Response> {
+    let (Some(started), Some(job)) = (started, job) else { return answer };
+    let response = answer?;
+    let Some(settings) = config.telemetry.as_ref() else { return Ok(response) };
+    let headers = response.headers();
+    let header = |name: &str| headers.get(name).ok().flatten();
+    let status = response.status_code();
+    let state = header(header::JOB_STATE);
+    let answered_by = header(header::ATTEMPT).and_then(|n| n.parse::<u32>().ok());
+    let replayed = match (job.from_cache, header(header::IDEMPOTENT_REPLAYED).as_deref()) {
+        (true, _) => Some(ReplaySource::Cache),
+        (false, Some("true")) => Some(ReplaySource::Ledger),
+        _ => None,
+    };
+    let streamed = header("Content-Type").is_some_and(|t| t.starts_with(sse::MEDIA_TYPE));
+    // A Ledger's answer has the immutable headers of a fetched response: a copy.
+    let headers = response.headers().clone();
+    headers.set("traceparent", &started.trace.traceparent())?;
+    let mut response = response.with_headers(headers);
+    // What the spans need of the answer's body: its `model` (and, opted
+    // in, the completion): a copy of a whole answer, or the stream's end.
+    let wants_body = !streamed && (settings.capture_content || replayed.is_none());
+    let (response, body, ended) = if streamed {
+        let (response, ended) = watch_end(response, status)?;
+        (response, None, Some(ended))
+    } else if wants_body {
+        let copy = response.cloned()?;
+        (response, Some(copy), None)
+    } else {
+        (response, None, None)
+    };
+    let (env, config) = (env.clone(), Rc::clone(config));
+    ctx.wait_until(async move {
+        if let Some(ended) = ended {
+            // The stream's end (or its reader going away), bounded.
+            let _ = select(ended, clock::sleep(15 * 60_000)).await;
+        }
+        let body = match body {
+            Some(mut copy) => copy.text().await.ok(),
+            None => None,
+        };
+        let ended_ms = now_ms();
+        let view = match replayed {
+            None => job_view(&env, &job, answered_by, streamed).await,
+            Some(_) => None,
+        };
+        let Some(settings) = config.telemetry.as_ref() else { return };
+        let digest = key_digest(&job.storage_id);
+        let response_model = body.as_deref().and_then(model_of);
+        let captured = match (settings.capture_content, &job.request_body) {
+            (true, Some(prompt)) => {
+                Some((truncated(prompt, CAPTURED_BYTES), truncated(body.as_deref().unwrap_or(""), CAPTURED_BYTES)))
+            }
+            _ => None,
+        };
+        let facts = RequestFacts {
+            trace: &started.trace,
+            method: "POST",
+            route: &job.route,
+            started_ms: started.started_ms,
+            ended_ms,
+            status,
+            tenant: &job.tenant,
+            key_digest: &digest,
+            model: job.model.as_deref(),
+            response_model: response_model.as_deref(),
+            state: state.as_deref(),
+            answered_by,
+            replayed,
+            job_type: job.job_type.as_deref(),
+            content: captured,
+        };
+        let api = Api::of_path(&job.route);
+        let spans = request_spans(&facts, view.as_ref(), &|name| provider_name(&config, name, api));
+        if started.trace.sampled() {
+            export(settings, spans).await;
+        }
+    });
+    Ok(response)
+}
+
+/// The job's record as its Ledger has it now (after a stream, once the
+/// answering attempt has ended: the pump writes it just after the last event).
+async fn job_view(env: &Env, job: &JobFacts, answered_by: Option<u32>, streamed: bool) -> Option<JobView> {
+    let query = JobQuery { key: job.key.to_string(), from: None, ids: false };
+    for round in 0..5 {
+        let mut response = client::ledger(env, &job.storage_id, &LedgerCall::View(query.clone())).await.ok()?;
+        let view: JobView = response.json().await.ok()?;
+        let running = answered_by
+            .and_then(|n| view.attempts.iter().find(|a| a.number == n))
+            .is_some_and(|a| a.ended_ms.is_none());
+        if !(streamed && running) || round == 4 {
+            return Some(view);
+        }
+        clock::sleep(200).await;
+    }
+    None
+}
+
+/// A streamed answer passed through, and a signal of its end.
+fn watch_end(mut response: Response, status: u16) -> Result<(Response, oneshot::Receiver<()>)> {
+    let (sender, ended) = oneshot::channel();
+    let headers = response.headers().clone();
+    let body = response.stream()?;
+    let mut sender = Some(sender);
+    let end = stream::once(async move {
+        if let Some(sender) = sender.take() {
+            let _ = sender.send(());
+        }
+        None
+    })
+    .filter_map(|item: Option<Result<Vec<u8>>>| async move { item });
+    let body = body.chain(end);
+    Ok((Response::from_stream(body)?.with_status(status).with_headers(headers), ended))
+}
+
+/// The answer's `model`, if its body is a JSON object with one.
+fn model_of(body: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct ModelOnly {
+        model: Option<String>,
+    }
+    if !body.trim_start().starts_with('{') {
+        return None;
+    }
+    serde_json::from_str::<ModelOnly>(body).ok()?.model
+}
+
+/// `gen_ai.provider.name` of the provider called `name`: its API's vendor
+/// (`openai`, `anthropic`), or onejob's demo.
+fn provider_name(config: &Config, name: &str, api: Api) -> String {
+    let providers = &config.settings.providers;
+    let kind = providers.index_of(name).map(|index| providers.get(index).kind);
+    match kind {
+        Some(ProviderKind::OpenAi) => "openai".into(),
+        Some(ProviderKind::Anthropic) => "anthropic".into(),
+        Some(ProviderKind::Demo) => "onejob.demo".into(),
+        // The single UPSTREAM forwards every API as it comes.
+        Some(ProviderKind::Passthrough) | None => match api {
+            Api::Anthropic => "anthropic".into(),
+            Api::OpenAi => "openai".into(),
+        },
+    }
+}
+
+thread_local! {
+    /// Spans waiting for an export in this isolate, oldest first.
+    static QUEUE: RefCell<Vec<Span>> = const { RefCell::new(Vec::new()) };
+    /// An export is under way (since then): a request that queues spans
+    /// meanwhile leaves them to it (one export at a time per isolate,
+    /// batching what came). One older than [`EXPORT_LOST_MS`] was lost
+    /// with its request (the runtime ended its `waitUntil`): taken over.
+    static EXPORTING: Cell<Option<u64>> = const { Cell::new(None) };
+    /// Spans dropped since the last log line about it (a full queue).
+    static DROPPED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Queues `spans` (dropped beyond the queue's bound) and, unless an
+/// export is under way, exports everything queued, batch by batch.
+async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
+    QUEUE.with(|queue| {
+        let mut queue = queue.borrow_mut();
+        let room = settings.max_queued_spans.saturating_sub(queue.len());
+        if spans.len() > room {
+            DROPPED.with(|d| d.set(d.get() + (spans.len() - room) as u64));
+        }
+        queue.extend(spans.into_iter().take(room));
+    });
+    let now = now_ms();
+    let busy = EXPORTING.with(|e| e.get()).is_some_and(|since| now.saturating_sub(since) < EXPORT_LOST_MS);
+    if busy {
+        return;
+    }
+    EXPORTING.with(|e| e.set(Some(now)));
+    let resource =
+        Resource { service_name: settings.service_name.clone(), service_version: env!("CARGO_PKG_VERSION").into() };
+    // One request's `waitUntil` exports for a while, then leaves the rest
+    // to the next request (its own time after the answer is bounded).
+    while now_ms().saturating_sub(now) < EXPORT_TURN_MS {
+        let batch: Vec<Span> = QUEUE.with(|queue| {
+            let mut queue = queue.borrow_mut();
+            let n = queue.len().min(settings.max_spans_per_export);
+            queue.drain(..n).collect()
+        });
+        if batch.is_empty() {
+            break;
+        }
+        for body in encode_batches(&resource, &batch, settings.max_spans_per_export, settings.max_export_bytes) {
+            if let Err(why) = post(settings, body).await {
+                worker::console_warn!("onejob: exporting spans failed ({why}); they are dropped");
+            }
+        }
+    }
+    let dropped = DROPPED.with(|d| d.replace(0));
+    if dropped > 0 {
+        worker::console_warn!("onejob: {dropped} spans dropped: the export queue was full");
+    }
+    EXPORTING.with(|e| e.set(None));
+}
+
+/// How long one request's `waitUntil` goes on exporting what others queued.
+const EXPORT_TURN_MS: u64 = 10_000;
+/// An export under way for longer than this was lost with its request.
+const EXPORT_LOST_MS: u64 = 30_000;
+
+/// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
+async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result<(), String> {
+    let headers = Headers::new();
+    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
+    set("Content-Type", "application/json")?;
+    for (name, value) in &settings.headers {
+        set(name, value)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
+    let request = Request::new_with_init(&settings.traces_url, &init).map_err(|e| e.to_string())?;
+    let controller = AbortController::default();
+    let signal = controller.signal();
+    let sent = Box::pin(async move { Fetch::Request(request).send_with_signal(&signal).await });
+    match select(sent, clock::sleep(settings.timeout_ms)).await {
+        Either::Left((Ok(response), _)) if (200..300).contains(&response.status_code()) => Ok(()),
+        Either::Left((Ok(response), _)) => Err(format!("the collector answered {}", response.status_code())),
+        Either::Left((Err(error), _)) => Err(error.to_string()),
+        Either::Right(_) => {
+            controller.abort();
+            Err(format!("no answer within {} ms", settings.timeout_ms))
+        }
+    }
+}
