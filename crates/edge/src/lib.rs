@@ -53,10 +53,10 @@ use onejob_core::protocol::ProblemType;
 use worker::{Context, Env, MessageBatch, Request, Response, Result, event};
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> Result<Response> {
     // Whatever fails below still answers as a problem, with CORS, so a
     // browser sees an error it can read instead of a bare 500.
-    routes::dispatch(req, &env).await.or_else(|error| {
+    routes::dispatch(req, &env, &ctx).await.or_else(|error| {
         worker::console_error!("onejob: {error}");
         http::problem_of(ProblemType::Internal, "onejob failed; the request may be retried with the same key")
     })

@@ -7,9 +7,10 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless;
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::{check_api_path, models_page};
+use onejob_core::savings::AnswerKind;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::UserToken;
-use worker::{Env, Method, Request, Response, Result};
+use worker::{Context, Env, Method, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
@@ -18,10 +19,11 @@ use crate::cache;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, problem_of};
+use crate::ops;
 use crate::routes::auth::{Caller, Refusal, caller_of};
 
 /// `POST /v1/{path}`.
-pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
+pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Response> {
     let (config, caller) = match admit_caller(&req, env) {
         Ok(found) => found,
         Err(response) => return response,
@@ -70,8 +72,10 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
     if config.settings.result_cache
         && keyless.is_none()
-        && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
+        && let Some((result, spent)) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
+        // Counted after the answer: a call this replay did not make.
+        ctx.wait_until(ops::count_saved(env.clone(), caller.tenant.clone(), AnswerKind::KvReplay, spent));
         return result.into_response(key.as_str(), true);
     }
     let mut submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;

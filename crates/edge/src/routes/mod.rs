@@ -32,13 +32,14 @@ mod gateway;
 mod providers;
 
 use onejob_core::protocol::ProblemType;
-use worker::{Env, Method, Request, Response, Result};
+use worker::{Context, Env, Method, Request, Response, Result};
 
 use crate::http;
 use crate::routes::gateway::JobRoute;
 
 /// Hands a request to its route (a `404` problem for none).
-pub async fn dispatch(req: Request, env: &Env) -> Result<Response> {
+/// `ctx` runs work past the response (counting a replay from KV).
+pub async fn dispatch(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
     let path = req.path();
     if req.method() == Method::Options {
         return http::preflight(&req);
@@ -47,7 +48,7 @@ pub async fn dispatch(req: Request, env: &Env) -> Result<Response> {
         return gateway::models(&req, env);
     }
     if path.starts_with("/v1/") {
-        return gateway::proxy(req, env).await;
+        return gateway::proxy(req, env, ctx).await;
     }
     if let Some(job_type) = path.strip_prefix("/onejob/v1/run/") {
         let job_type = job_type.to_owned();
