@@ -157,6 +157,12 @@ for (const cache of ["kv", "off"]) {
       assert.equal(bucket % 3_600_000, 0);
       assert.ok(Date.now() - bucket < 3_600_000 + 60_000);
 
+      // Savings are kept per hour: a since_ms inside this hour counts the whole
+      // hour, saved and spent alike, and the answer says where it began.
+      const inHour = (await savings(`?tenant=dev&since_ms=${bucket + 1}`)).body;
+      assert.equal(inHour.since_ms, bucket);
+      assert.deepEqual(inHour.totals, totals);
+
       // Every tenant (the dev admin reaches all): tenant-b's job and replays too.
       const all = (await savings("?since_ms=0")).body;
       assert.deepEqual(rowOf(all.by_tenant, "tenant", "tenant-b"), figures(replayKind, 2));

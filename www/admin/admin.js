@@ -914,13 +914,15 @@ async function showSavings(params, id) {
   const since = span === "all" ? 0 : now - Number(span);
   const query = new URLSearchParams({ since_ms: String(since), ...(tenant ? { tenant } : {}) });
   await load($("view-savings"), id, () => api(`/savings?${query}`), (report) => {
-    $("savings-window").textContent = since ? `Since ${dateTime.format(new Date(since))} (counted per hour).` : "Every count still kept.";
+    // The API counts whole hours: from the start of since's hour.
+    const from = report.since_ms ?? since;
+    $("savings-window").textContent = from ? `Since ${dateTime.format(new Date(from))} (counted per hour).` : "Every count still kept.";
     const prices = report.prices;
     $("savings-prices").textContent = prices
       ? `Prices: onejob's bundled list prices as of ${prices.bundled_as_of}${prices.overridden?.length ? `; PRICES sets ${prices.overridden.join(", ")}` : ""}.`
       : "";
     $("savings-totals").replaceChildren(...savingsTiles(report.totals));
-    $("savings-chart").replaceChildren(savingsChart(report.series ?? [], since || firstBucket(report.series), now));
+    $("savings-chart").replaceChildren(savingsChart(report.series ?? [], from || firstBucket(report.series ?? []), now));
     savingsTable($("savings-tenants"), report.by_tenant ?? [], "tenant");
     savingsTable($("savings-models"), report.by_model ?? [], "model");
   });

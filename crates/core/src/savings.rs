@@ -10,7 +10,8 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::job::Job;
 use crate::pricing::Prices;
@@ -261,33 +262,68 @@ impl Figures {
 }
 
 /// One tenant's figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TenantFigures {
     /// The tenant.
     pub tenant: String,
-    /// Its figures.
-    #[serde(flatten)]
+    /// Its figures (beside the name, in JSON).
     pub figures: Figures,
 }
 
 /// One model's figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ModelFigures {
     /// The model, as the request (or else its answer's attempt) named it.
     pub model: Option<String>,
-    /// Its figures.
-    #[serde(flatten)]
+    /// Its figures (beside the name, in JSON).
     pub figures: Figures,
 }
 
 /// One bucket's figures.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BucketFigures {
     /// The start of its bucket (ms since the epoch).
     pub bucket_ms: u64,
-    /// Its figures.
-    #[serde(flatten)]
+    /// Its figures (beside the name, in JSON).
     pub figures: Figures,
+}
+
+/// `figures` as a JSON object with `name` first (what `#[serde(flatten)]`
+/// would write, without its buffering code in the worker's wasm).
+fn serialize_named<S: Serializer, N: Serialize>(
+    serializer: S,
+    field: &'static str,
+    name: &N,
+    figures: &Figures,
+) -> Result<S::Ok, S::Error> {
+    let mut out = serializer.serialize_struct("Figures", 8)?;
+    out.serialize_field(field, name)?;
+    out.serialize_field("answered_without_call", &figures.answered_without_call)?;
+    out.serialize_field("upstream_calls_avoided", &figures.upstream_calls_avoided)?;
+    out.serialize_field("tokens_saved", &figures.tokens_saved)?;
+    out.serialize_field("cost_saved_usd", &figures.cost_saved_usd)?;
+    out.serialize_field("jobs", &figures.jobs)?;
+    out.serialize_field("tokens", &figures.tokens)?;
+    out.serialize_field("cost_usd", &figures.cost_usd)?;
+    out.end()
+}
+
+impl Serialize for TenantFigures {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_named(serializer, "tenant", &self.tenant, &self.figures)
+    }
+}
+
+impl Serialize for ModelFigures {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_named(serializer, "model", &self.model, &self.figures)
+    }
+}
+
+impl Serialize for BucketFigures {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serialize_named(serializer, "bucket_ms", &self.bucket_ms, &self.figures)
+    }
 }
 
 /// The savings report: totals, per tenant and per model (most saved first),
@@ -528,6 +564,13 @@ mod tests {
         assert_eq!(json["answered_without_call"]["coalesced"], 4);
         assert_eq!(json["cost_saved_usd"], 0.18);
         assert_eq!(serde_json::to_value(&report).unwrap()["bucket_ms"], BUCKET_MS);
+        // A named row holds the same fields as the totals, and its name.
+        let mut named = serde_json::to_value(&report.by_model[1]).unwrap();
+        assert_eq!(named.as_object_mut().unwrap().remove("model").unwrap(), "n");
+        assert_eq!(named, serde_json::to_value(&report.by_model[1].figures).unwrap());
+        let bucket = serde_json::to_value(&report.series[0]).unwrap();
+        assert_eq!(bucket["bucket_ms"], h0);
+        assert_eq!(bucket["jobs"], 2);
     }
 
     #[test]

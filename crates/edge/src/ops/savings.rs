@@ -73,17 +73,19 @@ async fn write(env: &Env, rows: &[SavedRow]) -> Result<()> {
     Ok(())
 }
 
-/// Saved and spent since `since_ms` (its whole hour; of one tenant with
-/// `tenant`), per tenant, model and hour.
+/// Saved and spent from the start of `since_ms`'s hour (savings are kept
+/// per hour: both sides cover the same hours), of one tenant with `tenant`,
+/// per tenant, model and hour.
 pub async fn savings(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<Report> {
     let db = super::database(env).await?;
+    let from = JsValue::from(bucket_of(since_ms) as f64);
     let tenant = tenant.map_or(JsValue::NULL, JsValue::from);
     let saved = db
         .prepare(
             "SELECT tenant, model, kind, bucket_ms, answers, tokens, cost_usd FROM savings
              WHERE bucket_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)",
         )
-        .bind(&[JsValue::from(bucket_of(since_ms) as f64), tenant.clone()])?
+        .bind(&[from.clone(), tenant.clone()])?
         .all()
         .await?
         .results::<SavedRow>()?;
@@ -94,7 +96,7 @@ pub async fn savings(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<R
              FROM jobs_index WHERE created_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)
              GROUP BY tenant, model, bucket_ms"
         ))
-        .bind(&[JsValue::from(since_ms as f64), tenant])?
+        .bind(&[from, tenant])?
         .all()
         .await?
         .results::<SpentRow>()?;

@@ -172,7 +172,8 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             };
             let report = ops::savings(env, query.since_ms, tenant.as_deref()).await?;
             let mut body = serde_json::to_value(&report)?;
-            body["since_ms"] = serde_json::Value::from(query.since_ms);
+            // Counted from the start of since_ms's hour: say so.
+            body["since_ms"] = serde_json::Value::from(onejob_core::savings::bucket_of(query.since_ms));
             body["prices"] = serde_json::json!({
                 "bundled_as_of": onejob_core::pricing::BUNDLED_AS_OF,
                 "overridden": config.prices.overridden(),
