@@ -8,8 +8,6 @@
 //! batch; the operator API reads the rows back and [`Report::build`] puts
 //! them next to what was spent (the jobs index) for the console.
 
-use std::collections::BTreeMap;
-
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
@@ -112,7 +110,7 @@ pub fn round_usd(usd: f64) -> f64 {
 
 /// One row of the `savings` table: answers of one kind, for one tenant and
 /// model, in one bucket (`model` empty when the job named none).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SavedRow {
     /// The tenant.
     pub tenant: String,
@@ -133,11 +131,31 @@ pub struct SavedRow {
 /// A row's identity: tenant, model (empty for none), kind, bucket.
 type RowKey = (String, String, AnswerKind, u64);
 
+impl SavedRow {
+    /// A row as D1 returns it (a JSON object; `None` if it is not one).
+    pub fn from_json(row: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            tenant: row.get("tenant")?.as_str()?.to_owned(),
+            model: row.get("model")?.as_str()?.to_owned(),
+            kind: row.get("kind")?.as_str()?.to_owned(),
+            bucket_ms: whole(row.get("bucket_ms")?)?,
+            answers: whole(row.get("answers")?)?,
+            tokens: whole(row.get("tokens")?)?,
+            cost_usd: row.get("cost_usd")?.as_f64()?,
+        })
+    }
+}
+
+/// A count as SQLite hands it over: an integer, or a float that is one.
+fn whole(value: &serde_json::Value) -> Option<u64> {
+    value.as_u64().or_else(|| value.as_f64().filter(|f| *f >= 0.0 && f.fract() == 0.0).map(|f| f as u64))
+}
+
 /// Answers counted in this isolate and not yet written, summed per row:
 /// answers, tokens, cost.
 #[derive(Debug, Default)]
 pub struct Tally {
-    rows: BTreeMap<RowKey, (u64, u64, f64)>,
+    rows: Vec<(RowKey, (u64, u64, f64))>,
 }
 
 impl Tally {
@@ -145,7 +163,14 @@ impl Tally {
     /// repeating the call that `spent` records.
     pub fn add(&mut self, tenant: &str, kind: AnswerKind, spent: &Spent, now_ms: u64) {
         let key = (tenant.to_owned(), spent.model.clone().unwrap_or_default(), kind, bucket_of(now_ms));
-        let row = self.rows.entry(key).or_default();
+        let at = match self.rows.iter().position(|(k, _)| *k == key) {
+            Some(at) => at,
+            None => {
+                self.rows.push((key, (0, 0, 0.0)));
+                self.rows.len() - 1
+            }
+        };
+        let row = &mut self.rows[at].1;
         row.0 += 1;
         row.1 += spent.tokens;
         row.2 += spent.cost_usd;
@@ -175,23 +200,35 @@ impl Tally {
 
 /// Spend from the jobs index: jobs made (by their creation's bucket), their
 /// tokens and estimated cost, for one tenant and model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SpentRow {
     /// The tenant.
     pub tenant: String,
-    #[serde(default)]
     /// The model, as the request (or else its answer's attempt) named it.
     pub model: Option<String>,
     /// The start of its bucket (ms since the epoch).
     pub bucket_ms: u64,
     /// Jobs made.
     pub jobs: u64,
-    #[serde(default)]
     /// Tokens, prompt and completion.
     pub tokens: u64,
-    #[serde(default)]
     /// Estimated US dollars.
     pub cost_usd: f64,
+}
+
+impl SpentRow {
+    /// A row as D1 returns it (a JSON object; `None` if it is not one). A
+    /// job of no model has a null one; SUMs of nothing are null.
+    pub fn from_json(row: &serde_json::Value) -> Option<Self> {
+        Some(Self {
+            tenant: row.get("tenant")?.as_str()?.to_owned(),
+            model: row.get("model").and_then(serde_json::Value::as_str).map(str::to_owned),
+            bucket_ms: whole(row.get("bucket_ms")?)?,
+            jobs: whole(row.get("jobs")?)?,
+            tokens: row.get("tokens").and_then(whole).unwrap_or(0),
+            cost_usd: row.get("cost_usd").and_then(serde_json::Value::as_f64).unwrap_or(0.0),
+        })
+    }
 }
 
 /// Answers without a call, per kind.
@@ -326,6 +363,20 @@ impl Serialize for BucketFigures {
     }
 }
 
+/// The figures under `key` in `rows`, added if missing. A report has a
+/// handful of tenants, models and hours: a scan, not a map, keeps the
+/// worker's wasm small.
+fn figures_of<K: PartialEq>(rows: &mut Vec<(K, Figures)>, key: K) -> &mut Figures {
+    let at = match rows.iter().position(|(k, _)| *k == key) {
+        Some(at) => at,
+        None => {
+            rows.push((key, Figures::default()));
+            rows.len() - 1
+        }
+    };
+    &mut rows[at].1
+}
+
 /// The savings report: totals, per tenant and per model (most saved first),
 /// and per bucket (oldest first, only buckets with something in them).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -347,44 +398,38 @@ impl Report {
     /// newer isolate's, during a deploy).
     pub fn build(saved: &[SavedRow], spent: &[SpentRow]) -> Self {
         let mut totals = Figures::default();
-        let mut tenants: BTreeMap<&str, Figures> = BTreeMap::new();
-        let mut models: BTreeMap<Option<&str>, Figures> = BTreeMap::new();
-        let mut buckets: BTreeMap<u64, Figures> = BTreeMap::new();
+        let mut tenants: Vec<(&str, Figures)> = Vec::new();
+        let mut models: Vec<(Option<&str>, Figures)> = Vec::new();
+        let mut buckets: Vec<(u64, Figures)> = Vec::new();
         for row in saved {
             let Some(kind) = AnswerKind::from_name(&row.kind) else { continue };
             let model = Some(row.model.as_str()).filter(|m| !m.is_empty());
-            for figures in [
-                &mut totals,
-                tenants.entry(row.tenant.as_str()).or_default(),
-                models.entry(model).or_default(),
-                buckets.entry(bucket_of(row.bucket_ms)).or_default(),
-            ] {
-                figures.save(kind, row);
-            }
+            totals.save(kind, row);
+            figures_of(&mut tenants, row.tenant.as_str()).save(kind, row);
+            figures_of(&mut models, model).save(kind, row);
+            figures_of(&mut buckets, bucket_of(row.bucket_ms)).save(kind, row);
         }
         for row in spent {
-            for figures in [
-                &mut totals,
-                tenants.entry(row.tenant.as_str()).or_default(),
-                models.entry(row.model.as_deref()).or_default(),
-                buckets.entry(bucket_of(row.bucket_ms)).or_default(),
-            ] {
-                figures.spend(row);
-            }
+            totals.spend(row);
+            figures_of(&mut tenants, row.tenant.as_str()).spend(row);
+            figures_of(&mut models, row.model.as_deref()).spend(row);
+            figures_of(&mut buckets, bucket_of(row.bucket_ms)).spend(row);
         }
+        // Most saved first, then by name: the same order whatever order the rows came in.
         let most_saved = |a: &Figures, b: &Figures| {
             b.cost_saved_usd.total_cmp(&a.cost_saved_usd).then(b.upstream_calls_avoided.cmp(&a.upstream_calls_avoided))
         };
-        let mut by_tenant: Vec<TenantFigures> = tenants
+        tenants.sort_unstable_by(|(a, fa), (b, fb)| most_saved(fa, fb).then(a.cmp(b)));
+        models.sort_unstable_by(|(a, fa), (b, fb)| most_saved(fa, fb).then(a.cmp(b)));
+        buckets.sort_unstable_by_key(|(bucket_ms, _)| *bucket_ms);
+        let by_tenant = tenants
             .into_iter()
             .map(|(tenant, figures)| TenantFigures { tenant: tenant.to_owned(), figures: figures.rounded() })
             .collect();
-        by_tenant.sort_by(|a, b| most_saved(&a.figures, &b.figures));
-        let mut by_model: Vec<ModelFigures> = models
+        let by_model = models
             .into_iter()
             .map(|(model, figures)| ModelFigures { model: model.map(str::to_owned), figures: figures.rounded() })
             .collect();
-        by_model.sort_by(|a, b| most_saved(&a.figures, &b.figures));
         let series = buckets
             .into_iter()
             .map(|(bucket_ms, figures)| BucketFigures { bucket_ms, figures: figures.rounded() })
@@ -531,6 +576,19 @@ mod tests {
             ],
             &[spent("a", "m", h0, 2), spent("b", "n", h1, 1), spent("c", "m", h1, 1)],
         );
+        // Whatever order the rows come in (SQLite promises none), the same report.
+        let mut saved_rows = vec![
+            saved("a", "m", "kv_replay", h0, 3),
+            saved("a", "m", "ledger_replay", h1, 2),
+            saved("a", "m", "coalesced", h1, 4),
+            saved("b", "n", "keyless_join", h1, 1),
+            saved("b", "n", "from_the_future", h1, 9),
+        ];
+        let mut spent_rows = vec![spent("a", "m", h0, 2), spent("b", "n", h1, 1), spent("c", "m", h1, 1)];
+        assert_eq!(Report::build(&saved_rows, &spent_rows), report);
+        saved_rows.reverse();
+        spent_rows.reverse();
+        assert_eq!(Report::build(&saved_rows, &spent_rows), report);
         let totals = &report.totals;
         assert_eq!(
             totals.answered_without_call,
@@ -571,6 +629,36 @@ mod tests {
         let bucket = serde_json::to_value(&report.series[0]).unwrap();
         assert_eq!(bucket["bucket_ms"], h0);
         assert_eq!(bucket["jobs"], 2);
+    }
+
+    #[test]
+    fn rows_are_read_as_d1_returns_them() {
+        let saved = serde_json::json!({"tenant": "a", "model": "", "kind": "coalesced", "bucket_ms": 3_600_000.0,
+            "answers": 2, "tokens": 30, "cost_usd": 0.04});
+        assert_eq!(
+            SavedRow::from_json(&saved),
+            Some(SavedRow {
+                tenant: "a".into(),
+                model: String::new(),
+                kind: "coalesced".into(),
+                bucket_ms: BUCKET_MS,
+                answers: 2,
+                tokens: 30,
+                cost_usd: 0.04
+            })
+        );
+        assert_eq!(SavedRow::from_json(&serde_json::json!({"tenant": "a"})), None);
+        assert_eq!(
+            SavedRow::from_json(&serde_json::json!({"tenant": "a", "model": "", "kind": "k", "bucket_ms": 1.5,
+            "answers": 1, "tokens": 1, "cost_usd": 0})),
+            None,
+            "not a whole number"
+        );
+        let spent = serde_json::json!({"tenant": "a", "model": null, "bucket_ms": 0, "jobs": 1, "tokens": null, "cost_usd": null});
+        assert_eq!(
+            SpentRow::from_json(&spent),
+            Some(SpentRow { tenant: "a".into(), model: None, bucket_ms: 0, jobs: 1, tokens: 0, cost_usd: 0.0 })
+        );
     }
 
     #[test]
