@@ -5,7 +5,7 @@
 //!
 //! The edge counts answers per isolate into a [`Tally`] (one row per tenant,
 //! model, [`AnswerKind`] and hour, [`bucket_of`]) and adds it to D1 in one
-//! batch; the operator API reads the rows back and [`Report::build`] puts
+//! batch; the operator API reads them back summed ([`Sums`]) and [`Report::build`] puts
 //! them next to what was spent (the jobs index) for the console.
 
 use serde::ser::SerializeStruct;
@@ -393,26 +393,46 @@ pub struct Report {
     pub series: Vec<BucketFigures>,
 }
 
+/// The rows a report is made of, summed by the database: per tenant, model
+/// (and kind) over the whole period, and per bucket (and kind) over every
+/// tenant and model, so a month of hours of many tenants stays a few rows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sums {
+    /// Saved per tenant, model and kind (`bucket_ms` ignored).
+    pub saved_by_name: Vec<SavedRow>,
+    /// Spent per tenant and model (`bucket_ms` ignored).
+    pub spent_by_name: Vec<SpentRow>,
+    /// Saved per bucket and kind (`tenant` and `model` ignored).
+    pub saved_by_bucket: Vec<SavedRow>,
+    /// Spent per bucket (`tenant` and `model` ignored).
+    pub spent_by_bucket: Vec<SpentRow>,
+}
+
 impl Report {
-    /// Sums `saved` and `spent` (rows of an unknown kind are skipped: a
+    /// Puts the sums together (rows of an unknown kind are skipped: a
     /// newer isolate's, during a deploy).
-    pub fn build(saved: &[SavedRow], spent: &[SpentRow]) -> Self {
+    pub fn build(sums: &Sums) -> Self {
         let mut totals = Figures::default();
         let mut tenants: Vec<(&str, Figures)> = Vec::new();
         let mut models: Vec<(Option<&str>, Figures)> = Vec::new();
         let mut buckets: Vec<(u64, Figures)> = Vec::new();
-        for row in saved {
+        for row in &sums.saved_by_name {
             let Some(kind) = AnswerKind::from_name(&row.kind) else { continue };
             let model = Some(row.model.as_str()).filter(|m| !m.is_empty());
             totals.save(kind, row);
             figures_of(&mut tenants, row.tenant.as_str()).save(kind, row);
             figures_of(&mut models, model).save(kind, row);
-            figures_of(&mut buckets, bucket_of(row.bucket_ms)).save(kind, row);
         }
-        for row in spent {
+        for row in &sums.spent_by_name {
             totals.spend(row);
             figures_of(&mut tenants, row.tenant.as_str()).spend(row);
             figures_of(&mut models, row.model.as_deref()).spend(row);
+        }
+        for row in &sums.saved_by_bucket {
+            let Some(kind) = AnswerKind::from_name(&row.kind) else { continue };
+            figures_of(&mut buckets, bucket_of(row.bucket_ms)).save(kind, row);
+        }
+        for row in &sums.spent_by_bucket {
             figures_of(&mut buckets, bucket_of(row.bucket_ms)).spend(row);
         }
         // Most saved first, then by name: the same order whatever order the rows came in.
@@ -566,17 +586,13 @@ mod tests {
             tokens: 15 * jobs,
             cost_usd: 0.02 * jobs as f64,
         };
-        let report = Report::build(
-            &[
-                saved("a", "m", "kv_replay", h0, 3),
-                saved("a", "m", "ledger_replay", h1, 2),
-                saved("a", "m", "coalesced", h1, 4),
-                saved("b", "n", "keyless_join", h1, 1),
-                saved("b", "n", "from_the_future", h1, 9),
-            ],
-            &[spent("a", "m", h0, 2), spent("b", "n", h1, 1), spent("c", "m", h1, 1)],
-        );
-        // Whatever order the rows come in (SQLite promises none), the same report.
+        // Rows not summed yet are summed as the database's sums would be.
+        let sums = |saved: &[SavedRow], spent: &[SpentRow]| Sums {
+            saved_by_name: saved.to_vec(),
+            spent_by_name: spent.to_vec(),
+            saved_by_bucket: saved.to_vec(),
+            spent_by_bucket: spent.to_vec(),
+        };
         let mut saved_rows = vec![
             saved("a", "m", "kv_replay", h0, 3),
             saved("a", "m", "ledger_replay", h1, 2),
@@ -585,10 +601,16 @@ mod tests {
             saved("b", "n", "from_the_future", h1, 9),
         ];
         let mut spent_rows = vec![spent("a", "m", h0, 2), spent("b", "n", h1, 1), spent("c", "m", h1, 1)];
-        assert_eq!(Report::build(&saved_rows, &spent_rows), report);
+        let report = Report::build(&sums(&saved_rows, &spent_rows));
+        // Whatever order the rows come in (SQLite promises none), the same report.
         saved_rows.reverse();
         spent_rows.reverse();
-        assert_eq!(Report::build(&saved_rows, &spent_rows), report);
+        assert_eq!(Report::build(&sums(&saved_rows, &spent_rows)), report);
+        // The series comes from the per-bucket sums only, the rest from the per-name ones.
+        let by_name_only = Sums { saved_by_bucket: vec![], spent_by_bucket: vec![], ..sums(&saved_rows, &spent_rows) };
+        let named = Report::build(&by_name_only);
+        assert!(named.series.is_empty());
+        assert_eq!((named.totals.clone(), named.by_tenant.clone()), (report.totals.clone(), report.by_tenant.clone()));
         let totals = &report.totals;
         assert_eq!(
             totals.answered_without_call,
@@ -663,7 +685,7 @@ mod tests {
 
     #[test]
     fn an_empty_report_is_all_zeros() {
-        let report = Report::build(&[], &[]);
+        let report = Report::build(&Sums::default());
         assert_eq!(report.totals, Figures::default());
         assert!(report.by_tenant.is_empty() && report.by_model.is_empty() && report.series.is_empty());
     }

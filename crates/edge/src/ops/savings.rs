@@ -12,7 +12,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::savings::{AnswerKind, BUCKET_MS, Report, SavedRow, Spent, SpentRow, Tally, bucket_of};
+use onejob_core::savings::{AnswerKind, BUCKET_MS, Report, SavedRow, Spent, SpentRow, Sums, Tally, bucket_of};
 use wasm_bindgen::JsValue;
 use worker::{Delay, Env, Result};
 
@@ -75,33 +75,45 @@ async fn write(env: &Env, rows: &[SavedRow]) -> Result<()> {
 
 /// Saved and spent from the start of `since_ms`'s hour (savings are kept
 /// per hour: both sides cover the same hours), of one tenant with `tenant`,
-/// per tenant, model and hour.
+/// per tenant, model and hour. The database sums (one batch of four
+/// queries): a month of hours of many tenants stays a few rows here.
 pub async fn savings(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<Report> {
     let db = super::database(env).await?;
-    let from = JsValue::from(bucket_of(since_ms) as f64);
-    let tenant = tenant.map_or(JsValue::NULL, JsValue::from);
-    let saved = db
-        .prepare(
-            "SELECT tenant, model, kind, bucket_ms, answers, tokens, cost_usd FROM savings
-             WHERE bucket_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)",
+    let params = [JsValue::from(bucket_of(since_ms) as f64), tenant.map_or(JsValue::NULL, JsValue::from)];
+    let saved = |group: &str, names: &str| {
+        format!(
+            "SELECT {names}, kind, SUM(answers) AS answers, SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
+             FROM savings WHERE bucket_ms >= ?1 AND (?2 IS NULL OR tenant = ?2) GROUP BY {group}, kind"
         )
-        .bind(&[from.clone(), tenant.clone()])?
-        .all()
-        .await?
-        .results::<serde_json::Value>()?;
-    let spent = db
-        .prepare(format!(
-            "SELECT tenant, model, (created_ms / {BUCKET_MS}) * {BUCKET_MS} AS bucket_ms, COUNT(*) AS jobs,
-                    SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
-             FROM jobs_index WHERE created_ms >= ?1 AND (?2 IS NULL OR tenant = ?2)
-             GROUP BY tenant, model, bucket_ms"
-        ))
-        .bind(&[from, tenant])?
-        .all()
-        .await?
-        .results::<serde_json::Value>()?;
+    };
+    let spent = |group: &str, names: &str| {
+        format!(
+            "SELECT {names}, COUNT(*) AS jobs, SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
+             FROM jobs_index WHERE created_ms >= ?1 AND (?2 IS NULL OR tenant = ?2) GROUP BY {group}"
+        )
+    };
+    let hour = format!("(created_ms / {BUCKET_MS}) * {BUCKET_MS}");
+    let statements = [
+        saved("tenant, model", "tenant, model, 0 AS bucket_ms"),
+        spent("tenant, model", "tenant, model, 0 AS bucket_ms"),
+        saved("bucket_ms", "'' AS tenant, '' AS model, bucket_ms"),
+        spent("bucket_ms", &format!("'' AS tenant, NULL AS model, {hour} AS bucket_ms")),
+    ]
+    .iter()
+    .map(|sql| db.prepare(sql).bind(&params))
+    .collect::<Result<Vec<_>>>()?;
     // Read as JSON, as the costs are (one decoder in the wasm for every row shape).
-    let saved: Vec<SavedRow> = saved.iter().filter_map(SavedRow::from_json).collect();
-    let spent: Vec<SpentRow> = spent.iter().filter_map(SpentRow::from_json).collect();
-    Ok(Report::build(&saved, &spent))
+    let mut rows = Vec::with_capacity(4);
+    for result in db.batch(statements).await? {
+        rows.push(result.results::<serde_json::Value>()?);
+    }
+    rows.resize_with(4, Vec::new); // never indexed past what came back
+    let saved_rows = |rows: &[serde_json::Value]| rows.iter().filter_map(SavedRow::from_json).collect();
+    let spent_rows = |rows: &[serde_json::Value]| rows.iter().filter_map(SpentRow::from_json).collect();
+    Ok(Report::build(&Sums {
+        saved_by_name: saved_rows(&rows[0]),
+        spent_by_name: spent_rows(&rows[1]),
+        saved_by_bucket: saved_rows(&rows[2]),
+        spent_by_bucket: spent_rows(&rows[3]),
+    }))
 }
