@@ -1,7 +1,7 @@
 //! The query strings of the operator API's lists (`jobs`, `dead-letters`,
-//! `costs`), read strictly: a filter that cannot be read is a `400` naming
-//! the parameter, never a filter silently dropped (`since_ms=abc` must not
-//! report all time). An empty value means "no filter", as an HTML form
+//! `costs`, `savings`), read strictly: a filter that cannot be read is a
+//! `400` naming the parameter, never a filter silently dropped (`since_ms=abc`
+//! must not report all time). An empty value means "no filter", as an HTML form
 //! sends it; a parameter the list does not take, or one given twice, is
 //! refused.
 
@@ -71,7 +71,7 @@ pub struct DeadLettersQuery {
     pub error_class: Option<String>,
 }
 
-/// `GET admin/costs`'s filters.
+/// `GET admin/costs`'s filters, and `GET admin/savings`'s (the same two).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CostsQuery {
     /// Jobs created at or after (ms since the epoch); 0: every job retained.

@@ -42,12 +42,13 @@
 //!   - [`pricing`]: a price table per model, for spend estimates.
 //!   - [`settings`]: a deployment's settings, their defaults and ranges.
 //!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
-//! - L4 `admission`, `answer`, `background`, `admin_query`, `ledger`: what the Ledger decides about a job.
+//! - L4 `admission`, `answer`, `background`, `admin_query`, `ledger`, `savings`: what the Ledger decides about a job, and what that saved.
 //!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
+//!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
 //! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
@@ -81,6 +82,7 @@ pub mod providers;
 pub mod quota;
 pub mod random;
 pub mod reply;
+pub mod savings;
 pub mod settings;
 pub mod signature;
 pub mod sse;

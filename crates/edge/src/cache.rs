@@ -6,6 +6,7 @@
 //! May import: `env`, `http` (a job's result) and the core.
 
 use onejob_core::job::JobState;
+use onejob_core::savings::Spent;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 
@@ -20,24 +21,30 @@ struct CachedMeta {
     content_type: String,
     state: JobState,
     attempt: Option<u32>,
+    /// What the job's calls used, counted as saved by each replay from here
+    /// (absent in entries written before savings were counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spent: Option<Spent>,
 }
 
-/// The cached result of a finished job, if KV has one for this very request.
-pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<JobResult> {
+/// The cached result of a finished job, if KV has one for this very
+/// request, and what its calls used.
+pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<(JobResult, Spent)> {
     let kv = env.kv(binding::RESULTS).ok()?;
     let (body, meta) = kv.get(storage_id).bytes_with_metadata::<CachedMeta>().await.ok()?;
     let (body, meta) = (body?, meta?);
     if meta.fingerprint != fingerprint || !meta.state.is_terminal() {
         return None; // same key, other request: the Ledger answers 422
     }
-    Some(JobResult {
+    let result = JobResult {
         status: meta.status,
         content_type: meta.content_type,
         body,
         state: meta.state,
         attempt: meta.attempt,
         retry_after_ms: None,
-    })
+    };
+    Some((result, meta.spent.unwrap_or_default()))
 }
 
 /// KV keeps nothing for less than this.
@@ -46,7 +53,14 @@ const MIN_TTL_S: u64 = 60;
 /// Writes a finished result, kept for `ttl_s`: as long as the job. A job
 /// that ends sooner than KV's shortest expiry is not cached, or KV would
 /// replay it after the Ledger has deleted it.
-pub async fn store(env: &Env, storage_id: &str, fingerprint: &str, result: &JobResult, ttl_s: u64) {
+pub async fn store(
+    env: &Env,
+    storage_id: &str,
+    fingerprint: &str,
+    result: &JobResult,
+    ttl_s: u64,
+    spent: Option<Spent>,
+) {
     if ttl_s < MIN_TTL_S {
         return;
     }
@@ -57,6 +71,7 @@ pub async fn store(env: &Env, storage_id: &str, fingerprint: &str, result: &JobR
         content_type: result.content_type.clone(),
         state: result.state,
         attempt: result.attempt,
+        spent,
     };
     let put = kv.put_bytes(storage_id, &result.body).and_then(|p| p.metadata(meta)).map(|p| p.expiration_ttl(ttl_s));
     if let Ok(put) = put

@@ -38,7 +38,11 @@ impl Ledger {
         let now = now_ms();
         match admitted {
             Admission::Replay => match job.as_ref() {
-                Some(job) => self.run_answer(config, submission, stored::finished_result(&store, job)?, true),
+                Some(job) => {
+                    let answer = self.run_answer(config, submission, stored::finished_result(&store, job)?, true);
+                    self.count_saved(submission, false);
+                    answer
+                }
                 None => Err(EdgeError::broken("replay without a job").into()),
             },
             Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {

@@ -6,7 +6,8 @@
 //! the outbox, dead letters), [`operators`], [`index`] (the operators' index, quota
 //! metering), [`driver`] (performs the core's attempt machine), [`pump`] (a streamed
 //! answer), [`store`]/[`stored`] (its SQLite tables and what it knows of them, a
-//! replay), [`alarms`], [`run`] (a job type's effects, the core's machine), [`memory`].
+//! replay), [`alarms`], [`run`] (a job type's effects, the core's machine), [`memory`],
+//! [`savings`] (answers given without a call, counted after them).
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
@@ -44,6 +45,7 @@ mod memory;
 mod operators;
 mod pump;
 mod run;
+mod savings;
 mod store;
 mod stored;
 mod submit;

@@ -98,12 +98,19 @@ impl Ledger {
         }
         match admitted {
             Admission::Replay => match job.as_ref() {
-                Some(job) => self.run_answer(config, &submission, stored::finished_result(&store, job)?, true),
+                Some(job) => {
+                    let answer = self.run_answer(config, &submission, stored::finished_result(&store, job)?, true);
+                    self.count_saved(&submission, false);
+                    answer
+                }
                 None => Err(EdgeError::broken("replay without a job").into()),
             },
             Admission::Wait => match pump::subscribe(&self.live, &store, 0)? {
                 // A duplicate of a streaming job follows the stream from its first event.
-                Some(subscription) => subscription.into_response(key, true, false),
+                Some(subscription) => {
+                    self.count_saved(&submission, true);
+                    subscription.into_response(key, true, false)
+                }
                 None => self.wait_for_driver(config, &submission).await,
             },
             Admission::Refuse(problem) => {
@@ -264,9 +271,15 @@ impl Ledger {
             // Replayed: only a finished job's stored result is a replay.
             Either::Left((Ok(Handed::Result(result)), _)) => {
                 let replayed = result.state.is_terminal();
+                if replayed {
+                    self.count_saved(submission, true);
+                }
                 self.run_answer(config, submission, result, replayed)
             }
-            Either::Left((Ok(Handed::Stream(subscription)), _)) => subscription.into_response(key, true, false),
+            Either::Left((Ok(Handed::Stream(subscription)), _)) => {
+                self.count_saved(submission, true);
+                subscription.into_response(key, true, false)
+            }
             // The wait ran out, or the driver failed without a result.
             _ => http::problem_about(
                 &admission::in_progress(key, admission::DEFAULT_RETRY_AFTER_MS),
@@ -317,9 +330,11 @@ impl Ledger {
         let storage_id = submission.storage_id().to_string();
         let fingerprint = job.fingerprint().to_string();
         let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;
-        let (env, result) = (self.env.clone(), result.clone());
+        let (env, result, store) = (self.env.clone(), result.clone(), self.store());
         self.state.wait_until(async move {
-            cache::store(&env, &storage_id, &fingerprint, &result, ttl_s).await;
+            // What the job's calls used: each replay from KV counts it as saved.
+            let spent = super::savings::spent_in(&env, &store);
+            cache::store(&env, &storage_id, &fingerprint, &result, ttl_s, spent).await;
         });
     }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use onejob_core::admin_query::{JobsQuery, cursor_of};
 use onejob_core::job::Job;
+use onejob_core::savings::Spent;
 use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 use worker::{Delay, Env, Result};
@@ -62,12 +63,8 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
 /// A job's row of the index, as the upsert's parameters.
 fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
     let shown = job.replayed_attempt().or(job.attempts().last());
-    let tokens: u64 = job.attempts().iter().filter_map(|a| a.usage).map(|u| u.total_tokens).sum();
-    let cost: f64 = job
-        .attempts()
-        .iter()
-        .filter_map(|a| Some(config.prices.cost_usd(a.model.as_deref(), a.usage.as_ref()?).unwrap_or(0.0)))
-        .sum();
+    // The savings count a replay's call with the same figures (`Spent`).
+    let Spent { model, tokens, cost_usd: cost } = Spent::of_job(job, meta.model.as_deref(), &config.prices);
     let text = |value: Option<&str>| value.map_or(JsValue::NULL, JsValue::from);
     let error_class = shown.and_then(|a| a.error_class).map(onejob_core::classify::ErrorClass::name);
     vec![
@@ -76,7 +73,7 @@ fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
         meta.key.as_str().into(),
         job.state().as_str().into(),
         // The model asked for (the route), as callers and filters name it.
-        text(meta.model.as_deref().or(shown.and_then(|a| a.model.as_deref()))),
+        text(model.as_deref()),
         text(shown.map(|a| a.provider.as_str())),
         text(error_class.as_deref()),
         JsValue::from(job.attempts().len() as f64),

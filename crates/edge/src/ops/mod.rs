@@ -1,7 +1,8 @@
 //! The operators' index in D1: dead letters (one row per dead background
 //! job, grouped by cause for the console and for replays), the alerts they
-//! raised, the jobs index, job types' subjects, and keyed operator requests
-//! (a replay sent twice is answered, not done, twice).
+//! raised, the jobs index, the savings (answers given without an upstream
+//! call), job types' subjects, and keyed operator requests (a replay sent
+//! twice is answered, not done, twice).
 //! The Ledgers stay the authority on every job; this is what operators
 //! search. Tables are created on first use in each isolate ([`database`]).
 //!
@@ -15,6 +16,7 @@ mod alerts;
 mod dead_letters;
 mod index;
 mod requests;
+mod savings;
 mod subjects;
 pub mod telemetry;
 
@@ -22,6 +24,7 @@ pub use alerts::{alert_if_due, budget_alert};
 pub use dead_letters::{dead_letters, groups, mark_replayed, record_dead_letter};
 pub use index::{costs, index_job, jobs};
 pub use requests::{done_request, remember_request};
+pub use savings::{count_saved, savings};
 pub use subjects::{SubjectClaim, claim_subject, release_subject, subject_answered};
 
 use std::cell::Cell;
@@ -75,6 +78,18 @@ async fn database(env: &Env) -> Result<D1Database> {
                 )",
             ),
             db.prepare("CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs_index (created_ms, job_key)"),
+            db.prepare(
+                "CREATE TABLE IF NOT EXISTS savings (
+                    tenant TEXT NOT NULL,
+                    model TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    bucket_ms INTEGER NOT NULL,
+                    answers INTEGER NOT NULL,
+                    tokens INTEGER NOT NULL,
+                    cost_usd REAL NOT NULL,
+                    PRIMARY KEY (tenant, model, kind, bucket_ms)
+                )",
+            ),
             db.prepare(
                 "CREATE TABLE IF NOT EXISTS alerts (
                     delivery_id TEXT PRIMARY KEY,

@@ -5,7 +5,9 @@
 //! - `POST dead-letters/replay` (keyed): fresh attempts for one dead job or
 //!   every dead job of a cause, under the same jobs and keys;
 //! - `POST jobs/resolve` (keyed): settle an unknown job;
-//! - `POST jobs/{tenant}/{key}/enqueue`: send a background job's message again.
+//! - `POST jobs/{tenant}/{key}/enqueue`: send a background job's message again;
+//! - `GET  savings[?since_ms=&tenant=]`: answers given without an upstream
+//!   call and what they saved, next to what was spent, per tenant, model and hour.
 //!
 //! Replays and resolves carry their own `Idempotency-Key`: the same request
 //! twice is answered twice and done once (the index keeps the answer; each
@@ -39,6 +41,8 @@ enum Route<'a> {
     Jobs,
     /// `GET costs`.
     Costs,
+    /// `GET savings`.
+    Savings,
     /// `POST dead-letters/replay` (keyed).
     Replay,
     /// `POST jobs/resolve` (keyed).
@@ -59,6 +63,7 @@ impl Route<'_> {
             "dead-letters" => Route::DeadLetters,
             "jobs" => Route::Jobs,
             "costs" => Route::Costs,
+            "savings" => Route::Savings,
             "dead-letters/replay" => Route::Replay,
             "jobs/resolve" => Route::Resolve,
             _ => {
@@ -80,7 +85,7 @@ impl Route<'_> {
 
     fn method(&self) -> Method {
         match self {
-            Route::DeadLetters | Route::Jobs | Route::Costs | Route::JobView(_) => Method::Get,
+            Route::DeadLetters | Route::Jobs | Route::Costs | Route::Savings | Route::JobView(_) => Method::Get,
             _ => Method::Post,
         }
     }
@@ -154,6 +159,26 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 "overridden": config.prices.overridden(),
             });
             http::with_cors(Response::from_json(&costs)?)
+        }
+        Route::Savings => {
+            // The same filters as the costs: since when, which tenant.
+            let query = match CostsQuery::parse(&pairs) {
+                Ok(query) => query,
+                Err(error) => return invalid_query(&error),
+            };
+            let tenant = match scoped_tenant(&admin, query.tenant) {
+                Ok(tenant) => tenant,
+                Err(response) => return response,
+            };
+            let report = ops::savings(env, query.since_ms, tenant.as_deref()).await?;
+            let mut body = serde_json::to_value(&report)?;
+            // Counted from the start of since_ms's hour: say so.
+            body["since_ms"] = serde_json::Value::from(onejob_core::savings::bucket_of(query.since_ms));
+            body["prices"] = serde_json::json!({
+                "bundled_as_of": onejob_core::pricing::BUNDLED_AS_OF,
+                "overridden": config.prices.overridden(),
+            });
+            http::with_cors(Response::from_json(&body)?)
         }
         Route::JobView(inner) => match job_of_path(&pairs, &admin, inner) {
             Ok(job) => to_job(env, &admin, &job, |_| LedgerCall::AdminView).await,

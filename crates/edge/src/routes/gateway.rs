@@ -7,6 +7,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless;
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::{check_api_path, models_page};
+use onejob_core::savings::AnswerKind;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::UserToken;
 use worker::{Context, Env, Method, Request, Response, Result};
@@ -18,6 +19,7 @@ use crate::cache;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, problem_of};
+use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
 use crate::routes::auth::{Caller, Refusal, caller_of};
 
@@ -75,8 +77,10 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
     if config.settings.result_cache
         && keyless.is_none()
-        && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
+        && let Some((result, spent)) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
+        // Counted after the answer: a call this replay did not make.
+        ctx.wait_until(ops::count_saved(env.clone(), caller.tenant.clone(), AnswerKind::KvReplay, spent));
         let answer = result.into_response(key.as_str(), true);
         let job = job.map(|job| JobFacts { from_cache: true, ..job });
         return telemetry::finish(ctx, env, &config, traced, answer, job);

@@ -38,6 +38,7 @@ use crate::http;
 use crate::routes::gateway::JobRoute;
 
 /// Hands a request to its route (a `404` problem for none).
+/// `ctx` runs work past the response (telemetry's export, counting a replay from KV).
 pub async fn dispatch(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
     let path = req.path();
     if req.method() == Method::Options {
