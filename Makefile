@@ -26,7 +26,7 @@ CARGO_FILES := Cargo.toml Cargo.lock
 CORE_SOURCES := $(call crate_files,crates/core/src) crates/core/Cargo.toml
 EDGE_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs jobs $(wildcard jobs/*.json)
 CLIENT_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/client/src) crates/client/Cargo.toml \
-  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs
+  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs
 
 # Each build ends by writing its stamp, dated when the build started (so a
 # source edited during the build is newer than it): a build that failed or
@@ -71,7 +71,7 @@ crates/edge/build-test/.built: $(EDGE_SOURCES)
 # The demo page serves a copy from www/sdk/.
 WASM_FEATURES := --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
   --enable-mutable-globals --enable-reference-types --enable-multivalue
-WASM_OPT_SDK := --flatten --rereloop -Oz -Oz
+WASM_OPT_SDK := --low-memory-unused --flatten --rereloop -Oz -Oz
 # What a browser downloads for the default entry: the wasm and the entry (glue and shell bundled in).
 SDK_FILES := $(addprefix crates/client/pkg/,onejob_bg.wasm index.js)
 build-client: crates/client/pkg/.built
@@ -88,8 +88,15 @@ crates/client/pkg/.built: $(CLIENT_SOURCES)
 	@# so core::fmt, reached only through the panic hook, is left out.
 	@$(ENV) node scripts/wasm-abort-panics.mjs crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob_bg.wasm
 	@# Flattened and re-relooped before -Oz twice: 176 B gzip less than -Oz alone.
-	@$(ENV) "$$WASM_OPT_BIN" $(WASM_OPT_SDK) --strip-debug --strip-producers $(WASM_FEATURES) \
+	@# --low-memory-unused (the first 1 KB of memory is never used: Rust's data
+	@# starts at 1 MiB, its stack grows down from there) lets wasm-opt fold
+	@# constant offsets into loads and stores (173 B gzip); the target_features
+	@# section is only for linkers (122 B gzip).
+	@$(ENV) "$$WASM_OPT_BIN" $(WASM_OPT_SDK) --strip-debug --strip-producers --strip-target-features $(WASM_FEATURES) \
 	  crates/client/pkg/onejob_bg.wasm -o crates/client/pkg/onejob_bg.wasm
+	@# The panic messages and source paths no running code reads any more,
+	@# zeroed in place (checked: the build fails if live code names one).
+	@$(ENV) node scripts/wasm-blank-panic-text.mjs crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob_bg.wasm
 	@cp crates/client/js/*.* crates/client/pkg/
 	@# The shell (js/sdk.js and its modules under js/sdk/) as one module.
 	@$(ENV) esbuild crates/client/js/sdk.js --bundle --format=esm --log-level=warning --outfile=crates/client/pkg/sdk.js

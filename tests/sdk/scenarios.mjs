@@ -108,6 +108,21 @@ export const scenarios = [
     },
   },
   {
+    // The engine hands an HTTP-date to the JavaScript engine's Date.parse
+    // (crates/client/src/js.rs, JsDates): its glue import works in the entry.
+    name: "a retry after given as an HTTP-date is honoured",
+    async run({ assert }) {
+      // Second resolution: the date is 1 to 2 s away.
+      const date = new Date(Date.now() + 2_000).toUTCString();
+      script([{ status: 503, headers: { "Retry-After": date } }, { status: 200 }]);
+      const oj = client(FAST);
+      await post(oj, "{}");
+      const sent = calls();
+      const waited = sent[1].at - sent[0].at;
+      assert(waited >= 900, `waited ${waited} ms for ${date}`);
+    },
+  },
+  {
     name: "abort during a 3 s backoff settles at once",
     async run({ assert, equal, log }) {
       script([{ status: 503, headers: { "Retry-After": "3" } }]);

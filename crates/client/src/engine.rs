@@ -4,7 +4,7 @@
 
 use onejob_core::backoff::budget::{BudgetConfig, BudgetError, RetryBudget};
 use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
-use onejob_core::backoff::retry_after::server_delay_ms;
+use onejob_core::backoff::retry_after::server_delay_ms_with;
 use onejob_core::backoff::{Backoff, BackoffError, Jitter};
 use onejob_core::canonical::push_u64;
 use onejob_core::classify::{ErrorClass, TransportFailure};
@@ -15,7 +15,7 @@ use onejob_core::reply::BodyHint;
 use wasm_bindgen::prelude::*;
 
 use crate::intent::Intent;
-use crate::js::{self, CryptoRandom};
+use crate::js::{self, CryptoRandom, JsDates};
 
 /// What [`Engine::next`] returns besides a delay: hand the answer over.
 const DELIVER: f64 = -1.0;
@@ -151,7 +151,14 @@ impl Engine {
                 header::RETRY_AFTER => retry_after.clone(),
                 _ => None,
             };
-            Observation::from_http(status, &headers, BodyHint::None, now_ms as u64, self.retry_after_cap_ms)
+            Observation::from_http_with(
+                status,
+                &headers,
+                BodyHint::None,
+                now_ms as u64,
+                self.retry_after_cap_ms,
+                &JsDates,
+            )
         };
         attempts.reason = reason(observed.classification.class, status, observed.server_delay_ms);
         attempts.server_asked = observed.server_delay_ms.is_some();
@@ -166,8 +173,8 @@ impl Engine {
     /// `Retry-After`), capped by `retryAfterCapMs`; -1 when it did not ask.
     #[wasm_bindgen(js_name = serverDelay)]
     pub fn server_delay(&self, retry_after_ms: Option<String>, retry_after: Option<String>, now_ms: f64) -> f64 {
-        server_delay_ms(retry_after_ms.as_deref(), retry_after.as_deref(), now_ms as u64, self.retry_after_cap_ms)
-            .map_or(-1.0, |ms| ms as f64)
+        let (ms, date, cap) = (retry_after_ms.as_deref(), retry_after.as_deref(), self.retry_after_cap_ms);
+        server_delay_ms_with(ms, date, now_ms as u64, cap, &JsDates).map_or(-1.0, |ms| ms as f64)
     }
 
     /// A full-jitter delay for the `n`-th wait (1 = the first) of a poll.

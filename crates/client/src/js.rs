@@ -4,6 +4,7 @@
 
 use std::cell::UnsafeCell;
 
+use onejob_core::backoff::retry_after::{HostDates, HttpDates};
 use onejob_core::canonical::Numbers;
 use onejob_core::random::RandomSource;
 use wasm_bindgen::prelude::*;
@@ -36,6 +37,24 @@ impl Numbers for JsNumbers {
             }
             None => false,
         }
+    }
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// `Date.parse(text)`: milliseconds since the epoch, NaN when unreadable.
+    #[wasm_bindgen(js_namespace = Date, js_name = parse)]
+    fn date_parse(text: &str) -> f64;
+}
+
+/// `Retry-After` HTTP-dates read by the JavaScript engine's `Date.parse`
+/// (core's [`HostDates`] decides which text is handed over), so the SDK
+/// ships no date parser of its own.
+pub struct JsDates;
+
+impl HttpDates for JsDates {
+    fn epoch_ms(&self, date: &str) -> Option<u64> {
+        HostDates(date_parse).epoch_ms(date)
     }
 }
 

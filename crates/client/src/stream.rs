@@ -24,10 +24,10 @@ impl EventSplitter {
     /// Adds received bytes; returns the events they complete, concatenated
     /// (empty when none is complete yet).
     pub fn push(&mut self, bytes: &[u8]) -> Vec<u8> {
-        let events = self.splitter.push(bytes);
-        self.events = events.len() as u32;
-        self.ended = events.last().is_some_and(|e| ends_stream(e));
-        events.concat()
+        let events = self.splitter.push_joined(bytes);
+        self.events = events.events as u32;
+        self.ended = events.events > 0 && ends_stream(&events.bytes[events.last..]);
+        events.bytes
     }
 
     /// How many events the last [`EventSplitter::push`] completed.

@@ -51,6 +51,36 @@ fn the_servers_wait_is_honoured_and_capped() {
     assert!((0.0..=50.0).contains(&jitter));
 }
 
+/// `Retry-After` dates are read by JavaScript's `Date.parse` (core's
+/// `HostDates` picks what it is handed): as core reads them, in any zone.
+#[wasm_bindgen_test]
+fn http_dates_are_read_by_the_javascript_engine_as_core_reads_them() {
+    let engine = Engine::new(10.0, 50.0, 500, 5, 10, 1, 60_000.0, 86_400_000.0).unwrap();
+    // Sun, 06 Nov 1994 08:49:37 GMT, less 1.5 s.
+    let now = 784_111_777_000.0 - 1_500.0;
+    for date in ["Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994"] {
+        assert_eq!(engine.server_delay(None, Some(date.into()), now), 1_500.0, "{date}");
+        assert_eq!(engine.server_delay(None, Some(date.into()), now + 9_000.0), 0.0, "{date}: past means now");
+    }
+    let mut engine = engine;
+    let mut attempts = engine.attempts();
+    let delay = engine.next(&mut attempts, 503, None, None, Some("Sun, 06 Nov 1994 08:49:37 GMT".into()), now, true);
+    assert_eq!(delay, 1_500.0);
+    assert_eq!(attempts.reason(), "unavailable (503); server asked to wait 1500 ms");
+    // Text `Date.parse` would read but that is no HTTP-date (a day in 2001, a
+    // Pacific time) or not a time at all: not a request to wait.
+    for junk in [
+        "1.5",
+        "-1",
+        "soon",
+        "Sun, 06 Nov 1994 08:49:37 PST",
+        "Sun, 06 Foo 1994 08:49:37 GMT",
+        "Wed, 31 Dec 1969 23:59:59 GMT",
+    ] {
+        assert_eq!(engine.server_delay(None, Some(junk.into()), now), -1.0, "{junk}");
+    }
+}
+
 #[wasm_bindgen_test]
 fn a_500_is_retried_once_and_the_budget_runs_out() {
     let mut engine = engine();

@@ -47,10 +47,36 @@ impl Splitter {
         events
     }
 
+    /// [`Splitter::push`] with the events it completes concatenated (the
+    /// stream's bytes up to the end of the last of them), in one allocation
+    /// instead of one per event: what the browser SDK hands its caller.
+    pub fn push_joined(&mut self, bytes: &[u8]) -> Joined {
+        self.pending.extend_from_slice(bytes);
+        let (mut events, mut last, mut end) = (0, 0, 0);
+        while let Some(next) = event_end(&self.pending, self.scanned.max(end)) {
+            (events, last, end) = (events + 1, end, next);
+        }
+        let rest = self.pending.split_off(end);
+        // As in `push`: a blank line may straddle two pushes.
+        self.scanned = rest.len().saturating_sub(3);
+        Joined { bytes: std::mem::replace(&mut self.pending, rest), events, last }
+    }
+
     /// Bytes received after the last complete event (an event cut short).
     pub fn pending(&self) -> &[u8] {
         &self.pending
     }
+}
+
+/// Complete events, concatenated ([`Splitter::push_joined`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Joined {
+    /// The events' bytes, exactly as received.
+    pub bytes: Vec<u8>,
+    /// How many events they are.
+    pub events: usize,
+    /// Where the last of them begins in `bytes` (0 when there are none).
+    pub last: usize,
 }
 
 /// The index just past the first blank line at or after `from`.
@@ -311,6 +337,23 @@ mod tests {
             joined.extend_from_slice(splitter.pending());
             assert_eq!(joined, stream.to_vec(), "chunk size {chunk}");
             assert_eq!(splitter.pending(), b"data: [DO");
+        }
+    }
+
+    #[test]
+    fn joined_events_are_the_events_concatenated_whatever_the_chunking() {
+        let stream = b"data: {\"a\":1}\n\n: keep-alive\n\ndata: x\r\n\r\nevent: message_stop\r\rdata: {}\n\ndata: [DO";
+        for chunk in 1..stream.len() {
+            let (mut one_by_one, mut joined) = (Splitter::new(), Splitter::new());
+            for piece in stream.chunks(chunk) {
+                let events = one_by_one.push(piece);
+                let got = joined.push_joined(piece);
+                assert_eq!(got.bytes, events.concat(), "chunk size {chunk}");
+                assert_eq!(got.events, events.len(), "chunk size {chunk}");
+                let last_len = events.last().map_or(0, Vec::len);
+                assert_eq!(got.last, got.bytes.len() - last_len, "chunk size {chunk}");
+                assert_eq!(joined.pending(), one_by_one.pending(), "chunk size {chunk}");
+            }
         }
     }
 

@@ -14,7 +14,7 @@
 
 use crate::backoff::Backoff;
 use crate::backoff::budget::{RetryBudget, RetryCause};
-use crate::backoff::retry_after::server_delay_ms;
+use crate::backoff::retry_after::{HttpDates, RustDates, server_delay_ms_with};
 use crate::classify::{Classification, Decision, ErrorClass, Outcome, TransportFailure, classify};
 use crate::random::RandomSource;
 use crate::reply::{BodyHint, ReplyFacts, read_reply};
@@ -42,12 +42,26 @@ impl Observation {
         now_ms: u64,
         retry_after_cap_ms: u64,
     ) -> Self {
+        Self::from_http_with(status, headers, hint, now_ms, retry_after_cap_ms, &RustDates)
+    }
+
+    /// [`Observation::from_http`], with a `Retry-After` HTTP-date read by
+    /// `dates` (the browser SDK's is JavaScript's `Date.parse`).
+    pub fn from_http_with(
+        status: u16,
+        headers: &dyn Fn(&str) -> Option<String>,
+        hint: BodyHint,
+        now_ms: u64,
+        retry_after_cap_ms: u64,
+        dates: &dyn HttpDates,
+    ) -> Self {
         let should_retry = headers(header::SHOULD_RETRY).as_deref().and_then(parse_should_retry);
-        let server_delay_ms = server_delay_ms(
+        let server_delay_ms = server_delay_ms_with(
             headers(header::RETRY_AFTER_MS).as_deref(),
             headers(header::RETRY_AFTER).as_deref(),
             now_ms,
             retry_after_cap_ms,
+            dates,
         );
         let classification = classify(Outcome::Http { status, should_retry, hint });
         Self { status: Some(status), classification, server_delay_ms }

@@ -5,20 +5,84 @@
 //! delta-seconds or an HTTP-date. A hint is clamped to a cap so a buggy or
 //! hostile `Retry-After: 86400` cannot park a user for a day; a past date means
 //! "now".
+//!
+//! Who turns an HTTP-date into a time is a parameter ([`HttpDates`]): the
+//! edge uses core's own parser ([`RustDates`]); the browser SDK hands the
+//! text to JavaScript's `Date.parse` ([`HostDates`]), so its wasm carries no
+//! date parser (about 1.3 KB gzip of it).
 
 /// The server's requested delay in milliseconds, at most `cap_ms`, from the
 /// header values (either may be absent); `retry-after-ms` wins when both
-/// parse. `None` when neither parses.
+/// parse. `None` when neither parses. HTTP-dates are read by core's parser.
 pub fn server_delay_ms(
     retry_after_ms: Option<&str>,
     retry_after: Option<&str>,
     now_ms: u64,
     cap_ms: u64,
 ) -> Option<u64> {
+    server_delay_ms_with(retry_after_ms, retry_after, now_ms, cap_ms, &RustDates)
+}
+
+/// [`server_delay_ms`], with HTTP-dates read by `dates`.
+pub fn server_delay_ms_with(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now_ms: u64,
+    cap_ms: u64,
+    dates: &dyn HttpDates,
+) -> Option<u64> {
     let asked = retry_after_ms
         .and_then(parse_retry_after_ms)
-        .or_else(|| retry_after.and_then(|value| parse_retry_after(value, now_ms)))?;
+        .or_else(|| retry_after.and_then(|value| parse_retry_after_with(value, now_ms, dates)))?;
     Some(asked.min(cap_ms))
+}
+
+/// A reader of HTTP-dates.
+pub trait HttpDates {
+    /// An HTTP-date (already trimmed) as milliseconds since the Unix epoch;
+    /// `None` when it is not one.
+    fn epoch_ms(&self, date: &str) -> Option<u64>;
+}
+
+/// Core's own reader of HTTP-dates: [`parse_http_date`].
+pub struct RustDates;
+
+impl HttpDates for RustDates {
+    fn epoch_ms(&self, date: &str) -> Option<u64> {
+        parse_http_date(date)
+    }
+}
+
+/// HTTP-dates read by the host's date parser (JavaScript's `Date.parse`:
+/// milliseconds since the epoch, NaN when unreadable), which reads all three
+/// forms. Only text shaped like one of them is handed over, so the host's
+/// leniency (`Date.parse("1.5 GMT")` is a day in 2001) stays out: six words
+/// ending in `GMT` after a `Sun,` (IMF-fixdate), four likewise (RFC 850), or
+/// five (asctime, which names no zone: ` GMT` is appended, since RFC 9110
+/// reads it as UTC and `Date.parse` would take local time). A time before
+/// 1970 is none, as for [`parse_http_date`]. What the host reads within that
+/// shape may differ from core at the edges (V8 reads an RFC 850 year 50–69
+/// as 19xx, core as 20xx; it takes `08:49` without seconds).
+pub struct HostDates<F: Fn(&str) -> f64>(pub F);
+
+impl<F: Fn(&str) -> f64> HttpDates for HostDates<F> {
+    fn epoch_ms(&self, date: &str) -> Option<u64> {
+        let (mut words, mut first, mut last) = (0, "", "");
+        for word in date.split_ascii_whitespace() {
+            if words == 0 {
+                first = word;
+            }
+            words += 1;
+            last = word;
+        }
+        let ms = match words {
+            4 | 6 if last == "GMT" && first.ends_with(',') => (self.0)(date),
+            5 if last != "GMT" => (self.0)(&[date, " GMT"].concat()),
+            _ => return None,
+        };
+        // NaN (unreadable) is not `>= 0`.
+        (ms >= 0.0).then_some(ms as u64)
+    }
 }
 
 /// Parses `retry-after-ms`: a non-negative decimal number of milliseconds.
@@ -40,13 +104,19 @@ pub fn parse_retry_after_ms(value: &str) -> Option<u64> {
 /// Parses `Retry-After`: delta-seconds, or an HTTP-date read against `now_ms`
 /// (milliseconds since the Unix epoch). A date in the past yields 0.
 pub fn parse_retry_after(value: &str, now_ms: u64) -> Option<u64> {
+    parse_retry_after_with(value, now_ms, &RustDates)
+}
+
+/// [`parse_retry_after`], with an HTTP-date read by `dates`.
+pub fn parse_retry_after_with(value: &str, now_ms: u64, dates: &dyn HttpDates) -> Option<u64> {
     let value = value.trim();
     if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        // Saturate absurdly long numbers instead of failing: they mean "long".
-        let seconds: u64 = value.parse().unwrap_or(u64::MAX);
+        // Saturate absurdly long numbers instead of failing: they mean "long"
+        // (folded here rather than `str::parse`, which the SDK would link).
+        let seconds = value.bytes().fold(0u64, |s, d| s.saturating_mul(10).saturating_add(u64::from(d - b'0')));
         return Some(seconds.saturating_mul(1000));
     }
-    let at_ms = parse_http_date(value)?;
+    let at_ms = dates.epoch_ms(value)?;
     Some(at_ms.saturating_sub(now_ms))
 }
 
@@ -137,6 +207,77 @@ mod tests {
         assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", NOV_6_1994_08_49_37 + 9_000), Some(0));
         assert_eq!(parse_retry_after("-1", 0), None);
         assert_eq!(parse_retry_after("1.5", 0), None);
+    }
+
+    /// A host that reads dates as core does (NaN when core would not),
+    /// asctime with the zone `HostDates` adds to it.
+    fn faithful_host(text: &str) -> f64 {
+        parse_http_date(text)
+            .or_else(|| parse_http_date(text.strip_suffix(" GMT")?).filter(|_| !text.contains(',')))
+            .map_or(f64::NAN, |ms| ms as f64)
+    }
+
+    #[test]
+    fn a_host_parser_is_handed_the_three_forms_only() {
+        let seen = std::cell::RefCell::new(Vec::new());
+        let host = HostDates(|text: &str| {
+            seen.borrow_mut().push(text.to_owned());
+            faithful_host(text)
+        });
+        assert_eq!(host.epoch_ms("Sun, 06 Nov 1994 08:49:37 GMT"), Some(NOV_6_1994_08_49_37));
+        assert_eq!(host.epoch_ms("Sunday, 06-Nov-94 08:49:37 GMT"), Some(NOV_6_1994_08_49_37));
+        // asctime names no zone: the host is told it is GMT.
+        assert_eq!(host.epoch_ms("Sun Nov  6 08:49:37 1994"), Some(NOV_6_1994_08_49_37));
+        assert_eq!(seen.borrow().last().map(String::as_str), Some("Sun Nov  6 08:49:37 1994 GMT"));
+        seen.borrow_mut().clear();
+        for not_shaped in [
+            "",
+            "soon",
+            "1.5",
+            "-1",
+            "2 GMT",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun 06 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT extra",
+            "Sun Nov 6 08:49:37 GMT",
+        ] {
+            assert_eq!(host.epoch_ms(not_shaped), None, "{not_shaped:?}");
+        }
+        assert!(seen.borrow().is_empty(), "handed over: {:?}", seen.borrow());
+    }
+
+    #[test]
+    fn a_host_date_it_cannot_read_or_before_1970_is_none() {
+        assert_eq!(HostDates(|_: &str| f64::NAN).epoch_ms("Sun, 06 Foo 1994 08:49:37 GMT"), None);
+        assert_eq!(HostDates(|_: &str| -1000.0).epoch_ms("Wed, 31 Dec 1969 23:59:59 GMT"), None);
+        assert_eq!(HostDates(|_: &str| 0.0).epoch_ms("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+    }
+
+    #[test]
+    fn a_faithful_host_reads_retry_after_as_core_does() {
+        let host = HostDates(faithful_host);
+        for value in [
+            "2",
+            " 0 ",
+            "99999999999999999999999",
+            "-1",
+            "1.5",
+            "soon",
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+        ] {
+            for now in [0, NOV_6_1994_08_49_37 - 1_500, NOV_6_1994_08_49_37 + 9_000] {
+                assert_eq!(
+                    parse_retry_after_with(value, now, &host),
+                    parse_retry_after(value, now),
+                    "{value:?} at {now}"
+                );
+            }
+        }
+        assert_eq!(server_delay_ms_with(None, Some("Sun, 06 Nov 1994 08:49:37 GMT"), 0, 60_000, &host), Some(60_000));
     }
 
     #[test]
