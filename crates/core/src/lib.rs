@@ -80,6 +80,7 @@ pub mod providers;
 pub mod quota;
 pub mod random;
 pub mod reply;
+pub mod result_cache;
 pub mod settings;
 pub mod signature;
 pub mod sse;

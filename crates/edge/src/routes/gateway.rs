@@ -7,6 +7,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless;
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::{check_api_path, models_page};
+use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::UserToken;
 use worker::{Env, Method, Request, Response, Result};
@@ -68,8 +69,10 @@ pub async fn proxy(mut req: Request, env: &Env) -> Result<Response> {
 
     // A keyless job's answer is replayed only within its window, which the
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
-    if config.settings.result_cache
-        && keyless.is_none()
+    // Otherwise KV is looked in first when the setting says this request
+    // should (by default a retry: a first call would only miss it).
+    if keyless.is_none()
+        && config.settings.result_cache.reads(req.headers().get(RETRY_COUNT)?.as_deref())
         && let Some(result) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
         return result.into_response(key.as_str(), true);
