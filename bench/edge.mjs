@@ -294,11 +294,12 @@ try {
     const afterOnejob =
       bytes === 1024
         ? async (key, body) => {
-            // At once: answered by the Ledger (the KV write may not have
-            // landed); 50 ms later: by the KV read-through cache.
+            // At once: answered by the Ledger, which then writes the result
+            // to KV; 50 ms later, as an official SDK's retry (RESULT_CACHE's
+            // default reads KV for retries only): by the KV read-through cache.
             ledgerReplay.push((await timed(onejob, key, body)).ms);
             await sleep(50);
-            kvReplay.push((await timed(onejob, key, body)).ms);
+            kvReplay.push((await timed(onejob, key, body, { "x-stainless-retry-count": "1" })).ms);
           }
         : undefined;
     const times = await firstCalls(names, (i) => chatBody(bytes, `${label} ${i}`), { afterOnejob });
@@ -322,7 +323,7 @@ try {
   const [z1, zp, zs] = [p50(zero.onejob), p50(zero.passthrough), p50(zero.pattern)];
   console.log(`first call p50 at 0 ms: onejob ${ms(z1)}   pass-through ${ms(zp)}   storage pattern (JS) ${ms(zs)}`);
   console.log(
-    `breakdown of onejob's ${ms(z1 - zp).trim()} over the pass-through: the storage pattern (KV read, a Durable Object per key, its SQL, an alarm, a KV write) ${ms(zs - zp).trim()} (${((100 * (zs - zp)) / (z1 - zp)).toFixed(0)}%), onejob's own share (auth, fingerprint, wasm, the machine, its other writes and the index) ${ms(z1 - zs).trim()} (${((100 * (z1 - zs)) / (z1 - zp)).toFixed(0)}%)`,
+    `breakdown of onejob's ${ms(z1 - zp).trim()} over the pass-through: the storage pattern (a Durable Object per key, its SQL, an alarm) ${ms(zs - zp).trim()} (${((100 * (zs - zp)) / (z1 - zp)).toFixed(0)}%), onejob's own share (auth, fingerprint, wasm, the machine, its other writes and the index) ${ms(z1 - zs).trim()} (${((100 * (z1 - zs)) / (z1 - zp)).toFixed(0)}%)`,
   );
 
   // 4 and 5. Throughput at concurrency 16, 50 ms upstream, distinct keys.

@@ -1,5 +1,5 @@
-// The probe of `make bench`: bench/storage-pattern's first call (KV read, the
-// same statements, an alarm, KV write after the answer) with many keys'
+// The probe of `make bench`: bench/storage-pattern's first call (the same
+// statements, an alarm) with many keys'
 // jobs in one SQLite Durable Object per tenant shard (SHARD_COUNT per
 // tenant; a request's `X-Shards` header overrides it, 1 = the whole tenant
 // in one object) instead of one object per key.
@@ -39,8 +39,6 @@ export default {
     const url = new URL(request.url);
     const key = request.headers.get("Idempotency-Key");
     if (ready(url) || !key) return ready(url) || new Response("no key", { status: 400 });
-    const cached = await env.RESULTS.get(`dev:${key}`, { type: "arrayBuffer" });
-    if (cached) return new Response(cached, { headers: { "Content-Type": "application/json" } });
     const count = Number(request.headers.get("X-Shards") ?? env.SHARD_COUNT);
     return env.SHARDS.getByName(`dev:${count}:${shardOf(key, count)}`).fetch(request);
   },
@@ -76,8 +74,6 @@ export class Shard extends DurableObject {
       sql.exec("INSERT INTO response_chunks (key, attempt, seq, bytes) VALUES (?, 1, ?, ?)", key, seq, answer.subarray(seq * CHUNK, (seq + 1) * CHUNK));
     }
     sql.exec("UPDATE jobs SET version = 2, record = ? WHERE key = ? AND version = 1", jobRecord(2, attemptOf(status, now), now), key);
-    const put = this.env.RESULTS.put(`dev:${key}`, answer, { metadata: { status, type }, expirationTtl: RETENTION_MS / 1000 });
-    this.ctx.waitUntil(put);
     return answered(got);
   }
 

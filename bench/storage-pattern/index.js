@@ -1,10 +1,11 @@
 // onejob's storage pattern on a first call, and nothing else (no auth, no
-// fingerprint, no wasm): a KV read, one SQLite Durable Object per key that
-// reads the job, inserts the job and its meta, calls the upstream, inserts
-// the response, updates the job and sets an alarm, then a KV write after the
-// answer. The statements are those of crates/edge/src/ledger/store.rs (the
-// schema is created once, on the first write; a read of a fresh object
-// creates nothing). `make bench` measures onejob against it (what the
+// fingerprint, no wasm): one SQLite Durable Object per key that reads the
+// job, inserts the job and its meta, calls the upstream, inserts the
+// response, updates the job and sets an alarm. Like onejob's first call
+// (RESULT_CACHE's default), it neither reads nor writes KV: KV is read by
+// retries and written when a job is first replayed. The statements are
+// those of crates/edge/src/ledger/store.rs (the job's tables are created
+// once, on the first write; a read of a fresh object creates nothing). `make bench` measures onejob against it (what the
 // pattern costs, what is onejob's own), and against bench/sharded (the
 // probe: one object per key, or many keys per object).
 import { DurableObject } from "cloudflare:workers";
@@ -16,8 +17,6 @@ export default {
     const url = new URL(request.url);
     const key = request.headers.get("Idempotency-Key");
     if (ready(url) || !key) return ready(url) || new Response("no key", { status: 400 });
-    const cached = await env.RESULTS.get(`dev:${key}`, { type: "arrayBuffer" });
-    if (cached) return new Response(cached, { headers: { "Content-Type": "application/json" } });
     return env.JOBS.getByName(`dev:${key}`).fetch(request);
   },
 };
@@ -47,8 +46,6 @@ export class Job extends DurableObject {
       sql.exec("INSERT INTO response_chunks (attempt, seq, bytes) VALUES (?, ?, ?)", 1, seq, answer.subarray(seq * CHUNK, (seq + 1) * CHUNK));
     }
     sql.exec("UPDATE jobs SET version = ?, record = ? WHERE id = 1 AND version = ?", 2, jobRecord(2, attemptOf(status, now), now), 1);
-    const put = this.env.RESULTS.put(`dev:${key}`, answer, { metadata: { status, type }, expirationTtl: RETENTION_MS / 1000 });
-    this.ctx.waitUntil(put);
     return answered(got);
   }
 

@@ -2,17 +2,11 @@
 // bench/sharded): onejob's Ledger schema (crates/edge/src/ledger/store.rs),
 // a job record about the size of onejob's, the readiness route.
 
-/** The Ledger's tables, as store.rs creates them. */
+/** The Ledger's job tables, as store.rs creates them on a job's first write. */
 export const SCHEMA = `CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS responses (attempt INTEGER PRIMARY KEY, status INTEGER NOT NULL, content_type TEXT NOT NULL, size INTEGER NOT NULL, streamed INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS response_chunks (attempt INTEGER NOT NULL, seq INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (attempt, seq));
-CREATE TABLE IF NOT EXISTS queue (id INTEGER PRIMARY KEY CHECK (id = 1), sends INTEGER NOT NULL, last_sent_ms INTEGER NOT NULL, dead_lettered_ms INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS request (id INTEGER PRIMARY KEY CHECK (id = 1), submission TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS request_chunks (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS effects (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, version INTEGER NOT NULL, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS stream_events (attempt INTEGER NOT NULL, seq INTEGER NOT NULL, part INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (attempt, seq, part))`;
+CREATE TABLE IF NOT EXISTS responses (attempt INTEGER PRIMARY KEY, status INTEGER NOT NULL, content_type TEXT NOT NULL, size INTEGER NOT NULL, streamed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS response_chunks (attempt INTEGER NOT NULL, seq INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (attempt, seq))`;
 export const CHUNK = 256 * 1024;
 export const RETENTION_MS = 86_400_000;
 /** A job record about the size of onejob's (its JSON), at `version` with `attempts`. */

@@ -3,8 +3,9 @@
 // for byte: the same status, body, content type, `x-should-retry` and
 // (absent) `Retry-After`, and the same attempt. Only `Idempotent-Replayed:
 // true` and the job's state (as it is now: a live stream was `in_flight`,
-// a last unknown attempt `unknown`) differ. Every test runs twice: with the
-// KV cache of finished results on, and off (every replay from the Ledger).
+// a last unknown attempt `unknown`) differ. Every test runs three times: with the
+// KV cache of finished results read by every request (kv), by retries
+// only (retries, the default), and off (every replay from the Ledger).
 // What is not a replay (an unknown outcome with attempts left, a duplicate
 // inside a lease) is pinned too.
 import assert from "node:assert/strict";
@@ -33,21 +34,27 @@ function assertReplayOf(replay, first, state) {
   assert.equal(replay.res.headers.get("retry-after"), null);
 }
 
-for (const cache of ["kv", "off"]) {
+for (const cache of ["kv", "retries", "off"]) {
   describe(`a replay is the first answer (RESULT_CACHE=${cache})`, () => {
     let stack;
     let primary, backup;
     const post = (...args) => stack.post(...args);
-    // A finished result reaches KV just after the response: a replay asks a
-    // moment later, so with the cache on it comes from KV.
-    const replay = async (...args) => {
+    // The Ledger writes a finished result to KV when it first replays it
+    // (just after that answer): with the cache on, a second replay a moment
+    // later comes from KV. Both are the first answer; the second is checked.
+    const twice = (send) => async (...args) => {
+      const fromLedger = await send(...args);
       await sleep(CACHE_WRITE_MS);
-      return post(...args);
+      const again = await send(...args);
+      assert.equal(again.res.status, fromLedger.res.status, again.text);
+      assert.equal(again.text, fromLedger.text, "both replays are the same bytes");
+      for (const name of ANSWER_HEADERS) assert.equal(again.res.headers.get(name), fromLedger.res.headers.get(name), name);
+      return again;
     };
-    const replayStream = async (...args) => {
-      await sleep(CACHE_WRITE_MS);
-      return postStream(...args);
-    };
+    // Sent as an official SDK's retry: RESULT_CACHE=retries looks in KV for retries only.
+    const asRetry = (key, body) => post(key, body, { headers: { "x-stainless-retry-count": "1" } });
+    const replay = twice(asRetry);
+    const replayStream = twice(postStream);
 
     /** POSTs a streamed request and reads it to its end; `during(res)` runs once its headers are in. */
     async function postStream(key, body, during) {

@@ -12,13 +12,14 @@
 //! or one listed before it in its own (`node scripts/core-graph.mjs` checks
 //! it, and that no import cycle is left). Doc links do not count.
 //!
-//! - L0 `wire`, `digest`, `random`, `canonical`, `fingerprint`, `key`, `keyless`: the HTTP vocabulary, and what "the same request" is.
+//! - L0 `wire`, `digest`, `random`, `canonical`, `fingerprint`, `key`, `keyless`, `result_cache`: the HTTP vocabulary, and what "the same request" is.
 //!   - [`wire`]: header names, RFC 9457 problem types, `Prefer`.
 //!   - `digest` (private): SHA-256 in hex.
 //!   - [`random`]: the randomness a caller supplies.
 //!   - [`canonical`] and [`fingerprint`]: what "the same request" means.
 //!   - [`key`]: idempotency keys and the tenant-scoped storage ids.
 //!   - [`keyless`]: the key derived for a request without one (`KEYLESS`), and how an ended keyless job answers.
+//!   - [`result_cache`]: which requests look in KV for a finished result before the Ledger (`RESULT_CACHE`).
 //! - L1 `reply`, `classify`, `breaker`, `backoff`: what an outcome means, and when to go again.
 //!   - [`reply`]: what an LLM reply says (a final-but-unusable hint, token usage).
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
@@ -82,6 +83,7 @@ pub mod providers;
 pub mod quota;
 pub mod random;
 pub mod reply;
+pub mod result_cache;
 pub mod savings;
 pub mod settings;
 pub mod signature;

@@ -12,6 +12,7 @@ use crate::breaker::BreakerPolicy;
 use crate::job::{JobPolicy, UnknownPolicy};
 use crate::keyless::Keyless;
 use crate::providers::{Providers, is_base_url};
+use crate::result_cache::ResultCache;
 
 /// The defaults, shared with the SDK where they must agree (retention).
 pub mod defaults {
@@ -84,9 +85,9 @@ pub struct Settings {
     /// `MAX_ATTEMPTS`, `UNKNOWN_LEASE_MS`, `RETENTION_SECONDS`,
     /// `UNKNOWN_POLICY`, and the attempt lease they imply.
     pub policy: JobPolicy,
-    /// `RESULT_CACHE`: `kv` (default) replays finished results from KV when
-    /// it has them; `off` sends every request to the Ledger.
-    pub result_cache: bool,
+    /// `RESULT_CACHE`: when the gateway looks in KV for a finished result
+    /// before it asks the Ledger (see [`ResultCache`]).
+    pub result_cache: ResultCache,
     /// `KEYLESS` and `KEYLESS_WINDOW_SECONDS`: what a keyed route does with
     /// a request that carries no `Idempotency-Key` (see [`crate::keyless`]).
     pub keyless: Keyless,
@@ -170,11 +171,8 @@ impl Settings {
             Some("block") => UnknownPolicy::Block,
             Some(_) => return Err(read.error("UNKNOWN_POLICY", "retry_after_lease or block")),
         };
-        let result_cache = match read.text("RESULT_CACHE").as_deref() {
-            None | Some("kv") => true,
-            Some("off") => false,
-            Some(_) => return Err(read.error("RESULT_CACHE", "kv or off")),
-        };
+        let result_cache = ResultCache::parse(read.text("RESULT_CACHE").as_deref())
+            .ok_or_else(|| read.error("RESULT_CACHE", "retries, kv or off"))?;
         let upstream_timeout_ms =
             read.number("UPSTREAM_TIMEOUT_MS", defaults::UPSTREAM_TIMEOUT_MS, 1, HOUR_MS, "1 to 3600000 (ms)")?;
         let max_attempts = read.number("MAX_ATTEMPTS", defaults::MAX_ATTEMPTS, 1, 100, "1 to 100")?;
@@ -351,7 +349,7 @@ mod tests {
         assert_eq!(s.policy.unknown_policy(), UnknownPolicy::RetryAfterLease);
         assert_eq!(s.retry_after_cap_ms, 60_000);
         assert_eq!(s.backoff, Backoff::new(250, 10_000, Jitter::Full).unwrap());
-        assert!(s.result_cache);
+        assert_eq!(s.result_cache, ResultCache::Retries);
         assert_eq!(s.keyless, Keyless::Refuse);
     }
 
@@ -405,7 +403,7 @@ mod tests {
         assert_eq!(s.providers, Providers::single(Some("https://api.example/v1")));
         assert_eq!(s.policy.max_attempts(), 7);
         assert_eq!(s.policy.unknown_policy(), UnknownPolicy::Block);
-        assert!(!s.result_cache);
+        assert_eq!(s.result_cache, ResultCache::Off);
         assert_eq!(s.coalesce_wait_ms, 0);
     }
 

@@ -1,7 +1,9 @@
 //! The KV read-through cache of finished results. It only ever speeds up a
 //! replay: a miss, an unreadable entry or a fingerprint mismatch falls through
 //! to the Ledger, which alone decides. Only finished (terminal) results are
-//! cached.
+//! cached, by the Ledger when it first replays one; the gateway looks here
+//! first only when `RESULT_CACHE` says so (by default, for a retry:
+//! [`onejob_core::result_cache`]).
 //!
 //! May import: `env`, `http` (a job's result) and the core.
 

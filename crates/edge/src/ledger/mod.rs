@@ -70,6 +70,8 @@ pub struct Ledger {
     known: Rc<Known>,
     /// The job version last written to the operators' index from here.
     indexed_version: Cell<u64>,
+    /// The job version last written to the KV cache from here.
+    cached_version: Cell<Option<u64>>,
     /// True while the job's tokens are being counted against its quotas.
     metering: Rc<Cell<bool>>,
 }
@@ -85,6 +87,7 @@ impl DurableObject for Ledger {
             cancel: Rc::new(Cell::new(false)),
             known: Rc::default(),
             indexed_version: Cell::new(u64::MAX),
+            cached_version: Cell::new(None),
             metering: Rc::new(Cell::new(false)),
         }
     }

@@ -15,7 +15,8 @@
 //! the authority (every write goes to it first); the memory only saves the
 //! reads: one load of the job per object lifetime instead of one per path,
 //! no query to learn that a fresh object has no table, the schema created
-//! once per lifetime instead of before every first write.
+//! once per lifetime instead of before every first write, and a finished
+//! job's (small) response kept as it was written, so its replays read no row.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -77,7 +78,14 @@ pub struct Known {
     created: Cell<u8>,
     /// The job as last read or written here: `Some(None)` is "none".
     job: RefCell<Option<Option<Job>>>,
+    /// One attempt's stored response as last read or written here (not a
+    /// stream's, none larger than [`KEPT_RESPONSE_BYTES`]): a finished job's
+    /// replays read it from memory, not from its rows.
+    response: RefCell<Option<(u32, StoredResponse)>>,
 }
+
+/// The largest response body [`Known`] keeps in memory.
+const KEPT_RESPONSE_BYTES: usize = 64 * 1024;
 
 /// The tables, in groups created together when first written: a caller's
 /// first call creates only the job's group, not the tables of queues,
@@ -264,6 +272,15 @@ impl Store {
         self.known.present.set(Some(0));
         self.known.created.set(0);
         *self.known.job.borrow_mut() = Some(None);
+        self.known.response.take();
+    }
+
+    /// Remembers `attempt`'s stored response (a small one), or forgets
+    /// the one remembered when `response` is `None` or large.
+    fn remember_response(&self, attempt: u32, response: Option<&StoredResponse>) {
+        *self.known.response.borrow_mut() = response
+            .filter(|response| response.body.len() <= KEPT_RESPONSE_BYTES)
+            .map(|response| (attempt, response.clone()));
     }
 
     /// Keeps who the job belongs to and what it asked for, for the
@@ -423,6 +440,7 @@ impl Store {
     /// reports once (its ticket holds the job once), so this never overwrites.
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
         self.create(Tables::Job)?;
+        let number = attempt;
         let attempt = Value::Integer(i64::from(attempt));
         self.write(
             "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, ?, ?, ?, 0)",
@@ -439,6 +457,8 @@ impl Store {
                 vec![attempt.clone(), Value::Integer(seq as i64), Value::Blob(chunk.to_vec())],
             )?;
         }
+        // Most jobs are replayed, if at all, soon after: from memory.
+        self.remember_response(number, Some(response));
         Ok(())
     }
 
@@ -448,6 +468,7 @@ impl Store {
     /// other racer's unknown outcome decided it). The job replays it once it
     /// is dead ([`onejob_core::answer`]).
     pub fn keep_answer(&self, attempt: u32, answer: &StoredResponse) -> worker::Result<()> {
+        self.remember_response(attempt, None);
         let number = Value::Integer(i64::from(attempt));
         self.write("DELETE FROM response_chunks WHERE attempt = ?", vec![number.clone()])?;
         self.write("DELETE FROM responses WHERE attempt = ?", vec![number])?;
@@ -477,6 +498,9 @@ impl Store {
 
     /// An attempt's stored response, body reassembled (a stream's from its events).
     pub fn load_response(&self, attempt: u32) -> worker::Result<Option<StoredResponse>> {
+        if let Some((_, response)) = self.known.response.borrow().as_ref().filter(|(kept, _)| *kept == attempt) {
+            return Ok(Some(response.clone()));
+        }
         let Some(head) = self.response_head(attempt)? else { return Ok(None) };
         let body = if head.streamed {
             self.load_events(attempt, 0, u64::MAX)?.concat()
@@ -499,7 +523,11 @@ impl Store {
             }
             body
         };
-        Ok(Some(StoredResponse { status: head.status, content_type: head.content_type, body }))
+        let response = StoredResponse { status: head.status, content_type: head.content_type, body };
+        if !head.streamed {
+            self.remember_response(attempt, Some(&response));
+        }
+        Ok(Some(response))
     }
 
     /// Appends the events numbered `first_seq..` of an attempt's stream
@@ -550,6 +578,7 @@ impl Store {
 
     /// Records that an attempt's response streams: its body is its events.
     pub fn start_streamed_response(&self, attempt: u32, content_type: &str) -> worker::Result<()> {
+        self.remember_response(attempt, None);
         self.create(Tables::Job)?;
         self.create(Tables::Stream)?;
         self.write(
@@ -649,6 +678,7 @@ impl Store {
             }
         }
         *self.known.job.borrow_mut() = Some(None);
+        self.known.response.take();
         Ok(())
     }
 

@@ -7,6 +7,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless;
 use onejob_core::protocol::{Problem, ProblemType, header, prefer_wait_seconds, prefers_async};
 use onejob_core::providers::{check_api_path, models_page};
+use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
 use onejob_core::settings::MAX_WAIT_MS;
 use onejob_core::token::UserToken;
@@ -75,8 +76,10 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
 
     // A keyless job's answer is replayed only within its window, which the
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
-    if config.settings.result_cache
-        && keyless.is_none()
+    // Otherwise KV is looked in first when the setting says this request
+    // should (by default a retry: a first call would only miss it).
+    if keyless.is_none()
+        && config.settings.result_cache.reads(req.headers().get(RETRY_COUNT)?.as_deref())
         && let Some((result, spent)) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
         // Counted after the answer: a call this replay did not make.
