@@ -1,19 +1,17 @@
 //! `Ledger`: the Durable Object that owns one job (one per tenant + key).
 //! The core decides (`onejob_core::ledger`, `admission`, `background`); this
-//! folder performs. This file decodes one [`LedgerCall`], hands it to its handler and
-//! rings the alarm: [`submit`] (a keyed request, the drive under its drive lock,
-//! waiters), [`keyless`] (a keyless job renewed), [`background_jobs`] (deliveries,
-//! the outbox, dead letters), [`operators`], [`index`] (the operators' index, quota
-//! metering), [`driver`] (performs the core's attempt machine), [`pump`] (a streamed
-//! answer), [`store`]/[`stored`] (its SQLite tables and what it knows of them, a
-//! replay), [`alarms`], [`run`] (a job type's effects, the core's machine), [`memory`],
-//! [`savings`] (answers given without a call, counted after them).
+//! folder performs. This file decodes one [`LedgerCall`], hands it to its handler and rings the alarm:
+//! [`submit`] (a keyed request, the drive under its drive lock, waiters), [`keyless`] (a keyless job
+//! renewed), [`background_jobs`] (deliveries, the outbox, dead letters), [`operators`], [`index`] (the
+//! operators' index, quota metering), [`driver`] (performs the core's attempt machine), [`pump`] (a
+//! streamed answer), [`store`]/[`stored`] (its SQLite tables and what it knows of them, a replay),
+//! [`alarms`], [`run`] (a job type's effects), [`memory`], [`savings`] (answers given without a call).
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
 //! duplicates wait for its result. No `RefCell` borrow is held across an
-//! `.await`, and nothing from a request or storage is unwrapped (a panic
-//! would drop every object's memory in the isolate).
+//! `.await`, and nothing from a request or storage is unwrapped (a panic would drop every object's
+//! memory in the isolate).
 //!
 //! May import: `api`, `http`, `env`, `answer`, `upstream`, `effects`, `ops`,
 //! `queue`, `cache`, `error` and the core; only `lib.rs` imports it.
@@ -134,8 +132,7 @@ impl DurableObject for Ledger {
         });
         let ring = Ring::of(job.as_ref(), now, self.memory.borrow().is_busy());
         match (ring, job) {
-            // Expired, or streaming, while something still runs here: look
-            // again soon (the stream's watchdog).
+            // Expired, or streaming, while something still runs here: look again soon (the watchdog).
             (Ring::Watch, _) => {
                 alarms::set(&self.state, alarms::watchdog()).await?;
             }
@@ -145,9 +142,8 @@ impl DurableObject for Ledger {
                 let Ok(config) = config::load(&self.env) else {
                     return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
                 };
-                // The outbox: a background job whose message may not exist
-                // gets it again (deliveries dedup, so this is safe), until
-                // it is left to operators.
+                // The outbox: a background job whose message may not exist gets it again
+                // (deliveries dedup, so this is safe), until it is left to operators.
                 let outbox_delay_ms = config.settings.outbox_delay_ms;
                 if !self.memory.borrow().is_driving() {
                     let outbox = self.store().load_outbox()?;
@@ -165,9 +161,8 @@ impl DurableObject for Ledger {
                     }
                 }
                 self.dead_letter_once(&job).await?;
-                // A job type's answer not followed up yet (its stream's pump
-                // could not ask), or effects that are due (a retry, an
-                // approval's expiry, a claim left by a runtime that is gone).
+                // A job type's answer not followed up yet (its stream's pump could not ask), or effects
+                // that are due (a retry, an approval's expiry, a claim left by a runtime that is gone).
                 if !self.memory.borrow().is_driving() {
                     self.follow_up(&config).await?;
                 }
