@@ -66,8 +66,35 @@ impl ResultCache {
     }
 }
 
+/// A replayed answer, as far as the KV cache cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    /// The job has finished (only a finished job's answer is a replay).
+    pub finished: bool,
+    /// The job is a job type's run: its answer is more than the stored response.
+    pub job_type: bool,
+    /// The job has no caller's key: its answer is replayed only within its window.
+    pub keyless: bool,
+    /// The answer was streamed: it may be larger than a KV value holds.
+    pub streamed: bool,
+}
+
+impl ResultCache {
+    /// Whether the Ledger writes a replayed answer to KV (it does so on a
+    /// job's first replay, not after every first call: most jobs are never
+    /// replayed, and a KV write cost a first call 1.8 ms of the runtime's
+    /// CPU when every one wrote it). Only a plain finished, keyed, unstreamed
+    /// answer is cached, and only in a mode that writes.
+    pub fn caches_replay(self, replayed: Replayed) -> bool {
+        self.writes() && replayed.finished && !replayed.job_type && !replayed.keyless && !replayed.streamed
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]
@@ -102,5 +129,21 @@ mod tests {
         }
         assert!(ResultCache::Always.writes());
         assert!(!ResultCache::Off.writes());
+    }
+
+    #[test]
+    fn only_a_plain_finished_keyed_unstreamed_replay_is_cached_and_only_when_kv_is_written() {
+        let plain = Replayed { finished: true, job_type: false, keyless: false, streamed: false };
+        assert!(ResultCache::Retries.caches_replay(plain));
+        assert!(ResultCache::Always.caches_replay(plain));
+        assert!(!ResultCache::Off.caches_replay(plain), "off writes nothing");
+        for not_cached in [
+            Replayed { finished: false, ..plain },
+            Replayed { job_type: true, ..plain },
+            Replayed { keyless: true, ..plain },
+            Replayed { streamed: true, ..plain },
+        ] {
+            assert!(!ResultCache::Retries.caches_replay(not_cached), "{not_cached:?}");
+        }
     }
 }

@@ -19,7 +19,6 @@ use worker::{Delay, Response, Result};
 
 use crate::api::handoff::{self, Submission};
 use crate::api::meter;
-use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::error::EdgeError;
@@ -100,10 +99,8 @@ impl Ledger {
             Admission::Replay => match job.as_ref() {
                 Some(job) => {
                     let result = stored::finished_result(&store, job)?;
-                    self.cache_replayed(config, &submission, job, &result);
-                    let answer = self.run_answer(config, &submission, result, true);
-                    self.count_saved(&submission, false);
-                    answer
+                    self.after_replay(config, &submission, job, &result);
+                    self.run_answer(config, &submission, result, true)
                 }
                 None => Err(EdgeError::broken("replay without a job").into()),
             },
@@ -315,40 +312,6 @@ impl Ledger {
             },
             _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
         }
-    }
-
-    /// Writes a replayed job's result to KV after the response, once per
-    /// version of the job in this object's lifetime: a job that is replayed
-    /// once is likely to be again, and one never replayed (most jobs) costs
-    /// no KV write (measured: 1.8 ms of the runtime's CPU per first call
-    /// when every finished first call wrote it).
-    /// (A job type's answer is more than the stored response: not cached.)
-    /// (A keyless job's answer is replayed only within its window: not cached.)
-    /// (A streamed answer may be larger than a KV value holds: not cached.)
-    fn cache_replayed(&self, config: &Config, submission: &Submission, job: &Job, result: &JobResult) {
-        if result.state.is_terminal()
-            && config.settings.result_cache.writes()
-            && submission.run.is_none()
-            && submission.keyless.is_none()
-            && !result.content_type.starts_with(onejob_core::sse::MEDIA_TYPE)
-            && self.cached_version.replace(Some(job.version())) != Some(job.version())
-        {
-            self.cache_in_background(submission, job, result);
-        }
-    }
-
-    /// Writes a finished result to KV after the response (a read-through
-    /// cache for replays; the Ledger stays the authority).
-    pub(super) fn cache_in_background(&self, submission: &Submission, job: &Job, result: &JobResult) {
-        let storage_id = submission.storage_id().to_string();
-        let fingerprint = job.fingerprint().to_string();
-        let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;
-        let (env, result, store) = (self.env.clone(), result.clone(), self.store());
-        self.state.wait_until(async move {
-            // What the job's calls used: each replay from KV counts it as saved.
-            let spent = super::savings::spent_in(&env, &store);
-            cache::store(&env, &storage_id, &fingerprint, &result, ttl_s, spent).await;
-        });
     }
 
     /// The refusal of a new attempt whose tenant's or user's token budget
