@@ -78,6 +78,10 @@ pub struct Known {
     created: Cell<u8>,
     /// The job as last read or written here: `Some(None)` is "none".
     job: RefCell<Option<Option<Job>>>,
+    /// Who the job belongs to ([`JobMeta`]) as last read or written here,
+    /// the same way: read by every index write and replay count, written
+    /// once per job (and when its tokens are metered).
+    meta: RefCell<Option<Option<JobMeta>>>,
     /// One attempt's stored response as last read or written here (not a
     /// stream's, none larger than [`KEPT_RESPONSE_BYTES`]): a finished job's
     /// replays read it from memory, not from its rows.
@@ -272,6 +276,7 @@ impl Store {
         self.known.present.set(Some(0));
         self.known.created.set(0);
         *self.known.job.borrow_mut() = Some(None);
+        *self.known.meta.borrow_mut() = Some(None);
         self.known.response.take();
     }
 
@@ -287,31 +292,40 @@ impl Store {
     /// operators' index (the job record itself holds neither).
     pub fn save_meta(&self, meta: &JobMeta) -> worker::Result<()> {
         self.create(Tables::Job)?;
-        self.write(
+        let written = self.write(
             "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
             vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
         )?;
+        // A row already there stays (and is read when next asked for).
+        *self.known.meta.borrow_mut() = (written > 0).then(|| Some(meta.clone()));
         Ok(())
     }
 
     /// Rewrites who the job belongs to (its metered tokens).
     pub fn update_meta(&self, meta: &JobMeta) -> worker::Result<()> {
-        self.write(
+        self.known.meta.take();
+        let written = self.write(
             "UPDATE meta SET record = ? WHERE id = 1",
             vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
         )?;
+        *self.known.meta.borrow_mut() = Some((written > 0).then(|| meta.clone()));
         Ok(())
     }
 
     /// Who the job belongs to, if recorded.
     pub fn load_meta(&self) -> worker::Result<Option<JobMeta>> {
-        let Some(row) = self.first_row(Tables::Job, "SELECT record FROM meta WHERE id = 1", vec![])? else {
-            return Ok(None);
-        };
-        match row.into_iter().next() {
-            Some(Value::String(record)) => Ok(serde_json::from_str(&record).ok()),
-            _ => Err(unreadable("job meta")),
+        if let Some(known) = self.known.meta.borrow().as_ref() {
+            return Ok(known.clone());
         }
+        let meta = match self.first_row(Tables::Job, "SELECT record FROM meta WHERE id = 1", vec![])? {
+            None => None,
+            Some(row) => match row.into_iter().next() {
+                Some(Value::String(record)) => serde_json::from_str(&record).ok(),
+                _ => return Err(unreadable("job meta")),
+            },
+        };
+        *self.known.meta.borrow_mut() = Some(meta.clone());
+        Ok(meta)
     }
 
     /// What the Ledger knows of the job's queue message (see
@@ -678,6 +692,7 @@ impl Store {
             }
         }
         *self.known.job.borrow_mut() = Some(None);
+        *self.known.meta.borrow_mut() = Some(None);
         self.known.response.take();
         Ok(())
     }
