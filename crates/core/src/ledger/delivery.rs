@@ -52,6 +52,14 @@ pub fn after_run(job: Option<&Job>, now_ms: u64) -> Verdict {
     }
 }
 
+/// Whether a delivery that ran nothing follows up the job: a redelivery of
+/// a finished job type's job settles what follows its answer, and effects
+/// due or claimed by a runtime that is gone (a drive running here does so
+/// itself when it ends).
+pub fn follows_up(judged: Delivery, job: Option<&Job>, driving: bool) -> bool {
+    judged == Delivery::Ack && job.is_some_and(|job| job.state() == JobState::Completed) && !driving
+}
+
 /// How long a job whose run made no attempt waits for its next delivery:
 /// what the answer asked for (a breaker's next probe), at least
 /// [`NO_ATTEMPT_WAIT_MS`]; `None` when the run made an attempt.
@@ -123,5 +131,19 @@ mod tests {
             r#"{"verdict":"retry","delay_ms":5}"#
         );
         assert_eq!(serde_json::from_str::<Verdict>(r#"{"verdict":"dead"}"#).unwrap(), Verdict::Dead);
+    }
+
+    #[test]
+    fn only_an_acknowledged_redelivery_of_a_completed_job_follows_up_and_not_under_a_drive() {
+        let mut completed = job(4);
+        let ticket = completed.claim(completed.version(), NOW, "p", None).unwrap();
+        completed.complete(ticket, NOW + 10, AttemptReport::default()).unwrap();
+        assert_eq!(completed.state(), JobState::Completed);
+        assert!(follows_up(Delivery::Ack, Some(&completed), false));
+        assert!(!follows_up(Delivery::Ack, Some(&completed), true), "a drive here follows up itself");
+        assert!(!follows_up(Delivery::RetryIn(5), Some(&completed), false));
+        assert!(!follows_up(Delivery::Run, Some(&completed), false));
+        assert!(!follows_up(Delivery::Ack, Some(&failed(1)), false), "a dead job has no answer to follow up");
+        assert!(!follows_up(Delivery::Ack, None, false));
     }
 }

@@ -6,7 +6,7 @@
 //! outbox (its message sent again if it may not exist) and a job type's
 //! effects (a retry, an approval's expiry, a claim left by a runtime that is gone).
 
-use crate::background::{self, Outbox};
+use crate::background::{self, Outbox, OutboxStep};
 use crate::job::Job;
 
 /// How often a running stream's (or effects run's) watchdog looks.
@@ -34,6 +34,31 @@ impl Ring {
             Some(job) if !job.is_expired(now_ms) => Self::Tend,
             _ => Self::Delete,
         }
+    }
+}
+
+/// What a [`Ring::Tend`] does after settling a stream whose pump is gone,
+/// in this order: the outbox's step, the job's dead letter if it needs an
+/// operator (looked at every time, sent once), then the follow-up (a job
+/// type's answer not followed up yet, effects that are due), the index, and
+/// the next alarm ([`next_ms`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tend {
+    /// A background job's message: sent again, given up on, or left.
+    pub outbox: OutboxStep,
+    /// Whether to follow up the job's answer and its due effects.
+    pub follow_up: bool,
+}
+
+impl Tend {
+    /// What tending `job` does at `now_ms`. A drive running here owns the
+    /// job: its message is neither sent nor given up on, and nothing is
+    /// followed up under it (the drive does both when it ends).
+    pub fn of(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64, driving: bool) -> Self {
+        if driving {
+            return Self { outbox: OutboxStep::Wait, follow_up: false };
+        }
+        Self { outbox: background::outbox_step(job, outbox, outbox_delay_ms, now_ms), follow_up: true }
     }
 }
 
@@ -84,5 +109,29 @@ mod tests {
         assert_eq!(next_ms(&j, &outbox, 5_000, None, 0), 1_000_000);
         assert_eq!(next_ms(&j, &outbox, 5_000, Some(7_000), 0), 7_000);
         assert_eq!(next_ms(&j, &outbox, 5_000, Some(5_000_000), 0), 1_000_000);
+    }
+
+    #[test]
+    fn a_drive_running_here_keeps_the_outbox_and_the_follow_up_for_itself() {
+        let mut background_job = job();
+        background_job.run_in_background(0);
+        let mut outbox = Outbox::default();
+        outbox.note_send(0, false, &mut crate::random::SplitMix64::new(7));
+        // An unconfirmed send past its delay is sent again, unless a drive runs here.
+        let due = 400_000;
+        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, due), OutboxStep::Send);
+        assert_eq!(
+            Tend::of(&background_job, &outbox, 5_000, due, false),
+            Tend { outbox: OutboxStep::Send, follow_up: true }
+        );
+        assert_eq!(
+            Tend::of(&background_job, &outbox, 5_000, due, true),
+            Tend { outbox: OutboxStep::Wait, follow_up: false }
+        );
+        // Nothing due: the follow-up still looks (effects may be due).
+        assert_eq!(
+            Tend::of(&job(), &Outbox::default(), 5_000, 10, false),
+            Tend { outbox: OutboxStep::Wait, follow_up: true }
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! delivery takes it, and dead letters.
 
 use onejob_core::admission::Admission;
-use onejob_core::background::{self, Delivery, Outbox};
+use onejob_core::background::{self, Outbox};
 use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
 use onejob_core::ledger::delivery::{self, Verdict};
@@ -204,10 +204,7 @@ impl Ledger {
                 // A redelivery of a finished job type's job: what follows its
                 // answer, and effects due or claimed by a runtime that is
                 // gone, are settled now.
-                if judged == Delivery::Ack
-                    && job.as_ref().is_some_and(|j| j.state() == JobState::Completed)
-                    && !self.memory.borrow().is_driving()
-                {
+                if delivery::follows_up(judged, job.as_ref(), self.memory.borrow().is_driving()) {
                     self.follow_up(config).await?;
                 }
                 verdict
@@ -282,6 +279,18 @@ impl Ledger {
         job.defer_until(now_ms() + wait_ms, now_ms());
         self.store().update_job(read, job)?;
         self.arm(config, job);
+        Ok(())
+    }
+
+    /// No delivery took any of the job's messages: it is left to operators
+    /// (a dead letter of class [`background::UNDELIVERED`]).
+    pub(super) fn give_up_sending(&self) -> Result<()> {
+        let outbox = self.store().change_outbox(&mut Outbox::give_up)?;
+        worker::console_error!(
+            "ledger: no delivery took any of a background job's {} queue messages: it is left to operators (a dead letter of class {})",
+            outbox.sends(),
+            background::UNDELIVERED
+        );
         Ok(())
     }
 

@@ -20,9 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use futures_channel::oneshot;
-use onejob_core::background::{self, Outbox, OutboxStep};
+use onejob_core::background::OutboxStep;
 use onejob_core::key::IdempotencyKey;
-use onejob_core::ledger::wake::Ring;
+use onejob_core::ledger::wake::{Ring, Tend};
 use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
@@ -145,25 +145,17 @@ impl DurableObject for Ledger {
                 // The outbox: a background job whose message may not exist gets it again
                 // (deliveries dedup, so this is safe), until it is left to operators.
                 let outbox_delay_ms = config.settings.outbox_delay_ms;
-                if !self.memory.borrow().is_driving() {
-                    let outbox = self.store().load_outbox()?;
-                    match background::outbox_step(&job, &outbox, outbox_delay_ms, now) {
-                        OutboxStep::Send => self.enqueue(&config, &job, false).await?,
-                        OutboxStep::GiveUp => {
-                            worker::console_error!(
-                                "ledger: no delivery took any of a background job's {} queue messages: it is left to operators (a dead letter of class {})",
-                                outbox.sends(),
-                                background::UNDELIVERED
-                            );
-                            self.store().change_outbox(&mut Outbox::give_up)?;
-                        }
-                        OutboxStep::Wait => {}
-                    }
+                let driving = self.memory.borrow().is_driving();
+                let tend = Tend::of(&job, &self.store().load_outbox()?, outbox_delay_ms, now, driving);
+                match tend.outbox {
+                    OutboxStep::Send => self.enqueue(&config, &job, false).await?,
+                    OutboxStep::GiveUp => self.give_up_sending()?,
+                    OutboxStep::Wait => {}
                 }
                 self.dead_letter_once(&job).await?;
                 // A job type's answer not followed up yet (its stream's pump could not ask), or effects
                 // that are due (a retry, an approval's expiry, a claim left by a runtime that is gone).
-                if !self.memory.borrow().is_driving() {
+                if tend.follow_up {
                     self.follow_up(&config).await?;
                 }
                 self.index_in_background();
