@@ -26,6 +26,7 @@ use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
 // `render` moved to the template module; its old path stays.
 pub use crate::template::render;
 use crate::template::{Known, render_text};
+use crate::wire::{Problem, ProblemType};
 
 /// The job types of a deployment, by name.
 #[derive(Debug, Clone, Default)]
@@ -223,6 +224,27 @@ impl JobType {
             Value::String(text) => text.clone(),
             other => other.to_string(),
         })
+    }
+
+    /// The refusal of a new job of this type (`name`) under `key` whose
+    /// `subject` another job holds (`holder_key`, of `holder_user`). The
+    /// holder's key is named only to that job's own user: another user's key
+    /// names a job this caller cannot read.
+    pub fn subject_taken(
+        &self,
+        name: &str,
+        subject: &str,
+        key: &str,
+        (holder_user, holder_key): (&str, &str),
+        caller_user: Option<&str>,
+    ) -> Problem {
+        let field = self.once_per.as_deref().unwrap_or("subject");
+        let problem = Problem::new(
+            ProblemType::AlreadyRun,
+            format!("{field} {subject:?} already has a {name} job; it is not run again"),
+        )
+        .with_key(key);
+        if holder_user == caller_user.unwrap_or("") { problem.with_job_key(holder_key) } else { problem }
     }
 
     /// The chat completion request `input` becomes (OpenAI's format, JSON

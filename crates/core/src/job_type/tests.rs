@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::effect::EffectTarget;
+use crate::wire::ProblemType;
 
 pub(crate) fn triage() -> Value {
     json!({
@@ -75,6 +76,22 @@ fn input_violations_are_all_listed() {
         ["$: lacks \"text\"", "$: lacks \"customer_email\"", "$: has no \"extra\" allowed", "$.ticket_id: too short"]
     );
     assert_eq!(triage.check_input(&json!([1])).len(), 1, "not an object: one violation");
+}
+
+#[test]
+fn a_taken_subject_names_its_holder_s_key_only_to_the_holder_s_own_user() {
+    let types = types_with(|_| {}).unwrap();
+    let triage = types.get("triage").unwrap();
+    let own = triage.subject_taken("triage", "T-7", "k-new", ("alice", "k-old"), Some("alice"));
+    assert_eq!(own.kind, ProblemType::AlreadyRun);
+    assert_eq!(own.detail, r#"ticket_id "T-7" already has a triage job; it is not run again"#);
+    assert_eq!((own.key.as_deref(), own.job_key.as_deref()), (Some("k-new"), Some("k-old")));
+    let other = triage.subject_taken("triage", "T-7", "k-new", ("alice", "k-old"), Some("bob"));
+    assert_eq!((other.key.as_deref(), other.job_key), (Some("k-new"), None), "bob may not read alice's job");
+    // Tenant keys (no user) share the empty user.
+    let tenant = triage.subject_taken("triage", "T-7", "k-new", ("", "k-old"), None);
+    assert_eq!(tenant.job_key.as_deref(), Some("k-old"));
+    assert_eq!(triage.subject_taken("triage", "T-7", "k", ("", "k-old"), Some("bob")).job_key, None);
 }
 
 #[test]

@@ -6,15 +6,68 @@
 //! in the console and sent in alerts: every credential-looking word is
 //! replaced before the detail leaves the Ledger.
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::background::{self, Outbox};
+use crate::classify::ErrorClass;
 use crate::effect::{Effect, EffectState};
+use crate::job::Job;
 
 /// The longest detail a dead letter keeps, in characters.
 pub const MAX_DETAIL_CHARS: usize = 300;
 
 /// What replaces a credential in a detail.
 pub const REDACTED: &str = "[redacted]";
+
+/// What a dead letter records about a job: whether it needs an operator
+/// now, the class of its cause, the last status, why, and its attempts.
+/// The Ledger answers it to the queue's consumer (`Facts`), which records
+/// the dead letter in the operators' index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeadFacts {
+    /// The job needs an operator ([`background::needs_operator`]).
+    pub dead: bool,
+    /// The cause's class: an error class's name, [`background::UNDELIVERED`],
+    /// `contract`, an effect's, or `unknown`.
+    pub error_class: String,
+    /// The last attempt's status.
+    pub last_status: Option<u16>,
+    /// The last error's message (the provider's, or onejob's problem detail), redacted.
+    pub detail: String,
+    /// Its attempts so far.
+    pub attempts: u32,
+}
+
+impl DeadFacts {
+    /// What a dead letter of `job` records at `now_ms`: a job no queue
+    /// delivery took is [`background::UNDELIVERED`]; any other names its
+    /// last attempt's class and the reason in that attempt's stored body,
+    /// which `last_body` reads (only then, by its attempt's number).
+    pub fn of_job(job: &Job, outbox: &Outbox, now_ms: u64, last_body: impl FnOnce(u32) -> Option<Vec<u8>>) -> Self {
+        let last = job.attempts().last();
+        let (error_class, detail) = if background::undelivered(job, outbox) {
+            let detail = format!("no queue delivery took any of its {} messages", outbox.sends());
+            (background::UNDELIVERED.to_owned(), detail)
+        } else {
+            let detail = last.and_then(|a| last_body(a.number)).map(|body| detail_of_body(&body)).unwrap_or_default();
+            (last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name), detail)
+        };
+        Self {
+            dead: background::needs_operator(job, outbox, now_ms),
+            error_class,
+            last_status: last.and_then(|a| a.status),
+            detail,
+            attempts: job.attempts().len() as u32,
+        }
+    }
+
+    /// A job type's answer that broke its output contract: the answer is
+    /// in (attempt `attempt`, status `status`), its effects will not run.
+    pub fn of_broken_contract(status: u16, detail: String, attempt: u32) -> Self {
+        Self { dead: true, error_class: "contract".into(), last_status: Some(status), detail, attempts: attempt }
+    }
+}
 
 /// The reason in an error body: a problem's `detail` (onejob's own), a
 /// provider's `error.message` (OpenAI's and Anthropic's shape), or else the
@@ -131,5 +184,63 @@ mod tests {
         }
         // Words that merely contain "sk" stay.
         assert_eq!(redact("ask the desk-clerk: task_queue"), "ask the desk-clerk: task_queue");
+    }
+
+    mod facts {
+        #[cfg(target_arch = "wasm32")]
+        use wasm_bindgen_test::wasm_bindgen_test as test;
+
+        use super::super::*;
+        use crate::job::AttemptReport;
+        use crate::ledger::test_job;
+
+        /// A background job whose provider refused the key (`status`): dead at once.
+        fn dead(status: u16) -> Job {
+            let mut job = test_job::kept_for(1_000_000);
+            job.run_in_background(0);
+            let ticket = job.claim(job.version(), 10, "p", None).unwrap();
+            let report =
+                AttemptReport { status: Some(status), error_class: Some(ErrorClass::Auth), ..Default::default() };
+            job.give_up(ticket, 20, report).unwrap();
+            job
+        }
+
+        #[test]
+        fn a_dead_job_s_letter_names_its_last_attempt_s_class_status_and_redacted_reason() {
+            let job = dead(401);
+            let mut asked = None;
+            let facts = DeadFacts::of_job(&job, &Outbox::default(), 30, |attempt| {
+                asked = Some(attempt);
+                Some(br#"{"error":{"message":"bad key sk-secret-1"}}"#.to_vec())
+            });
+            assert_eq!(asked, Some(1), "the last attempt's body, by its number");
+            assert_eq!(facts.error_class, "auth");
+            assert_eq!((facts.last_status, facts.attempts), (Some(401), 1));
+            assert_eq!(facts.detail, "bad key [redacted]");
+            assert!(facts.dead, "a dead background job needs an operator");
+        }
+
+        #[test]
+        fn a_job_without_attempts_is_unknown_and_reads_no_body() {
+            let job = test_job::kept_for(1_000_000);
+            let facts = DeadFacts::of_job(&job, &Outbox::default(), 30, |_| panic!("no attempt, no body"));
+            assert_eq!((facts.error_class.as_str(), facts.detail.as_str(), facts.attempts), ("unknown", "", 0));
+            assert!(!facts.dead);
+        }
+
+        #[test]
+        fn a_broken_contract_is_dead_with_its_answer_s_status() {
+            let facts = DeadFacts::of_broken_contract(200, "not JSON".into(), 2);
+            assert_eq!(
+                facts,
+                DeadFacts {
+                    dead: true,
+                    error_class: "contract".into(),
+                    last_status: Some(200),
+                    detail: "not JSON".into(),
+                    attempts: 2
+                }
+            );
+        }
     }
 }

@@ -121,6 +121,17 @@ impl EffectDeadLetter {
     /// The dead letters' class of an effect's.
     pub const CLASS: &'static str = EFFECT_CLASS;
 
+    /// What its dead letter records: the answer was delivered, this part was not.
+    pub fn facts(self) -> dead_letter::DeadFacts {
+        dead_letter::DeadFacts {
+            dead: true,
+            error_class: Self::CLASS.into(),
+            last_status: self.last_status,
+            detail: self.detail,
+            attempts: self.attempts,
+        }
+    }
+
     fn of(effect: &Effect) -> Self {
         Self {
             name: effect.name.clone(),

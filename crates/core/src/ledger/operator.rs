@@ -2,7 +2,7 @@
 //! operator settling an unknown job, a caller cancelling a stream, a
 //! caller polling a background job.
 
-use crate::job::{Job, JobState};
+use crate::job::{Job, JobError, JobState};
 use crate::wire::{Problem, ProblemType};
 
 /// Why an action is refused: the problem's type and detail (a small value;
@@ -83,6 +83,44 @@ pub fn requeue_after_resolve(job: &Job) -> bool {
     job.is_background() && job.state() == JobState::Failed
 }
 
+/// What an operator's resolution did to a job, for the Ledger to perform
+/// in this order: store the operator attempt's response (before the job
+/// that names it), write the job, clear its dead letter, send it to the
+/// queue again, and follow up (a job type's answer is in: its effects follow).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// This request was applied before: nothing changes.
+    AlreadyApplied,
+    /// The job changed.
+    Changed {
+        /// The operator attempt's response: its number, status and JSON body.
+        response: Option<(u32, u16, serde_json::Value)>,
+        /// Whether the job goes to the queue again ([`requeue_after_resolve`]).
+        requeue: bool,
+    },
+}
+
+/// Settles `job` (unknown, or dead with an unknown last attempt) as
+/// `resolution` says, once per operator `request`, at the version it has now.
+pub fn resolve(
+    job: &mut Job,
+    resolution: Resolution,
+    by: &str,
+    request: &str,
+    now_ms: u64,
+) -> Result<Resolved, JobError> {
+    let read = job.version();
+    let response = match resolution {
+        Resolution::Succeeded { status, body } => match job.resolve_succeeded(read, status, by, request, now_ms)? {
+            Some(attempt) => Some((attempt, status, body)),
+            None => return Ok(Resolved::AlreadyApplied),
+        },
+        Resolution::Retry if job.allow_attempt(read, by, request, now_ms)? => None,
+        Resolution::Retry => return Ok(Resolved::AlreadyApplied),
+    };
+    Ok(Resolved::Changed { response, requeue: requeue_after_resolve(job) })
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -138,5 +176,42 @@ mod tests {
         let ticket = j.claim(j.version(), 60_000, "p", None).expect("claim");
         j.complete(ticket, 60_001, AttemptReport::default()).expect("complete");
         assert_eq!(poll_after_ms(&j, 60_002), None);
+    }
+
+    /// A background job whose one attempt's outcome is unknown.
+    fn unknown_background_job() -> Job {
+        let mut j = job();
+        j.run_in_background(0);
+        let ticket = j.claim(j.version(), 1, "p", None).expect("claim");
+        j.mark_unknown(ticket, 2, AttemptReport::default()).expect("unknown");
+        assert_eq!(j.state(), JobState::Unknown);
+        j
+    }
+
+    #[test]
+    fn a_resolution_as_succeeded_stores_the_operator_s_answer_once() {
+        let mut j = unknown_background_job();
+        let body = serde_json::json!({"ok": true});
+        let resolution = Resolution::Succeeded { status: 200, body: body.clone() };
+        let resolved = resolve(&mut j, resolution.clone(), "ops", "r1", 3).expect("resolved");
+        assert_eq!(resolved, Resolved::Changed { response: Some((2, 200, body)), requeue: false });
+        assert_eq!(j.state(), JobState::Completed);
+        let version = j.version();
+        assert_eq!(resolve(&mut j, resolution, "ops", "r1", 4), Ok(Resolved::AlreadyApplied));
+        assert_eq!(j.version(), version, "the same request changes nothing");
+    }
+
+    #[test]
+    fn a_retry_resolution_sends_a_background_job_to_the_queue_again_once() {
+        let mut j = unknown_background_job();
+        let resolved = resolve(&mut j, Resolution::Retry, "ops", "r1", 3).expect("resolved");
+        assert_eq!(resolved, Resolved::Changed { response: None, requeue: true });
+        assert_eq!(j.state(), JobState::Failed);
+        assert_eq!(resolve(&mut j, Resolution::Retry, "ops", "r1", 4), Ok(Resolved::AlreadyApplied));
+        // A finished job is not the operator's to settle.
+        let mut done = job();
+        let ticket = done.claim(done.version(), 1, "p", None).expect("claim");
+        done.complete(ticket, 2, AttemptReport::default()).expect("complete");
+        assert!(matches!(resolve(&mut done, Resolution::Retry, "ops", "r2", 3), Err(JobError::NotResolvable { .. })));
     }
 }

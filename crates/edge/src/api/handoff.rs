@@ -58,16 +58,8 @@ pub struct OperatorRequest {
     pub effect: Option<String>,
 }
 
-/// What a dead letter records about a dead job.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeadFacts {
-    pub dead: bool,
-    pub error_class: String,
-    pub last_status: Option<u16>,
-    /// The last error's message (the provider's, or onejob's problem detail).
-    pub detail: String,
-    pub attempts: u32,
-}
+/// What a dead letter records about a dead job (the core decides it).
+pub use onejob_core::ledger::dead_letter::DeadFacts;
 
 /// A keyed request the gateway has authenticated and validated. Its key and
 /// fingerprint are the core's validated types (checked again when the

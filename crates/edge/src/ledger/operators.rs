@@ -2,10 +2,8 @@
 //! and what they read of it (its dead-letter facts, its admin view).
 
 use onejob_core::background;
-use onejob_core::classify::ErrorClass;
 use onejob_core::job::JobState;
-use onejob_core::ledger::dead_letter;
-use onejob_core::ledger::operator::{self, Resolution};
+use onejob_core::ledger::operator::{self, Resolution, Resolved};
 use onejob_core::protocol::{JobView, ProblemType};
 use worker::{Response, Result};
 
@@ -76,53 +74,37 @@ impl Ledger {
     }
 
     /// An operator settles an unknown job: succeeded with a given response,
-    /// or one new attempt now.
+    /// or one new attempt now (the core decides, [`operator::resolve`]).
     pub(super) async fn resolve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
         let store = self.store();
         let Some(mut job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        let read = job.version();
-        let now = now_ms();
         let resolution = match Resolution::read(request.action.as_deref(), request.status, request.body.clone()) {
             Ok(resolution) => resolution,
             Err(refused) => return http::problem(&refused.problem()),
         };
-        let outcome = match resolution {
-            Resolution::Succeeded { status, body } => {
-                match job.resolve_succeeded(read, status, &request.by, &request.request, now) {
-                    Ok(Some(attempt)) => {
-                        let response = StoredResponse {
-                            status,
-                            content_type: "application/json".into(),
-                            body: serde_json::to_vec(&body)?,
-                        };
-                        store.save_response(attempt, &response)?;
-                        Ok(true)
-                    }
-                    Ok(None) => Ok(false),
-                    Err(error) => Err(error),
+        let read = job.version();
+        match operator::resolve(&mut job, resolution, &request.by, &request.request, now_ms()) {
+            Ok(Resolved::Changed { response, requeue }) => {
+                if let Some((attempt, status, body)) = response {
+                    let body = serde_json::to_vec(&body)?;
+                    store.save_response(
+                        attempt,
+                        &StoredResponse { status, content_type: "application/json".into(), body },
+                    )?;
                 }
-            }
-            Resolution::Retry => job.allow_attempt(read, &request.by, &request.request, now),
-        };
-        match outcome {
-            Ok(changed) => {
-                if changed {
-                    store.update_job(read, &job)?;
-                    store.clear_dead_lettered()?;
-                    if operator::requeue_after_resolve(&job) {
-                        self.enqueue(config, &job, true).await?;
-                    }
-                    // Resolved with an answer: a job type's subject is
-                    // answered and its effects follow.
-                    self.follow_up(config).await?;
+                store.update_job(read, &job)?;
+                store.clear_dead_lettered()?;
+                if requeue {
+                    self.enqueue(config, &job, true).await?;
                 }
-                let view = JobView::new(self.parse_key(&request.key)?, &job);
-                http::with_cors(Response::from_json(&view)?)
+                self.follow_up(config).await?;
             }
-            Err(error) => http::problem_of(ProblemType::NotResolvable, error.to_string()),
+            Ok(Resolved::AlreadyApplied) => {}
+            Err(error) => return http::problem_of(ProblemType::NotResolvable, error.to_string()),
         }
+        http::with_cors(Response::from_json(&JobView::new(self.parse_key(&request.key)?, &job))?)
     }
 
     /// What a dead letter records about this job.
@@ -131,25 +113,8 @@ impl Ledger {
         let Some(job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "no job here");
         };
-        let last = job.attempts().last();
-        let outbox = store.load_outbox()?;
-        let (error_class, detail) = if background::undelivered(&job, &outbox) {
-            let detail = format!("no queue delivery took any of its {} messages", outbox.sends());
-            (background::UNDELIVERED.to_owned(), detail)
-        } else {
-            let detail = last
-                .and_then(|a| store.load_response(a.number).ok().flatten())
-                .map(|response| dead_letter::detail_of_body(&response.body))
-                .unwrap_or_default();
-            (last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name), detail)
-        };
-        let facts = DeadFacts {
-            dead: background::needs_operator(&job, &outbox, now_ms()),
-            error_class,
-            last_status: last.and_then(|a| a.status),
-            detail,
-            attempts: job.attempts().len() as u32,
-        };
+        let last_body = |attempt| store.load_response(attempt).ok().flatten().map(|response| response.body);
+        let facts = DeadFacts::of_job(&job, &store.load_outbox()?, now_ms(), last_body);
         Response::from_json(&facts)
     }
 

@@ -61,20 +61,15 @@ impl Ledger {
         let run = submission.run.as_ref()?;
         let job_type = config.job_types.get(&run.job_type)?;
         let subject = job_type.subject_of(&run.input)?;
-        let user = submission.user.as_deref();
         match ops::claim_subject(&self.env, &claim_of(submission, &run.job_type, &subject)).await {
             Ok(None) => None,
-            Ok(Some(holder)) => {
-                let field = job_type.once_per.as_deref().unwrap_or("subject");
-                let problem = Problem::new(
-                    ProblemType::AlreadyRun,
-                    format!("{field} {subject:?} already has a {} job; it is not run again", run.job_type),
-                )
-                .with_key(submission.key.as_str());
-                // The holder's key only to its own user (another user's key
-                // names a job this caller cannot read).
-                Some(if holder.user == user.unwrap_or("") { problem.with_job_key(&holder.key) } else { problem })
-            }
+            Ok(Some(holder)) => Some(job_type.subject_taken(
+                &run.job_type,
+                &subject,
+                submission.key.as_str(),
+                (&holder.user, &holder.key),
+                submission.user.as_deref(),
+            )),
             // Not knowing whether the subject is taken, run nothing: the
             // caller retries with the same key.
             Err(error) => {
@@ -133,13 +128,7 @@ impl Ledger {
                         if let Some(claim) = &claim {
                             ops::release_subject(&self.env, claim).await?;
                         }
-                        let facts = DeadFacts {
-                            dead: true,
-                            error_class: "contract".into(),
-                            last_status: Some(result.status),
-                            detail,
-                            attempts: result.attempt,
-                        };
+                        let facts = DeadFacts::of_broken_contract(result.status, detail, result.attempt);
                         ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
                         return ops::alert_if_due(&self.env, config, "contract").await;
                     }
@@ -290,13 +279,7 @@ impl Ledger {
     /// An effect that came to need an operator is a dead letter (and an
     /// alert, at once): the answer was delivered, this part was not.
     async fn dead_letter_effect(&self, config: &Config, submission: &Submission, letter: EffectDeadLetter) {
-        let facts = DeadFacts {
-            dead: true,
-            error_class: EffectDeadLetter::CLASS.into(),
-            last_status: letter.last_status,
-            detail: letter.detail,
-            attempts: letter.attempts,
-        };
+        let facts = letter.facts();
         let recorded = async {
             ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
             ops::alert_if_due(&self.env, config, "effect").await
