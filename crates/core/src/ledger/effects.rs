@@ -40,7 +40,7 @@ use crate::wire::ProblemType;
 use super::dead_letter;
 use super::follow_up::{AfterPass, CLAIM_WATCH_MS, Ended};
 
-pub use super::follow_up::{INLINE_BUDGET_MS, INLINE_WAIT_MS};
+pub use super::follow_up::{INLINE_BUDGET_MS, INLINE_WAIT_MS, LETTER_RETRY_MS};
 
 /// What the deployment defines of one effect now: only those are run (one
 /// a deploy removed is left as stored).
@@ -100,6 +100,13 @@ pub enum Event {
     Receipt(Found),
     /// A [`Command::Sleep`] is over.
     Woke,
+    /// The answer to [`Command::DeadLetter`]: whether the operators'
+    /// database recorded it. One that was not stays due (its flag stays
+    /// set) and is sent again by a later run ([`next_look_ms`]).
+    DeadLettered {
+        /// It was recorded.
+        recorded: bool,
+    },
 }
 
 /// An effect's dead letter: it needs an operator (class [`EffectDeadLetter::CLASS`]).
@@ -174,7 +181,8 @@ pub enum Command {
         /// The claimed effect.
         effect: Effect,
     },
-    /// Record a dead letter (and alert, if one is due). Wants no answer.
+    /// Record a dead letter (and alert, if one is due); answer with
+    /// [`Event::DeadLettered`] (only a recorded letter clears its flag).
     DeadLetter(EffectDeadLetter),
     /// Wait, then [`Event::Woke`].
     Sleep {
@@ -188,7 +196,7 @@ pub enum Command {
 impl Command {
     /// Whether the Ledger answers it with an event.
     pub fn wants_answer(&self) -> bool {
-        !matches!(self, Self::Watch { .. } | Self::DeadLetter(_) | Self::Finish)
+        !matches!(self, Self::Watch { .. } | Self::Finish)
     }
 }
 
@@ -209,6 +217,8 @@ enum Phase {
     Recording,
     /// Waits for a receipt.
     Asking,
+    /// Waits for the dead letter to be recorded.
+    Sending,
     /// Waits for the write that records a dead letter as sent.
     Lettering,
     /// Waits for [`Event::Woke`].
@@ -231,6 +241,9 @@ pub struct Run {
     wake: Option<u64>,
     /// The version the write being waited for expects.
     expected: u64,
+    /// Effects whose dead letter could not be recorded in this run: not
+    /// tried again before the next run (the alarm's, [`next_look_ms`]).
+    unrecorded_letters: Vec<String>,
     phase: Phase,
 }
 
@@ -245,6 +258,7 @@ impl Run {
             acted: false,
             wake: None,
             expected: 0,
+            unrecorded_letters: Vec::new(),
             phase: Phase::New,
         }
     }
@@ -328,6 +342,18 @@ impl Run {
                 self.send_dead_letter()
             }
             (Phase::Recording | Phase::Lettering, Event::Persisted(Ok(()))) => self.next(now),
+            (Phase::Sending, Event::DeadLettered { recorded: true }) => {
+                let effect = &mut self.effects[self.index];
+                self.expected = effect.version;
+                effect.dead_letter_sent();
+                self.phase = Phase::Lettering;
+                vec![Command::Persist { effect: effect.clone(), expected: self.expected }]
+            }
+            // Not recorded: its flag stays set (as stored), and a later run sends it.
+            (Phase::Sending, Event::DeadLettered { recorded: false }) => {
+                self.unrecorded_letters.push(self.effects[self.index].name.clone());
+                self.next(now)
+            }
 
             _ => Vec::new(),
         }
@@ -341,14 +367,19 @@ impl Run {
         self.acted = true;
     }
 
-    /// The current effect's dead letter, and the write that clears its due flag.
+    /// The current effect's dead letter; once it is recorded, the write that
+    /// clears its due flag. (One that no longer needs an operator — an
+    /// operator acted on it — only has its flag cleared.)
     fn send_dead_letter(&mut self) -> Vec<Command> {
         let effect = &mut self.effects[self.index];
-        let letter = effect.state.needs_operator().then(|| Command::DeadLetter(EffectDeadLetter::of(effect)));
+        if effect.state.needs_operator() {
+            self.phase = Phase::Sending;
+            return vec![Command::DeadLetter(EffectDeadLetter::of(effect))];
+        }
         self.expected = effect.version;
         effect.dead_letter_sent();
         self.phase = Phase::Lettering;
-        letter.into_iter().chain([Command::Persist { effect: effect.clone(), expected: self.expected }]).collect()
+        vec![Command::Persist { effect: effect.clone(), expected: self.expected }]
     }
 
     /// On to the next effect of the pass.
@@ -368,7 +399,7 @@ impl Run {
             }
             // A dead letter due since before a restart (or an operator's
             // action on it: then only the flag is cleared).
-            if effect.dead_letter_due {
+            if effect.dead_letter_due && !self.unrecorded_letters.contains(&effect.name) {
                 return self.send_dead_letter();
             }
             let read = effect.version;

@@ -24,6 +24,10 @@ pub const INLINE_BUDGET_MS: u64 = 15_000;
 /// mid-effect, the alarm after the restart reconciles what was claimed.
 pub const CLAIM_WATCH_MS: u64 = 5_000;
 
+/// A dead letter that could not be recorded (the operators' database was
+/// down) is tried again this long after the run that found it so.
+pub const LETTER_RETRY_MS: u64 = 30_000;
+
 /// How a job type's model part ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ended {
@@ -164,7 +168,7 @@ impl AfterPass {
 
 /// When the effects next need a look (for the alarm): the earliest due one
 /// among those the job type still defines (one a deploy removed is never
-/// run), but no sooner than the watch while they run here (their runner is
+/// run), a dead letter still due [`LETTER_RETRY_MS`] from now, but no sooner than the watch while they run here (their runner is
 /// busy, and records before it stops).
 pub fn next_look_ms(
     effects: &[Effect],
@@ -173,7 +177,9 @@ pub fn next_look_ms(
     now_ms: u64,
 ) -> Option<u64> {
     let live: Vec<Effect> = effects.iter().filter(|e| defined(&e.name)).cloned().collect();
-    let due = effect::next_wake_ms(&live, now_ms)?;
+    // A dead letter still due (its record failed) is sent again later.
+    let letter = live.iter().any(|e| e.dead_letter_due).then_some(now_ms + LETTER_RETRY_MS);
+    let due = effect::next_wake_ms(&live, now_ms).into_iter().chain(letter).min()?;
     Some(if running_here { due.max(now_ms + CLAIM_WATCH_MS) } else { due })
 }
 

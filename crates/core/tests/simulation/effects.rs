@@ -137,6 +137,8 @@ pub struct EffectsWorld {
     run: Option<Run>,
     incarnation: u32,
     crash_per_mille: u32,
+    /// How often recording a dead letter fails (the operators' database is down), per mille.
+    letter_fails_per_mille: u32,
     drain: bool,
     watch: Vec<Watch>,
     pub trace: Trace,
@@ -186,6 +188,7 @@ impl EffectsWorld {
             dests.push(Dest { kind, weights, ask_fails: [0, 50, 300][rng.below(3) as usize], arrived });
         }
         let crash_per_mille = [0, 20, 60, 120][rng.below(4) as usize];
+        let letter_fails_per_mille = [0, 0, 200, 600][rng.below(4) as usize];
         let mut world = Self {
             seed,
             rng,
@@ -202,6 +205,7 @@ impl EffectsWorld {
             run: None,
             incarnation: 0,
             crash_per_mille,
+            letter_fails_per_mille,
             drain: false,
             trace: Trace::new(traced),
             violations: Vec::new(),
@@ -215,7 +219,10 @@ impl EffectsWorld {
         if !self.trace.traced() {
             return;
         }
-        let line = format!("effects of seed {}: crashes {}‰", self.seed, self.crash_per_mille);
+        let line = format!(
+            "effects of seed {}: crashes {}‰, dead letters unrecorded {}‰",
+            self.seed, self.crash_per_mille, self.letter_fails_per_mille
+        );
         self.trace.line(|| line);
         for (spec, dest) in self.specs.iter().zip(&self.dests) {
             let line = format!(
@@ -459,6 +466,12 @@ impl EffectsWorld {
                 }
                 Command::DeadLetter(letter) => {
                     let i = self.index_of(&letter.name);
+                    // The operators' database is down: the letter is not recorded.
+                    if !self.drain && self.rng.chance(self.letter_fails_per_mille) {
+                        self.count("dead letters unrecorded");
+                        self.trace.line(|| "          (the dead letter could not be recorded)".into());
+                        return self.feed(Event::DeadLettered { recorded: false });
+                    }
                     let stored = self.stored[i].state;
                     let episode = self.watch[i].episodes;
                     let letters = self.watch[i].letters.entry(episode).or_insert(0);
@@ -481,6 +494,7 @@ impl EffectsWorld {
                         self.count("crashes after a dead letter");
                         return self.crash("after a dead letter");
                     }
+                    return self.feed(Event::DeadLettered { recorded: true });
                 }
                 Command::Sleep { ms } => {
                     self.schedule(self.now + ms, Ev::Woke { incarnation });
@@ -679,6 +693,7 @@ fn short_event(event: &Event) -> String {
         Event::Performed(performed) => format!("Performed({performed:?})"),
         Event::Receipt(found) => format!("Receipt({found:?})"),
         Event::Woke => "Woke".into(),
+        Event::DeadLettered { recorded } => format!("DeadLettered(recorded: {recorded})"),
     }
 }
 

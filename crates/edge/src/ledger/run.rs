@@ -254,8 +254,7 @@ impl Ledger {
                     Event::Receipt(effects::ask(&self.env, spec, &effect, &source).await)
                 }
                 Command::DeadLetter(letter) => {
-                    self.dead_letter_effect(config, &submission, letter).await;
-                    continue;
+                    Event::DeadLettered { recorded: self.dead_letter_effect(config, &submission, letter).await }
                 }
                 Command::Sleep { ms } => {
                     Delay::from(Duration::from_millis(ms)).await;
@@ -278,15 +277,18 @@ impl Ledger {
 
     /// An effect that came to need an operator is a dead letter (and an
     /// alert, at once): the answer was delivered, this part was not.
-    async fn dead_letter_effect(&self, config: &Config, submission: &Submission, letter: EffectDeadLetter) {
-        let facts = letter.facts();
-        let recorded = async {
-            ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
-            ops::alert_if_due(&self.env, config, "effect").await
-        };
-        if let Err(error) = recorded.await {
-            worker::console_error!("ledger: recording an effect's dead letter failed: {error}");
+    /// Whether it was recorded: one that was not is sent again later (the
+    /// effects machine keeps it due); a failed alert is only logged (the
+    /// letter is in the operators' list).
+    async fn dead_letter_effect(&self, config: &Config, submission: &Submission, letter: EffectDeadLetter) -> bool {
+        if let Err(error) = ops::record_dead_letter(&self.env, &submission.message(), &letter.facts()).await {
+            worker::console_error!("ledger: recording an effect's dead letter failed (sent again later): {error}");
+            return false;
         }
+        if let Err(error) = ops::alert_if_due(&self.env, config, "effect").await {
+            worker::console_error!("ledger: alerting about an effect's dead letter failed: {error}");
+        }
+        true
     }
 
     /// The answer of a run job: `{type, key, state, output, effects}` for

@@ -173,8 +173,9 @@ fn a_permanent_failure_is_one_dead_letter_once_its_record_is_written() {
     assert_eq!(letters[0].attempts, 1);
     assert_eq!(letters[0].state, EffectState::Dead);
     assert!(letters[0].detail.starts_with("effect email (dead): "), "{}", letters[0].detail);
-    // Then the write that says the letter is out, by the version it read.
-    let (sent, expected) = persisted(&after);
+    assert_eq!(after.len(), 1, "the letter alone: nothing is cleared before it is recorded");
+    // Once it is recorded, the write that says the letter is out, by the version it read.
+    let (sent, expected) = persisted(&h.on(Event::DeadLettered { recorded: true }, T0));
     assert_eq!(
         (sent.state, sent.dead_letter_due, expected, sent.version),
         (EffectState::Dead, false, dead.version, dead.version + 1)
@@ -195,13 +196,35 @@ fn a_dead_letter_cut_off_by_a_crash_is_sent_after_the_restart_and_only_once() {
     let mut h = Harness::new(&["email"]);
     let after = h.loaded(vec![dead.clone()], T0 + 60_000);
     assert_eq!(dead_letters(&after).len(), 1);
-    let (sent, expected) = persisted(&after);
+    let (sent, expected) = persisted(&h.on(Event::DeadLettered { recorded: true }, T0 + 60_000));
     assert_eq!((sent.dead_letter_due, expected), (false, dead.version));
     assert_eq!(h.on(Event::Persisted(Ok(())), T0 + 60_000), vec![Command::Finish]);
     // An operator who resent it first: no letter, the flag is gone with their write.
     let mut resent = dead.clone();
     assert_eq!(resent.resend("ops", RETRY, T0 + 1), Ok(true));
     assert!(!resent.dead_letter_due);
+}
+
+#[test]
+fn a_dead_letter_the_database_did_not_record_stays_due_and_is_sent_by_a_later_run() {
+    let mut dead = planned("email", false);
+    dead.claim(T0);
+    let refused = Outcome::Permanent { status: Some(400), detail: "no".into() };
+    dead.finish(1, refused, RETRY, T0, &mut SplitMix64::new(1));
+    let mut h = Harness::new(&["email"]);
+    assert_eq!(dead_letters(&h.loaded(vec![dead.clone()], T0)).len(), 1);
+    // Not recorded: no write clears the flag, and this run does not try again.
+    assert_eq!(h.on(Event::DeadLettered { recorded: false }, T0), vec![Command::Finish]);
+    assert!(dead.dead_letter_due, "as stored: still due");
+    // The alarm comes back for it, later (not at once: the database is down).
+    let defined = defined(&["email"]);
+    assert_eq!(next_look_ms(std::slice::from_ref(&dead), &defined, false, T0), Some(T0 + LETTER_RETRY_MS));
+    // The next run sends it again, and clears it once it is recorded.
+    let mut later = Harness::new(&["email"]);
+    assert_eq!(dead_letters(&later.loaded(vec![dead.clone()], T0 + LETTER_RETRY_MS)).len(), 1);
+    let (sent, _) = persisted(&later.on(Event::DeadLettered { recorded: true }, T0 + LETTER_RETRY_MS));
+    assert!(!sent.dead_letter_due);
+    assert_eq!(next_look_ms(&[sent], &defined, false, T0 + LETTER_RETRY_MS), None);
 }
 
 #[test]
