@@ -2,6 +2,7 @@
 //! operator settling an unknown job, a caller cancelling a stream, a
 //! caller polling a background job.
 
+use crate::background::{self, Outbox};
 use crate::job::{Job, JobError, JobState};
 use crate::wire::{Problem, ProblemType};
 
@@ -81,6 +82,36 @@ pub fn poll_after_ms(job: &Job, now_ms: u64) -> Option<u64> {
 /// a background job left failed (one new attempt) runs there.
 pub fn requeue_after_resolve(job: &Job) -> bool {
     job.is_background() && job.state() == JobState::Failed
+}
+
+/// What an operator's replay of a job (whose job type's answer, if any, is
+/// not in: those replay their effects) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayStep {
+    /// Refused: only a background job has attempts an operator replays.
+    Refused(Refused),
+    /// The outbox gave up on its messages (no delivery took one): once the
+    /// queue is fixed, a fresh run of sends, and nothing else.
+    Resend,
+    /// Fresh attempts ([`Job::replay_dead`] decides whether it may), after
+    /// its job type's subject is claimed again when `claim_subject` (a dead
+    /// job freed it; another job may have taken it meanwhile).
+    Replay {
+        /// Claim the subject first.
+        claim_subject: bool,
+    },
+}
+
+/// What an operator's replay of `job` does, its outbox as `outbox` says.
+pub fn replay_step(job: &Job, outbox: &Outbox) -> ReplayStep {
+    if !job.is_background() {
+        let detail = "only a background job can be replayed";
+        return ReplayStep::Refused(Refused { kind: ProblemType::NotBackground, detail });
+    }
+    if background::undelivered(job, outbox) {
+        return ReplayStep::Resend;
+    }
+    ReplayStep::Replay { claim_subject: job.state() == JobState::Dead }
 }
 
 /// What an operator's resolution did to a job, for the Ledger to perform
@@ -213,5 +244,26 @@ mod tests {
         let ticket = done.claim(done.version(), 1, "p", None).expect("claim");
         done.complete(ticket, 2, AttemptReport::default()).expect("complete");
         assert!(matches!(resolve(&mut done, Resolution::Retry, "ops", "r2", 3), Err(JobError::NotResolvable { .. })));
+    }
+
+    #[test]
+    fn a_replay_resends_an_undelivered_job_and_gives_a_dead_one_fresh_attempts() {
+        assert_eq!(
+            replay_step(&job(), &Outbox::default()),
+            ReplayStep::Refused(Refused {
+                kind: ProblemType::NotBackground,
+                detail: "only a background job can be replayed"
+            })
+        );
+        let mut queued = job();
+        queued.run_in_background(0);
+        assert_eq!(replay_step(&queued, &Outbox::default()), ReplayStep::Replay { claim_subject: false });
+        let mut gave_up = Outbox::default();
+        gave_up.give_up();
+        assert_eq!(replay_step(&queued, &gave_up), ReplayStep::Resend, "no delivery took its messages");
+        let mut dead = queued.clone();
+        let ticket = dead.claim(dead.version(), 1, "p", None).expect("claim");
+        dead.give_up(ticket, 2, AttemptReport::default()).expect("dead");
+        assert_eq!(replay_step(&dead, &Outbox::default()), ReplayStep::Replay { claim_subject: true });
     }
 }

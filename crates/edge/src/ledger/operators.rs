@@ -1,9 +1,7 @@
 //! What operators do to a job (send its message again, replay, resolve)
 //! and what they read of it (its dead-letter facts, its admin view).
 
-use onejob_core::background;
-use onejob_core::job::JobState;
-use onejob_core::ledger::operator::{self, Resolution, Resolved};
+use onejob_core::ledger::operator::{self, ReplayStep, Resolution, Resolved};
 use onejob_core::protocol::{JobView, ProblemType};
 use worker::{Response, Result};
 
@@ -42,22 +40,19 @@ impl Ledger {
         let Some(mut job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        if !job.is_background() {
-            return http::problem_of(ProblemType::NotBackground, "only a background job can be replayed");
-        }
-        // The outbox gave up on it (no delivery took any of its messages):
-        // once the queue is fixed, a fresh run of sends.
-        if background::undelivered(&job, &store.load_outbox()?) {
-            store.clear_dead_lettered()?;
-            self.enqueue(config, &job, true).await?;
-            return Response::from_json(&ReplayReply::replayed());
-        }
-        // A dead job of a type run once per subject freed its subject: it
-        // runs again only if no other job took it meanwhile.
-        if job.state() == JobState::Dead
-            && let Some(problem) = self.subject_for_replay(config).await
-        {
-            return http::problem_of(ProblemType::NotReplayable, problem.detail);
+        match operator::replay_step(&job, &store.load_outbox()?) {
+            ReplayStep::Refused(refused) => return http::problem(&refused.problem()),
+            ReplayStep::Resend => {
+                store.clear_dead_lettered()?;
+                self.enqueue(config, &job, true).await?;
+                return Response::from_json(&ReplayReply::replayed());
+            }
+            ReplayStep::Replay { claim_subject: true } => {
+                if let Some(problem) = self.subject_for_replay(config).await {
+                    return http::problem_of(ProblemType::NotReplayable, problem.detail);
+                }
+            }
+            ReplayStep::Replay { claim_subject: false } => {}
         }
         let read = job.version();
         let grant = job.policy().max_attempts();
