@@ -219,13 +219,8 @@ impl Store {
     }
 
     fn read_job(&self) -> worker::Result<Option<Job>> {
-        let Some(row) = self.first_row(Tables::Job, "SELECT record FROM jobs WHERE id = 1", vec![])? else {
-            return Ok(None);
-        };
-        let Some(Value::String(record)) = row.into_iter().next() else {
-            return Err(unreadable("job record"));
-        };
-        serde_json::from_str(&record).map(Some).map_err(|_| unreadable("job record"))
+        let record = self.first_text(Tables::Job, "SELECT record FROM jobs WHERE id = 1", "job record")?;
+        record.map(|record| serde_json::from_str(&record).map_err(|_| unreadable("job record"))).transpose()
     }
 
     /// The stored job's version, without reading the job.
@@ -244,7 +239,7 @@ impl Store {
         self.create(Tables::Job)?;
         let written = self.write(
             "INSERT INTO jobs (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
-            vec![version(job.version())?, record(job)?],
+            vec![version(job.version())?, json(job)?],
         )?;
         self.wrote_job(written, job)
     }
@@ -253,7 +248,7 @@ impl Store {
     pub fn update_job(&self, expected_version: u64, job: &Job) -> Result<(), StoreError> {
         let written = self.write(
             "UPDATE jobs SET version = ?, record = ? WHERE id = 1 AND version = ?",
-            vec![version(job.version())?, record(job)?, version(expected_version)?],
+            vec![version(job.version())?, json(job)?, version(expected_version)?],
         )?;
         self.wrote_job(written, job)
     }
@@ -292,10 +287,8 @@ impl Store {
     /// operators' index (the job record itself holds neither).
     pub fn save_meta(&self, meta: &JobMeta) -> worker::Result<()> {
         self.create(Tables::Job)?;
-        let written = self.write(
-            "INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-            vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
-        )?;
+        let written =
+            self.write("INSERT INTO meta (id, record) VALUES (1, ?) ON CONFLICT (id) DO NOTHING", vec![json(meta)?])?;
         // A row already there stays (and is read when next asked for).
         *self.known.meta.borrow_mut() = (written > 0).then(|| Some(meta.clone()));
         Ok(())
@@ -304,10 +297,7 @@ impl Store {
     /// Rewrites who the job belongs to (its metered tokens).
     pub fn update_meta(&self, meta: &JobMeta) -> worker::Result<()> {
         self.known.meta.take();
-        let written = self.write(
-            "UPDATE meta SET record = ? WHERE id = 1",
-            vec![Value::String(serde_json::to_string(meta).map_err(|e| EdgeError::Unwritable(e.to_string()))?)],
-        )?;
+        let written = self.write("UPDATE meta SET record = ? WHERE id = 1", vec![json(meta)?])?;
         *self.known.meta.borrow_mut() = Some((written > 0).then(|| meta.clone()));
         Ok(())
     }
@@ -317,13 +307,8 @@ impl Store {
         if let Some(known) = self.known.meta.borrow().as_ref() {
             return Ok(known.clone());
         }
-        let meta = match self.first_row(Tables::Job, "SELECT record FROM meta WHERE id = 1", vec![])? {
-            None => None,
-            Some(row) => match row.into_iter().next() {
-                Some(Value::String(record)) => serde_json::from_str(&record).ok(),
-                _ => return Err(unreadable("job meta")),
-            },
-        };
+        let record = self.first_text(Tables::Job, "SELECT record FROM meta WHERE id = 1", "job meta")?;
+        let meta = record.and_then(|record| serde_json::from_str(&record).ok());
         *self.known.meta.borrow_mut() = Some(meta.clone());
         Ok(meta)
     }
@@ -332,11 +317,8 @@ impl Store {
     /// [`Outbox`]): its own row, or a record kept before sends were
     /// confirmed (its `queue` row's count), or none.
     pub fn load_outbox(&self) -> worker::Result<Outbox> {
-        if let Some(row) = self.first_row(Tables::Queue, "SELECT record FROM outbox WHERE id = 1", vec![])? {
-            return match row.into_iter().next() {
-                Some(Value::String(record)) => serde_json::from_str(&record).map_err(|_| unreadable("outbox")),
-                _ => Err(unreadable("outbox")),
-            };
+        if let Some(record) = self.first_text(Tables::Queue, "SELECT record FROM outbox WHERE id = 1", "outbox")? {
+            return serde_json::from_str(&record).map_err(|_| unreadable("outbox"));
         }
         match self.first_row(Tables::Queue, "SELECT sends, last_sent_ms FROM queue WHERE id = 1", vec![])?.as_deref() {
             Some([Value::Integer(sends), Value::Integer(at)]) => {
@@ -350,10 +332,9 @@ impl Store {
     /// changes the version an attempt in flight holds.
     pub fn save_outbox(&self, outbox: &Outbox) -> worker::Result<()> {
         self.create(Tables::Queue)?;
-        let record = serde_json::to_string(outbox).map_err(|e| EdgeError::Unwritable(e.to_string()))?;
         self.write(
             "INSERT INTO outbox (id, record) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record",
-            vec![Value::String(record)],
+            vec![json(outbox)?],
         )?;
         Ok(())
     }
@@ -425,21 +406,12 @@ impl Store {
 
     /// The submission a kept request was made with (without its body).
     pub fn load_submission(&self) -> worker::Result<Option<String>> {
-        match self.first_row(Tables::Request, "SELECT submission FROM request WHERE id = 1", vec![])?.as_deref() {
-            Some([Value::String(submission)]) => Ok(Some(submission.clone())),
-            Some(_) => Err(unreadable("request")),
-            None => Ok(None),
-        }
+        self.first_text(Tables::Request, "SELECT submission FROM request WHERE id = 1", "request")
     }
 
     /// A background job's request, if this object keeps one.
     pub fn load_request(&self) -> worker::Result<Option<(String, Vec<u8>)>> {
-        let Some(row) = self.first_row(Tables::Request, "SELECT submission FROM request WHERE id = 1", vec![])? else {
-            return Ok(None);
-        };
-        let Some(Value::String(submission)) = row.into_iter().next() else {
-            return Err(unreadable("request"));
-        };
+        let Some(submission) = self.load_submission()? else { return Ok(None) };
         let mut body = Vec::new();
         for row in self.sql.exec("SELECT bytes FROM request_chunks ORDER BY seq", None)?.raw() {
             match row?.into_iter().next() {
@@ -655,7 +627,7 @@ impl Store {
                     Value::Integer(seq as i64),
                     Value::String(effect.name.clone()),
                     version(effect.version)?,
-                    effect_record(effect)?,
+                    json(effect)?,
                 ],
             )?;
         }
@@ -669,7 +641,7 @@ impl Store {
             "UPDATE effects SET version = ?, record = ? WHERE name = ? AND version = ?",
             vec![
                 version(effect.version)?,
-                effect_record(effect)?,
+                json(effect)?,
                 Value::String(effect.name.clone()),
                 version(expected_version)?,
             ],
@@ -748,6 +720,16 @@ impl Store {
         cursor.raw().next().transpose()
     }
 
+    /// The first row's one text column (a record as JSON), or `None` as
+    /// [`Self::first_row`]; anything else in it is `what`, unreadable.
+    fn first_text(&self, group: Tables, query: &str, what: &str) -> worker::Result<Option<String>> {
+        match self.first_row(group, query, vec![])?.map(Vec::into_iter).as_mut().map(Iterator::next) {
+            None => Ok(None),
+            Some(Some(Value::String(text))) => Ok(Some(text)),
+            Some(_) => Err(unreadable(what)),
+        }
+    }
+
     /// Runs a write to completion and returns the rows it wrote.
     fn write(&self, query: &str, args: Vec<Value>) -> worker::Result<usize> {
         let cursor: SqlCursor = self.sql.exec(query, args)?;
@@ -767,12 +749,9 @@ fn version(version: u64) -> worker::Result<Value> {
     Value::try_from_i64(i64::try_from(version).unwrap_or(i64::MAX))
 }
 
-fn record(job: &Job) -> worker::Result<Value> {
-    serde_json::to_string(job).map(Value::String).map_err(|e| EdgeError::Unwritable(e.to_string()).into())
-}
-
-fn effect_record(effect: &Effect) -> worker::Result<Value> {
-    serde_json::to_string(effect).map(Value::String).map_err(|e| EdgeError::Unwritable(e.to_string()).into())
+/// A record (job, meta, outbox, effect) as the JSON text it is stored as.
+fn json(record: &impl serde::Serialize) -> worker::Result<Value> {
+    serde_json::to_string(record).map(Value::String).map_err(|e| EdgeError::Unwritable(e.to_string()).into())
 }
 
 fn unreadable(what: &str) -> worker::Error {
