@@ -30,13 +30,14 @@
 //! ([`onejob_core::ledger::effects`], `simulation/effects.rs`), with its own
 //! invariants: `effect-once`, `claim-before-perform`, `effect-cas`,
 //! `approval-before-perform`, `done-means-delivered`, `dead-letter-once`,
-//! `batch`, and after its drain `effect-settles` and `no-stuck-run`.
+//! `batch`, and after its drain `effect-settles`, `no-stuck-run` and
+//! `dead-letter-recorded` (also when recording a letter fails for a while).
 //!
 //! - `SEEDS=N` runs seeds 0..N (default 10,000), `SIM_FIRST=K` starts at K;
 //! - `SIM_SEED=N` runs seed N alone and prints its trace to stderr;
 //! - `SIM_STATS=1` prints how often each interesting thing happened;
-//! - `SIM_EDGE_AS_IS=1` makes the shell do what crates/edge does today where
-//!   it falls short of the core's contract (see `world.rs`, `edge_as_is`);
+//! - `SIM_EDGE_AS_IS=1` makes the shell do what crates/edge did before it
+//!   met the core's contract (see `world.rs`, `edge_as_is`);
 //! - a failing seed prints its trace to stderr and names itself.
 //!
 //! It prints one line: `simulation: N seeds, M steps, V violations`.

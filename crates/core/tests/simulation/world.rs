@@ -1300,7 +1300,7 @@ impl World {
             // it so, a delivery that ran nothing too: its runtime may have
             // died between the write that made it so and the dead letter,
             // and once a blocked job's lease is over no alarm comes before
-            // retention. (The edge's `deliver` does not, today: SIM_EDGE_AS_IS=1.)
+            // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
             if !edge_as_is() {
                 self.dead_letter_once(j);
             }
@@ -1669,9 +1669,9 @@ impl World {
     }
 }
 
-/// `SIM_EDGE_AS_IS=1`: the shell does what crates/edge's Ledger does today
-/// where it differs from what the core's contract asks of it (a judged
-/// delivery dead-letters nothing).
+/// `SIM_EDGE_AS_IS=1`: the shell does what crates/edge's Ledger did before
+/// b97c98c where it fell short of the core's contract (a judged delivery
+/// dead-letters nothing), to show the finding again (seed 232426 and others).
 fn edge_as_is() -> bool {
     static AS_IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AS_IS.get_or_init(|| std::env::var("SIM_EDGE_AS_IS").is_ok_and(|v| v == "1"))
