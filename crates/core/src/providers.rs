@@ -21,6 +21,7 @@
 use serde_json::Value;
 
 use crate::contract::Contract;
+use crate::wire::{Problem, ProblemType};
 
 /// The API a request speaks, by its path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +37,24 @@ impl Api {
     pub fn of_path(path: &str) -> Self {
         let path = path.split('?').next().unwrap_or(path);
         if path == "/v1/messages" || path.starts_with("/v1/messages/") { Self::Anthropic } else { Self::OpenAi }
+    }
+}
+
+/// No route serves a request's model with its API (the one kept here):
+/// the `400 no-route` problem, built only where it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRoute(pub Api);
+
+impl NoRoute {
+    /// The problem the caller is answered.
+    pub fn problem(self) -> Problem {
+        Problem::new(
+            ProblemType::NoRoute,
+            match self.0 {
+                Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
+                Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
+            },
+        )
     }
 }
 
@@ -256,6 +275,15 @@ impl Providers {
     pub fn route(&self, model: Option<&str>) -> Option<&Route> {
         let own = model.and_then(|m| self.routes.iter().find(|(name, _)| name == m)).map(|(_, route)| route);
         own.or(self.any_model.as_ref())
+    }
+
+    /// The route that serves `model` with `api`, or [`NoRoute`] when none
+    /// does (no route for the model, or none of its providers speaks that API).
+    pub fn serving(&self, api: Api, model: Option<&str>) -> Result<&Route, NoRoute> {
+        match self.route(model) {
+            Some(route) if !route.rotation(self, api, None).is_empty() => Ok(route),
+            _ => Err(NoRoute(api)),
+        }
     }
 
     /// Every route with the model it serves (`*` for any other), in
@@ -667,6 +695,24 @@ mod tests {
         // The wrong API finds no provider on this route.
         assert!(route.rotation(&p, Api::Anthropic, None).is_empty());
         assert!(p.route(Some("other")).is_none());
+    }
+
+    #[test]
+    fn a_request_is_served_by_its_model_s_route_only_if_a_provider_there_speaks_its_api() {
+        let routes = r#"{"gpt-x": {"providers": [{"provider": "primary"}]}, "claude-x": {"providers": [{"provider": "claude"}]}}"#;
+        let p = Providers::parse(PROVIDERS, Some(routes)).unwrap();
+        assert_eq!(p.serving(Api::OpenAi, Some("gpt-x")).map(|r| r.steps.len()), Ok(1));
+        assert_eq!(p.serving(Api::Anthropic, Some("claude-x")).map(|r| r.steps.len()), Ok(1));
+        // The wrong API for the route's providers, a model no route serves, no model.
+        assert_eq!(p.serving(Api::Anthropic, Some("gpt-x")).unwrap_err(), NoRoute(Api::Anthropic));
+        assert_eq!(p.serving(Api::OpenAi, Some("other")).unwrap_err(), NoRoute(Api::OpenAi));
+        assert_eq!(p.serving(Api::OpenAi, None).unwrap_err(), NoRoute(Api::OpenAi));
+        let problem = NoRoute(Api::Anthropic).problem();
+        assert_eq!((problem.kind, problem.status()), (ProblemType::NoRoute, 400));
+        assert!(problem.detail.contains("Anthropic Messages API"), "{}", problem.detail);
+        // Without routes every model is served by the providers that speak its API.
+        let any = Providers::parse(PROVIDERS, None).unwrap();
+        assert!(any.serving(Api::Anthropic, Some("whatever")).is_ok());
     }
 
     #[test]

@@ -35,8 +35,7 @@ use onejob_core::ledger::attempts;
 use onejob_core::ledger::drive::{
     Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing,
 };
-use onejob_core::protocol::{Problem, ProblemType};
-use onejob_core::providers::{Api, Provider, Route};
+use onejob_core::providers::{Api, NoRoute, Provider, Route};
 use onejob_core::settings::JobLogs;
 use onejob_core::telemetry::{self, log::JobLog};
 use serde_json::Value;
@@ -447,34 +446,11 @@ fn persist(
     }
 }
 
-/// The route that serves `model` with the API of `target`, or [`NoRoute`]
-/// when none does (no route for the model, or none of its providers speaks
-/// that API).
+/// The route that serves `model` with the API of `target` ([`Providers::serving`]).
+///
+/// [`Providers::serving`]: onejob_core::providers::Providers::serving
 pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> std::result::Result<&'c Route, NoRoute> {
-    let providers = &config.settings.providers;
-    let api = Api::of_path(target);
-    match providers.route(model) {
-        Some(route) if !route.rotation(providers, api, None).is_empty() => Ok(route),
-        _ => Err(NoRoute(api)),
-    }
-}
-
-/// No route serves the request's model with its API (the one kept here):
-/// the `400 no-route` problem, built only where it is answered.
-#[derive(Debug, Clone, Copy)]
-pub struct NoRoute(Api);
-
-impl NoRoute {
-    /// The problem the caller is answered.
-    pub fn problem(self) -> Problem {
-        Problem::new(
-            ProblemType::NoRoute,
-            match self.0 {
-                Api::OpenAi => "no route serves this model with the OpenAI API; see ROUTES",
-                Api::Anthropic => "no route serves this model with the Anthropic Messages API; see ROUTES",
-            },
-        )
-    }
+    config.settings.providers.serving(Api::of_path(target), model)
 }
 
 /// Awaits a hedged attempt that lost the race and has the machine audit its
