@@ -185,12 +185,18 @@ fn a_permanent_failure_is_one_dead_letter_once_its_record_is_written() {
     assert_eq!(h.on(Event::Loaded(vec![sent]), T0), vec![Command::Finish]);
 }
 
-#[test]
-fn a_dead_letter_cut_off_by_a_crash_is_sent_after_the_restart_and_only_once() {
+/// An effect the receiver refused for good, as the write that made it dead left it: its letter due.
+fn dead_letter_due() -> Effect {
     let mut dead = planned("email", false);
     dead.claim(T0);
     let refused = Outcome::Permanent { status: Some(400), detail: "no".into() };
     dead.finish(1, refused, RETRY, T0, &mut SplitMix64::new(1));
+    dead
+}
+
+#[test]
+fn a_dead_letter_cut_off_by_a_crash_is_sent_after_the_restart_and_only_once() {
+    let dead = dead_letter_due();
     assert!(dead.dead_letter_due);
     // The runtime died after the write that made it dead: the restart's run sends the letter.
     let mut h = Harness::new(&["email"]);
@@ -207,10 +213,7 @@ fn a_dead_letter_cut_off_by_a_crash_is_sent_after_the_restart_and_only_once() {
 
 #[test]
 fn a_dead_letter_the_database_did_not_record_stays_due_and_is_sent_by_a_later_run() {
-    let mut dead = planned("email", false);
-    dead.claim(T0);
-    let refused = Outcome::Permanent { status: Some(400), detail: "no".into() };
-    dead.finish(1, refused, RETRY, T0, &mut SplitMix64::new(1));
+    let dead = dead_letter_due();
     let mut h = Harness::new(&["email"]);
     assert_eq!(dead_letters(&h.loaded(vec![dead.clone()], T0)).len(), 1);
     // Not recorded: no write clears the flag, and this run does not try again.
