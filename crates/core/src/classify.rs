@@ -34,6 +34,23 @@ pub enum TransportFailure {
     DroppedAfterSend,
 }
 
+impl TransportFailure {
+    /// What a fetch that failed without a response means, from its error's
+    /// message. Only words that prove the request never left (a refused
+    /// connection, a failed DNS lookup) make it [`Self::Connect`], which may
+    /// be retried; anything else (reset, closed, lost) may have reached the
+    /// provider: [`Self::DroppedAfterSend`], an unknown outcome.
+    ///
+    /// workerd reports a refused connection and one dropped after the
+    /// request was sent with the same words ("Network connection lost"), so
+    /// both are unknown there (the safe side: no second paid call).
+    pub fn of_fetch_error(message: &str) -> Self {
+        const NEVER_SENT: [&str; 4] = ["connection refused", "econnrefused", "dns lookup", "no such host"];
+        let lower = message.to_ascii_lowercase();
+        if NEVER_SENT.iter().any(|words| lower.contains(words)) { Self::Connect } else { Self::DroppedAfterSend }
+    }
+}
+
 /// One observed outcome of a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -195,6 +212,23 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn only_a_fetch_error_that_proves_the_request_never_left_is_a_connect_failure() {
+        for never_left in
+            ["connect ECONNREFUSED 127.0.0.1:9", "Connection refused", "DNS lookup failed", "no such host"]
+        {
+            assert_eq!(TransportFailure::of_fetch_error(never_left), TransportFailure::Connect, "{never_left}");
+        }
+        // workerd's words for a refused connection and a lost one alike: unknown.
+        for maybe_sent in ["Network connection lost.", "connection reset by peer", "socket hang up", ""] {
+            assert_eq!(
+                TransportFailure::of_fetch_error(maybe_sent),
+                TransportFailure::DroppedAfterSend,
+                "{maybe_sent}"
+            );
+        }
+    }
 
     fn decision(status: u16) -> Decision {
         classify(Outcome::status(status)).decision

@@ -40,6 +40,58 @@ impl Api {
     }
 }
 
+/// The Messages API version sent when the caller sent none.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// Where one call to an HTTP provider goes and the headers it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamRequest {
+    /// The provider's base URL joined with the request's target.
+    pub url: String,
+    /// Every header, in the order they are set.
+    pub headers: Vec<(String, String)>,
+}
+
+impl UpstreamRequest {
+    /// The request to the provider at `base_url` for a caller's `target`
+    /// (path and query): `/v1/…` against a base URL that already ends in
+    /// `/v1` (`https://api.openai.com/v1`) is not doubled. It carries the
+    /// body's content type, the job's key for the provider (never the
+    /// caller's own), the provider headers the caller sent (`caller`:
+    /// `anthropic-version`, betas) and the provider's key where its API
+    /// wants it: `x-api-key` (with a default `anthropic-version`) for
+    /// Anthropic's Messages API, `Authorization: Bearer` for OpenAI's. A
+    /// target that could resolve outside the base URL ([`check_api_path`])
+    /// is refused: the key goes with every request.
+    pub fn new(
+        base_url: &str,
+        target: &str,
+        api_key: Option<&str>,
+        content_type: &str,
+        upstream_key: &str,
+        caller: &[(String, String)],
+    ) -> Result<Self, &'static str> {
+        check_api_path(target)?;
+        let path = if base_url.ends_with("/v1") { target.strip_prefix("/v1").unwrap_or(target) } else { target };
+        let mut headers = vec![
+            ("Content-Type".to_owned(), content_type.to_owned()),
+            (crate::wire::header::IDEMPOTENCY_KEY.to_owned(), upstream_key.to_owned()),
+        ];
+        headers.extend(caller.iter().cloned());
+        match (Api::of_path(target), api_key) {
+            (Api::Anthropic, key) => {
+                headers.extend(key.map(|key| ("x-api-key".to_owned(), key.to_owned())));
+                if !caller.iter().any(|(name, _)| name == "anthropic-version") {
+                    headers.push(("anthropic-version".to_owned(), ANTHROPIC_VERSION.to_owned()));
+                }
+            }
+            (Api::OpenAi, Some(key)) => headers.push(("Authorization".to_owned(), format!("Bearer {key}"))),
+            (Api::OpenAi, None) => {}
+        }
+        Ok(Self { url: format!("{base_url}{path}"), headers })
+    }
+}
+
 /// No route serves a request's model with its API (the one kept here):
 /// the `400 no-route` problem, built only where it is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -713,6 +765,62 @@ mod tests {
         // Without routes every model is served by the providers that speak its API.
         let any = Providers::parse(PROVIDERS, None).unwrap();
         assert!(any.serving(Api::Anthropic, Some("whatever")).is_ok());
+    }
+
+    #[test]
+    fn an_upstream_request_joins_the_path_once_and_puts_the_key_where_its_api_wants_it() {
+        let caller = vec![("openai-beta".to_owned(), "assistants=v2".to_owned())];
+        let openai = UpstreamRequest::new(
+            "https://a.example/v1",
+            "/v1/chat/completions?x=1",
+            Some("sk-p"),
+            "application/json",
+            "t:k",
+            &caller,
+        )
+        .unwrap();
+        assert_eq!(openai.url, "https://a.example/v1/chat/completions?x=1");
+        assert_eq!(
+            openai.headers,
+            [
+                ("Content-Type", "application/json"),
+                ("Idempotency-Key", "t:k"),
+                ("openai-beta", "assistants=v2"),
+                ("Authorization", "Bearer sk-p"),
+            ]
+            .map(|(n, v)| (n.to_owned(), v.to_owned()))
+        );
+        // A base URL without /v1 gets the whole path; no key, no Authorization.
+        let keyless =
+            UpstreamRequest::new("http://127.0.0.1:9", "/v1/embeddings", None, "application/json", "t:k", &[]).unwrap();
+        assert_eq!(keyless.url, "http://127.0.0.1:9/v1/embeddings");
+        assert!(keyless.headers.iter().all(|(name, _)| name != "Authorization" && name != "x-api-key"));
+        // Anthropic: x-api-key, never Authorization, and a version unless the caller chose one.
+        let anthropic =
+            UpstreamRequest::new("https://c.example/v1", "/v1/messages", Some("sk-a"), "application/json", "t:k", &[])
+                .unwrap();
+        let header =
+            |r: &UpstreamRequest, name: &str| r.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+        assert_eq!(header(&anthropic, "x-api-key").as_deref(), Some("sk-a"));
+        assert_eq!(header(&anthropic, "Authorization"), None);
+        assert_eq!(header(&anthropic, "anthropic-version").as_deref(), Some(ANTHROPIC_VERSION));
+        let chosen = vec![("anthropic-version".to_owned(), "2024-01-01".to_owned())];
+        let pinned = UpstreamRequest::new(
+            "https://c.example/v1",
+            "/v1/messages",
+            Some("sk-a"),
+            "application/json",
+            "t:k",
+            &chosen,
+        )
+        .unwrap();
+        let versions: Vec<_> = pinned.headers.iter().filter(|(n, _)| n == "anthropic-version").collect();
+        assert_eq!(versions.len(), 1, "the caller's version alone");
+        // A target that could leave the base URL never carries the key anywhere.
+        assert!(
+            UpstreamRequest::new("https://a.example/v1", "/v1/../admin", Some("sk-p"), "application/json", "t:k", &[])
+                .is_err()
+        );
     }
 
     #[test]

@@ -5,16 +5,13 @@
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use onejob_core::providers::{Api, check_api_path};
+use onejob_core::providers::UpstreamRequest;
 use onejob_core::sse;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::answer::{Reply, Streaming};
 use crate::env::clock::Sleep;
 use crate::upstream::{Call, CallResult, MAX_RESPONSE_BYTES, timed_out};
-
-/// The Messages API version sent when the caller sent none.
-const ANTHROPIC_VERSION: &str = "2023-06-01";
 
 /// Calls the provider at `base_url` once, until `timeout` (see [`super::call`]).
 pub async fn call(base_url: &str, api_key: Option<&str>, call: &Call, timeout: Sleep) -> CallResult {
@@ -58,42 +55,18 @@ pub async fn call(base_url: &str, api_key: Option<&str>, call: &Call, timeout: S
     }
 }
 
+/// The request core's [`UpstreamRequest`] describes, with the body.
 fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<Request, String> {
-    // `/v1/chat/completions` against a base URL that already ends in `/v1`
-    // (`https://api.openai.com/v1`); one without it gets the whole path.
-    let target = match base_url.ends_with("/v1") {
-        true => call.target.strip_prefix("/v1").unwrap_or(&call.target),
-        false => &call.target,
-    };
-    // The key goes with the request: a target that resolves outside the base
-    // URL (dot segments, encoded slashes) is never sent. The gateway checks
-    // every target first; this is the last line.
-    check_api_path(&call.target).map_err(str::to_owned)?;
-    let url = format!("{base_url}{target}");
+    let described =
+        UpstreamRequest::new(base_url, &call.target, api_key, &call.content_type, &call.upstream_key, &call.headers)?;
     let headers = Headers::new();
-    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
-    set("Content-Type", &call.content_type)?;
-    set(header::IDEMPOTENCY_KEY, &call.upstream_key)?;
-    for (name, value) in &call.headers {
-        set(name, value)?;
-    }
-    match (Api::of_path(&call.target), api_key) {
-        // Anthropic authenticates with x-api-key and needs a version.
-        (Api::Anthropic, key) => {
-            if let Some(key) = key {
-                set("x-api-key", key)?;
-            }
-            if !call.headers.iter().any(|(name, _)| name == "anthropic-version") {
-                set("anthropic-version", ANTHROPIC_VERSION)?;
-            }
-        }
-        (Api::OpenAi, Some(key)) => set("Authorization", &format!("Bearer {key}"))?,
-        (Api::OpenAi, None) => {}
+    for (name, value) in &described.headers {
+        headers.set(name, value).map_err(|e| e.to_string())?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers);
     init.with_body(Some(js_sys::Uint8Array::from(&call.body[..]).into()));
-    Request::new_with_init(&url, &init).map_err(|_| "cannot build the upstream request".to_owned())
+    Request::new_with_init(&described.url, &init).map_err(|_| "cannot build the upstream request".to_owned())
 }
 
 /// The headers the retry rule reads, kept with the reply.
@@ -129,23 +102,11 @@ fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {
     }
 }
 
-/// A fetch that failed without a response. Only an error that proves the
-/// request never left (a refused connection, a failed DNS lookup) is "not
-/// sent" and may be retried; anything else (reset, closed, lost) may have
-/// reached the provider, so the outcome is unknown.
-///
-/// workerd reports a refused connection and one dropped after the request
-/// was sent with the same words ("Network connection lost"), and reads the
-/// request body before it connects, so neither the error nor the body tells
-/// them apart there: both are unknown (the safe side: no second paid call).
+/// A fetch that failed without a response: what it means is core's
+/// ([`TransportFailure::of_fetch_error`]).
 fn transport_error(message: &str) -> CallResult {
     // The message may name the upstream's address: it goes to the log only.
     worker::console_warn!("onejob: upstream fetch failed: {message}");
-    let lower = message.to_ascii_lowercase();
-    let never_left = NEVER_SENT.iter().any(|m| lower.contains(m));
-    let failure = if never_left { TransportFailure::Connect } else { TransportFailure::DroppedAfterSend };
+    let failure = TransportFailure::of_fetch_error(message);
     CallResult::Transport { failure, detail: "the connection to the upstream failed".into() }
 }
-
-/// Words of errors that prove the request never left.
-const NEVER_SENT: [&str; 4] = ["connection refused", "econnrefused", "dns lookup", "no such host"];
