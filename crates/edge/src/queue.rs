@@ -7,15 +7,13 @@
 //!
 //! May import: `env`, `api`, `ops` and the core.
 
-use std::time::Duration;
-
 use futures_util::future::join_all;
 use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Result};
 
 use crate::env::binding;
 use crate::env::config::Config;
 use crate::error::EdgeError;
-use onejob_core::ledger::delivery::Verdict;
+use onejob_core::ledger::delivery::{self, Verdict};
 
 use crate::api::client;
 use crate::api::handoff::{DeadFacts, JobMessage};
@@ -55,8 +53,7 @@ async fn deliver(env: &Env, message: &Message<serde_json::Value>) {
     {
         Ok(Verdict::Ack) => message.ack(),
         Ok(Verdict::Retry { delay_ms }) => {
-            // Queues delay in whole seconds: at least one, rounded up.
-            let seconds = u32::try_from(Duration::from_millis(delay_ms).as_secs() + 1).unwrap_or(u32::MAX).min(43_200);
+            let seconds = delivery::redelivery_delay_s(delay_ms);
             message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(seconds).build());
         }
         Ok(Verdict::Dead) => match send_dead_letter(env, &job).await {

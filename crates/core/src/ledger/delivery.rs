@@ -28,6 +28,17 @@ pub enum Verdict {
     Dead,
 }
 
+/// The longest delay Cloudflare Queues take for a redelivery (12 hours).
+pub const MAX_REDELIVERY_DELAY_S: u32 = 43_200;
+
+/// The delay of a redelivery `delay_ms` from now as Queues take it, in
+/// whole seconds: the seconds in it plus one (never sooner than the job's
+/// backoff, at least one), at most [`MAX_REDELIVERY_DELAY_S`] (the outbox
+/// and the alarm cover a longer wait).
+pub fn redelivery_delay_s(delay_ms: u64) -> u32 {
+    u32::try_from(delay_ms / 1_000 + 1).unwrap_or(u32::MAX).min(MAX_REDELIVERY_DELAY_S)
+}
+
 /// The verdict of a delivery that ran nothing: acknowledged, or handed back
 /// for the job's backoff; `None` when the delivery is to run the job (its
 /// verdict comes after the run: [`after_run`]).
@@ -145,5 +156,14 @@ mod tests {
         assert!(!follows_up(Delivery::Run, Some(&completed), false));
         assert!(!follows_up(Delivery::Ack, Some(&failed(1)), false), "a dead job has no answer to follow up");
         assert!(!follows_up(Delivery::Ack, None, false));
+    }
+
+    #[test]
+    fn a_redelivery_waits_whole_seconds_never_sooner_at_least_one_at_most_twelve_hours() {
+        assert_eq!(redelivery_delay_s(0), 1);
+        assert_eq!(redelivery_delay_s(999), 1);
+        assert_eq!(redelivery_delay_s(1_000), 2);
+        assert_eq!(redelivery_delay_s(2_500), 3);
+        assert_eq!(redelivery_delay_s(u64::MAX), MAX_REDELIVERY_DELAY_S);
     }
 }
