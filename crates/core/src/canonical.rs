@@ -188,6 +188,42 @@ fn read(json: &[u8], decode_values: bool) -> Result<Json<'_>, CanonicalError> {
     Ok(value)
 }
 
+/// The source text of the member `name` of the JSON object `json` (its
+/// first so named), from the first byte of its value to the last; `None`
+/// when `json` does not begin as an object or has no such member before an
+/// error. For a reader that keeps part of a document exactly as it was
+/// written (see [`crate::intent::IntentRecord::read_stored`]).
+pub(crate) fn member_source<'a>(json: &'a str, name: &str) -> Option<&'a str> {
+    let mut reader = Reader { text: json, bytes: json.as_bytes(), pos: 0, decode_values: false };
+    reader.skip_space();
+    if reader.peek() != Some(b'{') {
+        return None;
+    }
+    loop {
+        reader.pos += 1; // `{`, then each `,`
+        reader.skip_space();
+        if reader.peek() != Some(b'"') {
+            return None;
+        }
+        let member = reader.string(true).ok()?;
+        reader.skip_space();
+        if reader.peek() != Some(b':') {
+            return None;
+        }
+        reader.pos += 1;
+        reader.skip_space();
+        let start = reader.pos;
+        reader.value(1).ok()?;
+        if member == name {
+            return Some(reader.slice(start));
+        }
+        reader.skip_space();
+        if reader.peek() != Some(b',') {
+            return None;
+        }
+    }
+}
+
 /// A recursive-descent reader over valid UTF-8 (checked first), so every
 /// slice it takes at an ASCII boundary is a `&str`.
 struct Reader<'a> {
@@ -985,6 +1021,19 @@ mod tests {
             theirs.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
             let ours: Vec<&str> = ours.iter().map(|(n, ())| n.as_ref()).collect();
             proptest::prop_assert_eq!(ours, theirs.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn a_members_source_is_its_text_as_written() {
+        let json = r#" { "a" : [1, {"b":"\u0041"}] , "b":"x\ny", "c" : null } "#;
+        assert_eq!(member_source(json, "a"), Some(r#"[1, {"b":"\u0041"}]"#));
+        assert_eq!(member_source(json, "b"), Some(r#""x\ny""#));
+        assert_eq!(member_source(json, "c"), Some("null"));
+        assert_eq!(member_source(json, "d"), None);
+        assert_eq!(member_source(r#"{"a":1,"a":2}"#, "a"), Some("1"), "the first");
+        for not_an_object in ["", "[]", "1", r#"{"a" 1}"#, r#"{"a":}"#, r#"{"b":1 "a":2}"#] {
+            assert_eq!(member_source(not_an_object, "a"), None, "{not_an_object}");
         }
     }
 
