@@ -26,7 +26,7 @@ CARGO_FILES := Cargo.toml Cargo.lock
 CORE_SOURCES := $(call crate_files,crates/core/src) crates/core/Cargo.toml
 EDGE_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs jobs $(wildcard jobs/*.json)
 CLIENT_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/client/src) crates/client/Cargo.toml \
-  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs scripts/wasm-short-names.mjs
+  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs scripts/wasm-short-names.mjs scripts/wasm-glue-loader.mjs
 
 # Each build ends by writing its stamp, dated when the build started (so a
 # source edited during the build is newer than it): a build that failed or
@@ -100,6 +100,9 @@ crates/client/pkg/.built: $(CLIENT_SOURCES)
 	@# The wasm's imports and exports get one- or two-letter names, in the
 	@# glue and its types too (no app or shell code calls them by name).
 	@$(ENV) node scripts/wasm-short-names.mjs crates/client/pkg
+	@# The glue also exports its import object and its last loading step, so
+	@# the browser entry instantiates the wasm itself (a few lines, not init's).
+	@$(ENV) node scripts/wasm-glue-loader.mjs crates/client/pkg
 	@cp crates/client/js/*.* crates/client/pkg/
 	@# The shell (js/sdk.js and its modules under js/sdk/) as one module.
 	@$(ENV) esbuild crates/client/js/sdk.js --bundle --format=esm --log-level=warning --outfile=crates/client/pkg/sdk.js
