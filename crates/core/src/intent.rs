@@ -183,11 +183,11 @@ impl IntentRecord {
         record.request = match field(&members, "request").map_err(why)? {
             Json::Object(request) => {
                 let body = check_request(request).map_err(why)?;
-                let text = |name| str_field(request, name).unwrap_or_default().to_owned();
+                let text = |name| str_field::<()>(request, name).unwrap_or_default().to_owned();
                 Some(SavedRequest {
                     url: text("url"),
                     method: text("method"),
-                    headers: field(request, "headers").map(headers).unwrap_or_default(),
+                    headers: field::<()>(request, "headers").map(headers).unwrap_or_default(),
                     body: body.map(str::to_owned),
                 })
             }
@@ -203,10 +203,10 @@ impl IntentRecord {
     /// would refuse it (the SDK drops it; it has no use for the reason).
     pub fn read_stored<'t>(text: &'t str, numbers: &dyn Numbers) -> Option<(Self, Option<&'t str>)> {
         let Ok(Json::Object(members)) = canonical::parse(text.as_bytes()) else { return None };
-        let record = Self::from_members(&members, numbers).ok()?;
-        let request = match field(&members, "request").ok()? {
+        let record = Self::from_members::<()>(&members, numbers).ok()?;
+        let request = match field::<()>(&members, "request").ok()? {
             Json::Object(request) => {
-                check_request(request).ok()?;
+                check_request::<()>(request).ok()?;
                 Some(canonical::member_source(text, "request")?)
             }
             _ => None,
@@ -216,22 +216,23 @@ impl IntentRecord {
 
     /// The record's fields but its request, from a stored record's members;
     /// its `request` must be an object or null (checked here, read by the caller).
-    fn from_members(members: &Members<'_>, numbers: &dyn Numbers) -> Result<Self, Unreadable> {
+    fn from_members<E: Why>(members: &Members<'_>, numbers: &dyn Numbers) -> Result<Self, E> {
         let state = match str_field(members, "state")? {
             "pending" => IntentState::Pending,
             "delivered" => IntentState::Delivered,
             "gave_up" => IntentState::GaveUp,
-            _ => return Err(("state", " must be pending, delivered or gave_up")),
+            _ => return Err(E::why("state", " must be pending, delivered or gave_up")),
         };
         if !matches!(field(members, "request")?, Json::Null | Json::Object(_)) {
-            return Err(("request", " must be an object or null"));
+            return Err(E::why("request", " must be an object or null"));
         }
         let attempts =
-            u32::try_from(whole(members, "attempts", numbers)?).map_err(|_| ("attempts", " out of range"))?;
+            u32::try_from(whole(members, "attempts", numbers)?).map_err(|_| E::why("attempts", " out of range"))?;
         Ok(Self {
             intent: str_field(members, "intent")?.to_owned(),
-            key: IdempotencyKey::parse(str_field(members, "key")?).map_err(|_| ("key", " malformed"))?,
-            fingerprint: Fingerprint::parse(str_field(members, "fingerprint")?).ok_or(("fingerprint", " malformed"))?,
+            key: IdempotencyKey::parse(str_field(members, "key")?).map_err(|_| E::why("key", " malformed"))?,
+            fingerprint: Fingerprint::parse(str_field(members, "fingerprint")?)
+                .ok_or_else(|| E::why("fingerprint", " malformed"))?,
             state,
             attempts,
             created_ms: whole(members, "created_ms", numbers)?,
@@ -249,24 +250,40 @@ type Members<'j> = [(Cow<'j, str>, Json<'j>)];
 /// wrong with it (the two make the reason [`IntentRecord::from_json_with`] gives).
 type Unreadable = (&'static str, &'static str);
 
+/// What a reader of stored records makes of a fault: [`Unreadable`], or
+/// nothing (`()`, [`IntentRecord::read_stored`]: then the texts are not even linked).
+trait Why {
+    fn why(name: &'static str, problem: &'static str) -> Self;
+}
+
+impl Why for Unreadable {
+    fn why(name: &'static str, problem: &'static str) -> Self {
+        (name, problem)
+    }
+}
+
+impl Why for () {
+    fn why(_: &'static str, _: &'static str) -> Self {}
+}
+
 /// Checks a stored request's members (a string `url` and `method`, `headers`
 /// as `[name, value]` pairs of strings, `body` a string or null); returns its body.
-fn check_request<'a>(request: &'a Members<'_>) -> Result<Option<&'a str>, Unreadable> {
+fn check_request<'a, E: Why>(request: &'a Members<'_>) -> Result<Option<&'a str>, E> {
     str_field(request, "url")?;
     str_field(request, "method")?;
     let Json::Array(pairs) = field(request, "headers")? else {
-        return Err(("request.headers", " must be an array"));
+        return Err(E::why("request.headers", " must be an array"));
     };
     if !pairs
         .iter()
         .all(|pair| matches!(pair, Json::Array(two) if matches!(two.as_slice(), [Json::String(_), Json::String(_)])))
     {
-        return Err(("request.headers", " entries must be [name, value]"));
+        return Err(E::why("request.headers", " entries must be [name, value]"));
     }
     match field(request, "body")? {
         Json::Null => Ok(None),
         Json::String(body) => Ok(Some(body)),
-        _ => Err(("request.body", " must be a string or null")),
+        _ => Err(E::why("request.body", " must be a string or null")),
     }
 }
 
@@ -337,28 +354,28 @@ fn push_str_field(out: &mut String, name: &str, value: &str) {
     out.push(',');
 }
 
-fn field<'a, 'j>(members: &'a Members<'j>, name: &'static str) -> Result<&'a Json<'j>, Unreadable> {
-    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or((name, " is missing"))
+fn field<'a, 'j, E: Why>(members: &'a Members<'j>, name: &'static str) -> Result<&'a Json<'j>, E> {
+    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| E::why(name, " is missing"))
 }
 
-fn str_field<'a>(members: &'a Members<'_>, name: &'static str) -> Result<&'a str, Unreadable> {
+fn str_field<'a, E: Why>(members: &'a Members<'_>, name: &'static str) -> Result<&'a str, E> {
     match field(members, name)? {
         Json::String(s) => Ok(s),
-        _ => Err((name, " must be a string")),
+        _ => Err(E::why(name, " must be a string")),
     }
 }
 
-fn whole(members: &Members<'_>, name: &'static str, numbers: &dyn Numbers) -> Result<u64, Unreadable> {
+fn whole<E: Why>(members: &Members<'_>, name: &'static str, numbers: &dyn Numbers) -> Result<u64, E> {
     const MAX_SAFE: u64 = 9_007_199_254_740_991;
-    let not_whole = (name, " must be a whole number");
-    let Json::Number(literal) = field(members, name)? else { return Err(not_whole) };
+    let not_whole = || E::why(name, " must be a whole number");
+    let Json::Number(literal) = field(members, name)? else { return Err(not_whole()) };
     if literal.len() <= 16 && literal.bytes().all(|b| b.is_ascii_digit()) {
         let n = literal.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
-        return if n <= MAX_SAFE { Ok(n) } else { Err(not_whole) };
+        return if n <= MAX_SAFE { Ok(n) } else { Err(not_whole()) };
     }
     match numbers.value(literal) {
         Some(n) if n.fract() == 0.0 && (0.0..=MAX_SAFE as f64).contains(&n) => Ok(n as u64),
-        _ => Err(not_whole),
+        _ => Err(not_whole()),
     }
 }
 
