@@ -175,7 +175,9 @@ impl IntentRecord {
     /// [`IntentRecord::from_json`], with numbers read by `numbers` (whole
     /// numbers written as digits, what [`IntentRecord::to_json`] writes, need none).
     pub fn from_json_with(text: &str, numbers: &dyn Numbers) -> Result<Self, String> {
-        let Json::Object(members) = canonical::parse(text.as_bytes()).map_err(|e| e.describe())? else {
+        let Json::Object(members) =
+            canonical::parse(text.as_bytes()).map_err(|e: canonical::CanonicalError| e.describe())?
+        else {
             return Err("not a JSON object".into());
         };
         let why = |(name, problem): Unreadable| [name, problem].concat();
@@ -202,7 +204,7 @@ impl IntentRecord {
     /// is never serialised again); `None` when [`IntentRecord::from_json_with`]
     /// would refuse it (the SDK drops it; it has no use for the reason).
     pub fn read_stored<'t>(text: &'t str, numbers: &dyn Numbers) -> Option<(Self, Option<&'t str>)> {
-        let Ok(Json::Object(members)) = canonical::parse(text.as_bytes()) else { return None };
+        let Ok(Json::Object(members)) = canonical::parse::<()>(text.as_bytes()) else { return None };
         let record = Self::from_members::<()>(&members, numbers).ok()?;
         let request = match field::<()>(&members, "request").ok()? {
             Json::Object(request) => {
