@@ -26,7 +26,7 @@ CARGO_FILES := Cargo.toml Cargo.lock
 CORE_SOURCES := $(call crate_files,crates/core/src) crates/core/Cargo.toml
 EDGE_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs jobs $(wildcard jobs/*.json)
 CLIENT_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/client/src) crates/client/Cargo.toml \
-  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs
+  $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs scripts/wasm-short-names.mjs scripts/wasm-glue-loader.mjs
 
 # Each build ends by writing its stamp, dated when the build started (so a
 # source edited during the build is newer than it): a build that failed or
@@ -97,6 +97,12 @@ crates/client/pkg/.built: $(CLIENT_SOURCES)
 	@# The panic messages and source paths no running code reads any more,
 	@# zeroed in place (checked: the build fails if live code names one).
 	@$(ENV) node scripts/wasm-blank-panic-text.mjs crates/client/pkg/onejob_bg.wasm crates/client/pkg/onejob_bg.wasm
+	@# The wasm's imports and exports get one- or two-letter names, in the
+	@# glue and its types too (no app or shell code calls them by name).
+	@$(ENV) node scripts/wasm-short-names.mjs crates/client/pkg
+	@# The glue also exports its import object and its last loading step, so
+	@# the browser entry instantiates the wasm itself (a few lines, not init's).
+	@$(ENV) node scripts/wasm-glue-loader.mjs crates/client/pkg
 	@cp crates/client/js/*.* crates/client/pkg/
 	@# The shell (js/sdk.js and its modules under js/sdk/) as one module.
 	@$(ENV) esbuild crates/client/js/sdk.js --bundle --format=esm --log-level=warning --outfile=crates/client/pkg/sdk.js
@@ -106,10 +112,14 @@ crates/client/pkg/.built: $(CLIENT_SOURCES)
 	@# file (glue and shell bundled in), so such a page asks for the wasm after
 	@# one round trip instead of two; the other entries import the glue and the
 	@# shell. It is bundled by esbuild and minified by terser (three compress
-	@# passes: 390 B gzip less than esbuild's --minify).
+	@# passes: 390 B gzip less than esbuild's --minify). The glue's own
+	@# properties on the engine's objects (the pointer, and the two helpers
+	@# that wrap and unwrap it) get short names too: nothing outside the
+	@# bundle sees them (39 B gzip).
 	@$(ENV) esbuild crates/client/pkg/index.js --bundle --format=esm --log-level=warning \
 	  --outfile=crates/client/pkg/index.bundle.js
 	@$(ENV) terser crates/client/pkg/index.bundle.js --module --ecma 2022 --compress passes=3 --mangle \
+	  --mangle-props 'regex=/^(__wbg_ptr|__destroy_into_raw|__wrap)$$/' \
 	  -o crates/client/pkg/index.js && rm crates/client/pkg/index.bundle.js
 	@for f in onejob sdk; do $(ENV) esbuild crates/client/pkg/$$f.js --minify --format=esm --log-level=warning \
 	  --outfile=crates/client/pkg/$$f.min.js && mv crates/client/pkg/$$f.min.js crates/client/pkg/$$f.js || exit 1; done

@@ -181,3 +181,36 @@ test("a failed wasm load is tried again by the next request", { timeout: 30_000 
     await fresh.close();
   }
 });
+
+// A server that sends the wasm as another type than application/wasm (some
+// static servers do) cannot have it compiled while it streams in; the browser
+// entry then compiles it once it has all come.
+test("a wasm served as another type than application/wasm still loads", { timeout: 30_000 }, async () => {
+  const fresh = await browser.newPage();
+  try {
+    const types = [];
+    await fresh.route("**/pkg/onejob_bg.wasm", async (route) => {
+      const response = await route.fetch();
+      types.push(response.headers()["content-type"]);
+      await route.fulfill({ response, headers: { ...response.headers(), "content-type": "application/octet-stream" } });
+    });
+    await fresh.goto(`http://127.0.0.1:${server.address().port}/`);
+    const seen = await fresh.evaluate(async () => {
+      // The streaming compile is tried first, and refuses the type.
+      const streaming = WebAssembly.instantiateStreaming;
+      let refused = "not refused";
+      WebAssembly.instantiateStreaming = (...args) =>
+        streaming.apply(WebAssembly, args).catch((error) => {
+          refused = error.name;
+          throw error;
+        });
+      const { fingerprint, ready } = await import("/pkg/index.js");
+      const readyError = await ready.then(() => "loaded", (error) => `${error.name}: ${error.message}`);
+      return { refused, readyError, length: fingerprint("POST", "https://gateway.test/v1/x", "{}").length };
+    });
+    assert.deepEqual(seen, { refused: "TypeError", readyError: "loaded", length: 64 });
+    assert.deepEqual(types, ["application/wasm"], "served once, by a server that said application/wasm");
+  } finally {
+    await fresh.close();
+  }
+});

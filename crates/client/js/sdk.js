@@ -638,7 +638,7 @@ export function bind(wasm, load, instance) {
      */
     async #step(core, attempts, response, sent, { intent, key, signal, about = "" }) {
       const status = response?.status ?? 0;
-      const step = core.next(attempts, status, ...retryHeaders(response), Date.now(), sent < this.#retry.maxAttempts);
+      const step = core.next(attempts, status, retryHeaders(response), Date.now(), sent < this.#retry.maxAttempts);
       const why = about + attempts.reason;
       if (step >= 0) {
         if (response) discardBody(response);
@@ -666,8 +666,7 @@ export function bind(wasm, load, instance) {
      * @param {Response} response
      */
     #serverDelay(response) {
-      const [, retryAfterMs, retryAfter] = retryHeaders(response);
-      return this.#core().serverDelay(retryAfterMs, retryAfter, Date.now());
+      return this.#core().serverDelay(retryHeaders(response), Date.now());
     }
 
     /**

@@ -128,9 +128,42 @@ impl Engine {
     /// The step after one try: the milliseconds to wait before the next, or
     /// -1 (deliver this answer) or -2 (give up). `status` 0 means no response
     /// came (the request failed on the way, before or after reaching the
-    /// gateway: with the same key a resend is safe either way). The header
-    /// values are the response's `x-should-retry`, `retry-after-ms` and
-    /// `Retry-After`; `may_try_again` is the caller's attempt cap.
+    /// gateway: with the same key a resend is safe either way). `headers` is
+    /// the response's `x-should-retry`, `retry-after-ms` and `Retry-After`,
+    /// joined by line feeds (which no header value holds), each empty when
+    /// absent (an empty value means nothing either): one string crosses the
+    /// boundary, not three. `may_try_again` is the caller's attempt cap.
+    #[wasm_bindgen(js_name = next)]
+    pub fn next_joined(
+        &mut self,
+        attempts: &mut Attempts,
+        status: u16,
+        headers: &str,
+        now_ms: f64,
+        may_try_again: bool,
+    ) -> f64 {
+        self.step(attempts, status, split_headers(headers), now_ms, may_try_again)
+    }
+
+    /// How long the server asked to wait (`retry-after-ms`, else
+    /// `Retry-After`), capped by `retryAfterCapMs`; -1 when it did not ask.
+    /// `headers` as for [`Engine::next_joined`].
+    #[wasm_bindgen(js_name = serverDelay)]
+    pub fn server_delay_joined(&self, headers: &str, now_ms: f64) -> f64 {
+        let [_, ms, date] = split_headers(headers);
+        self.delay(ms, date, now_ms)
+    }
+
+    /// A full-jitter delay for the `n`-th wait (1 = the first) of a poll.
+    pub fn jitter(&self, n: u32) -> f64 {
+        self.backoff.delay_ms(n.min(16), None, &mut CryptoRandom) as f64
+    }
+}
+
+/// The engine's steps with the headers apart, for Rust callers (the tests);
+/// the shell calls [`Engine::next_joined`] and [`Engine::server_delay_joined`].
+impl Engine {
+    /// [`Engine::next_joined`], with the three header values apart (`None`: absent).
     #[allow(clippy::too_many_arguments)]
     pub fn next(
         &mut self,
@@ -142,14 +175,34 @@ impl Engine {
         now_ms: f64,
         may_try_again: bool,
     ) -> f64 {
+        let headers = [should_retry.as_deref(), retry_after_ms.as_deref(), retry_after.as_deref()];
+        self.step(attempts, status, headers, now_ms, may_try_again)
+    }
+
+    /// [`Engine::server_delay_joined`], with the two header values apart.
+    pub fn server_delay(&self, retry_after_ms: Option<String>, retry_after: Option<String>, now_ms: f64) -> f64 {
+        self.delay(retry_after_ms.as_deref(), retry_after.as_deref(), now_ms)
+    }
+
+    fn step(
+        &mut self,
+        attempts: &mut Attempts,
+        status: u16,
+        [should_retry, retry_after_ms, retry_after]: [Option<&str>; 3],
+        now_ms: f64,
+        may_try_again: bool,
+    ) -> f64 {
         let observed = if status == 0 {
             Observation::transport(TransportFailure::DroppedAfterSend)
         } else {
-            let headers = |name: &str| match name {
-                header::SHOULD_RETRY => should_retry.clone(),
-                header::RETRY_AFTER_MS => retry_after_ms.clone(),
-                header::RETRY_AFTER => retry_after.clone(),
-                _ => None,
+            let headers = |name: &str| {
+                match name {
+                    header::SHOULD_RETRY => should_retry,
+                    header::RETRY_AFTER_MS => retry_after_ms,
+                    header::RETRY_AFTER => retry_after,
+                    _ => None,
+                }
+                .map(str::to_owned)
             };
             Observation::from_http_with(
                 status,
@@ -169,18 +222,19 @@ impl Engine {
         }
     }
 
-    /// How long the server asked to wait (`retry-after-ms`, else
-    /// `Retry-After`), capped by `retryAfterCapMs`; -1 when it did not ask.
-    #[wasm_bindgen(js_name = serverDelay)]
-    pub fn server_delay(&self, retry_after_ms: Option<String>, retry_after: Option<String>, now_ms: f64) -> f64 {
-        let (ms, date, cap) = (retry_after_ms.as_deref(), retry_after.as_deref(), self.retry_after_cap_ms);
-        server_delay_ms_with(ms, date, now_ms as u64, cap, &JsDates).map_or(-1.0, |ms| ms as f64)
+    fn delay(&self, retry_after_ms: Option<&str>, retry_after: Option<&str>, now_ms: f64) -> f64 {
+        server_delay_ms_with(retry_after_ms, retry_after, now_ms as u64, self.retry_after_cap_ms, &JsDates)
+            .map_or(-1.0, |ms| ms as f64)
     }
+}
 
-    /// A full-jitter delay for the `n`-th wait (1 = the first) of a poll.
-    pub fn jitter(&self, n: u32) -> f64 {
-        self.backoff.delay_ms(n.min(16), None, &mut CryptoRandom) as f64
-    }
+/// The three values [`Engine::next_joined`] is given, joined by line feeds.
+/// An empty one is passed on as it is: core reads an empty value as it reads
+/// an absent one (neither asks for anything).
+fn split_headers(joined: &str) -> [Option<&str>; 3] {
+    let (first, rest) = joined.split_once('\n').unwrap_or((joined, ""));
+    let (second, third) = rest.split_once('\n').unwrap_or((rest, ""));
+    [first, second, third].map(Some)
 }
 
 #[wasm_bindgen]

@@ -25,20 +25,19 @@ impl Intent {
 
 #[wasm_bindgen]
 impl Intent {
-    /// A stored entry of `intent`; `None` (`undefined`) when it is
-    /// unreadable (corrupted, written by something else, or another
-    /// intent's), and [`crate::last_error`] says why, so the shell drops it
-    /// with a warning.
+    /// A stored entry of `intent`, its request kept as the text it is stored
+    /// as (core's [`IntentRecord::read_stored`]); `None` (`undefined`) when
+    /// it is unreadable (corrupted or written by something else: one reason
+    /// for all, the record's fields are not told apart) or another intent's,
+    /// and [`crate::last_error`] says which, so the shell drops it with a warning.
     pub fn read(text: &str, intent: &str) -> Option<Intent> {
-        let mut record = match IntentRecord::from_json_with(text, &js::JsNumbers) {
-            Ok(record) => record,
-            Err(e) => return js::refuse(&["unreadable entry dropped: ", &e].concat()),
+        let Some((record, request)) = IntentRecord::read_stored(text, &js::JsNumbers) else {
+            return js::refuse("unreadable entry dropped");
         };
         if record.intent != intent {
             return js::refuse("entry belongs to another intent; dropped");
         }
-        let request_json = record.request.take().map(|r| r.to_json());
-        Some(Intent::new(record, request_json))
+        Some(Intent::new(record, request.map(str::to_owned)))
     }
 
     /// The intent's id: its name, or `fp:<fingerprint>`.

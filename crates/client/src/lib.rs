@@ -23,7 +23,7 @@ mod stream;
 
 use std::cell::UnsafeCell;
 
-use onejob_core::fingerprint::{Body, Fingerprint, request_target};
+use onejob_core::fingerprint::{Fingerprint, request_target};
 use wasm_bindgen::prelude::*;
 
 pub use crate::engine::{Attempts, Engine};
@@ -42,10 +42,7 @@ static HEAP: heap::Heap = heap::Heap::new();
 /// (the gateway refuses it anyway); no body is the empty one. The shell's
 /// `fingerprint()` calls it through [`body_buffer`] and [`fingerprint_body`].
 pub fn fingerprint(method: &str, url: &str, body: &[u8]) -> String {
-    let target = request_target(url);
-    Fingerprint::of_request_with(method, &target, Body::Json(body), &js::JsNumbers)
-        .unwrap_or_else(|_| Fingerprint::of_bytes(method, &target, body))
-        .into()
+    Fingerprint::of_json_or_bytes(method, &request_target(url), body, &js::JsNumbers).into()
 }
 
 /// The buffer a body to fingerprint is written into: the shell encodes the

@@ -51,6 +51,29 @@ fn the_servers_wait_is_honoured_and_capped() {
     assert!((0.0..=50.0).contains(&jitter));
 }
 
+/// The shell's calls: the three header values (`x-should-retry`,
+/// `retry-after-ms`, `Retry-After`) joined by line feeds, empty when absent.
+#[wasm_bindgen_test]
+fn joined_headers_mean_what_the_values_apart_mean() {
+    let mut engine = Engine::new(10.0, 50.0, 500, 5, 10, 1, 2_000.0, 86_400_000.0).unwrap();
+    let mut attempts = engine.attempts();
+    assert_eq!(engine.next_joined(&mut attempts, 429, "\n1200\n", 0.0, true), 1200.0);
+    assert!(attempts.server_asked());
+    assert_eq!(attempts.reason(), "rate limited (429); server asked to wait 1200 ms");
+    assert_eq!(engine.next_joined(&mut attempts, 429, "\n\n3600", 0.0, true), 2000.0, "cut to retryAfterCapMs");
+    assert_eq!(engine.next_joined(&mut attempts, 503, "false\n\n", 0.0, true), DELIVER);
+    assert_eq!(engine.next_joined(&mut attempts, 200, "", 0.0, true), DELIVER);
+    let delay = engine.next_joined(&mut attempts, 503, "\n\n", 0.0, true);
+    assert!((0.0..=50.0).contains(&delay), "{delay}");
+    assert!(!attempts.server_asked());
+    assert_eq!(engine.server_delay_joined("\n\n1", 0.0), 1000.0);
+    assert_eq!(engine.server_delay_joined("true\n250\n1", 0.0), 250.0, "retry-after-ms first");
+    assert_eq!(engine.server_delay_joined("\n\nSun, 06 Nov 1994 08:49:37 GMT", 784_111_777_000.0 - 1_500.0), 1_500.0);
+    for nothing in ["", "\n\n", "true\n\n"] {
+        assert_eq!(engine.server_delay_joined(nothing, 0.0), -1.0, "{nothing:?}");
+    }
+}
+
 /// `Retry-After` dates are read by JavaScript's `Date.parse` (core's
 /// `HostDates` picks what it is handed): as core reads them, in any zone.
 #[wasm_bindgen_test]

@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
 /// Largest body [`canonicalize`] accepts, in bytes. The edge enforces its own
 /// (smaller, configurable) limit first; this one keeps the core safe on its own.
@@ -137,13 +138,83 @@ pub fn canonicalize(json: &[u8]) -> Result<String, CanonicalError> {
 
 /// [`canonicalize`], with numbers read and written by `numbers`.
 pub fn canonicalize_with(json: &[u8], numbers: &dyn Numbers) -> Result<String, CanonicalError> {
+    canonical_form(json, numbers)
+}
+
+/// [`canonicalize_with`], with a fault reported as `F` says: a
+/// [`CanonicalError`], or nothing (`()`, for a caller with no use for why
+/// a text is not JSON: then none of the reasons' texts is linked).
+pub(crate) fn canonical_form<F: Fault>(json: &[u8], numbers: &dyn Numbers) -> Result<String, F> {
     if json.len() > MAX_INPUT_BYTES {
-        return Err(CanonicalError::TooLarge { len: json.len(), max: MAX_INPUT_BYTES });
+        return Err(F::too_large(json.len()));
     }
     let value = read(json, false)?;
     let mut out = String::with_capacity(json.len());
     write_value(&value, &mut out, numbers)?;
     Ok(out)
+}
+
+/// What a reader makes of a fault in its input: a [`CanonicalError`] saying
+/// what and where, or nothing (`()`).
+pub(crate) trait Fault: Sized {
+    /// Not JSON, or JSON that I-JSON refuses: `what`, at byte `pos` of `bytes`.
+    fn invalid(bytes: &[u8], pos: usize, what: &'static str) -> Self;
+    /// Not UTF-8 past its first `valid_up_to` bytes.
+    fn not_utf8(valid_up_to: usize) -> Self;
+    /// A number beyond a double's range.
+    fn out_of_range() -> Self;
+    /// Nested deeper than [`MAX_DEPTH`].
+    fn too_deep() -> Self;
+    /// An object names `name` twice.
+    fn duplicate(name: &str) -> Self;
+    /// `len` bytes, more than [`MAX_INPUT_BYTES`].
+    fn too_large(len: usize) -> Self;
+}
+
+impl Fault for CanonicalError {
+    /// Says where by line and column, from 1.
+    fn invalid(bytes: &[u8], pos: usize, what: &'static str) -> Self {
+        let before = &bytes[..pos.min(bytes.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = pos - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        let mut message = String::from(what);
+        message.push_str(" at line ");
+        push_u64(&mut message, line as u64);
+        message.push_str(" column ");
+        push_u64(&mut message, column as u64);
+        Self::Invalid { message }
+    }
+
+    fn not_utf8(valid_up_to: usize) -> Self {
+        let mut message = String::from("invalid UTF-8 at byte ");
+        push_u64(&mut message, valid_up_to as u64);
+        Self::Invalid { message }
+    }
+
+    fn out_of_range() -> Self {
+        Self::Invalid { message: String::from("number out of range") }
+    }
+
+    fn too_deep() -> Self {
+        Self::TooDeep { max: MAX_DEPTH }
+    }
+
+    fn duplicate(name: &str) -> Self {
+        Self::DuplicateName { name: name.to_owned() }
+    }
+
+    fn too_large(len: usize) -> Self {
+        Self::TooLarge { len, max: MAX_INPUT_BYTES }
+    }
+}
+
+impl Fault for () {
+    fn invalid(_: &[u8], _: usize, _: &'static str) -> Self {}
+    fn not_utf8(_: usize) -> Self {}
+    fn out_of_range() -> Self {}
+    fn too_deep() -> Self {}
+    fn duplicate(_: &str) -> Self {}
+    fn too_large(_: usize) -> Self {}
 }
 
 /// A parsed JSON value. Numbers are kept as their literal (JCS and JavaScript
@@ -162,7 +233,7 @@ pub(crate) enum Json<'a> {
 
 /// Parses a JSON text with the same rules as [`canonicalize`]; every string
 /// is decoded (a borrowed one had no escapes).
-pub(crate) fn parse(json: &[u8]) -> Result<Json<'_>, CanonicalError> {
+pub(crate) fn parse<F: Fault>(json: &[u8]) -> Result<Json<'_>, F> {
     read(json, true)
 }
 
@@ -172,13 +243,9 @@ pub(crate) fn parse(json: &[u8]) -> Result<Json<'_>, CanonicalError> {
 /// [`canonicalize`] does, so an escape-heavy chat body is never decoded into
 /// owned strings only to be escaped again. Member names are always decoded
 /// (they are sorted and compared).
-fn read(json: &[u8], decode_values: bool) -> Result<Json<'_>, CanonicalError> {
-    let text = std::str::from_utf8(json).map_err(|e| {
-        let mut message = String::from("invalid UTF-8 at byte ");
-        push_u64(&mut message, e.valid_up_to() as u64);
-        CanonicalError::Invalid { message }
-    })?;
-    let mut reader = Reader { text, bytes: json, pos: 0, decode_values };
+fn read<F: Fault>(json: &[u8], decode_values: bool) -> Result<Json<'_>, F> {
+    let text = std::str::from_utf8(json).map_err(|e| F::not_utf8(e.valid_up_to()))?;
+    let mut reader = Reader { text, bytes: json, pos: 0, decode_values, fault: PhantomData };
     reader.skip_space();
     let value = reader.value(0)?;
     reader.skip_space();
@@ -188,17 +255,56 @@ fn read(json: &[u8], decode_values: bool) -> Result<Json<'_>, CanonicalError> {
     Ok(value)
 }
 
+/// The source text of the member `name` of the JSON object `json` (its
+/// first so named), from the first byte of its value to the last; `None`
+/// when `json` does not begin as an object or has no such member before an
+/// error. For a reader that keeps part of a document exactly as it was
+/// written (see [`crate::intent::IntentRecord::read_stored`]).
+pub(crate) fn member_source<'a>(json: &'a str, name: &str) -> Option<&'a str> {
+    let mut reader =
+        Reader::<()> { text: json, bytes: json.as_bytes(), pos: 0, decode_values: false, fault: PhantomData };
+    reader.skip_space();
+    if reader.peek() != Some(b'{') {
+        return None;
+    }
+    loop {
+        reader.pos += 1; // `{`, then each `,`
+        reader.skip_space();
+        if reader.peek() != Some(b'"') {
+            return None;
+        }
+        let member = reader.string(true).ok()?;
+        reader.skip_space();
+        if reader.peek() != Some(b':') {
+            return None;
+        }
+        reader.pos += 1;
+        reader.skip_space();
+        let start = reader.pos;
+        reader.value(1).ok()?;
+        if member == name {
+            return Some(reader.slice(start));
+        }
+        reader.skip_space();
+        if reader.peek() != Some(b',') {
+            return None;
+        }
+    }
+}
+
 /// A recursive-descent reader over valid UTF-8 (checked first), so every
 /// slice it takes at an ASCII boundary is a `&str`.
-struct Reader<'a> {
+struct Reader<'a, F> {
     text: &'a str,
     bytes: &'a [u8],
     pos: usize,
     /// Whether string values are decoded (see [`read`]).
     decode_values: bool,
+    /// How a fault is reported (see [`Fault`]).
+    fault: PhantomData<F>,
 }
 
-impl<'a> Reader<'a> {
+impl<'a, F: Fault> Reader<'a, F> {
     /// The text from `start` to here. Both are ASCII boundaries (the reader
     /// stops only at ASCII bytes), so `get` always succeeds; it is used rather
     /// than indexing so no panic path (and its formatting) is linked.
@@ -217,20 +323,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// `Invalid`, saying what and where (line and column, from 1).
-    fn invalid(&self, what: &str) -> CanonicalError {
-        let before = &self.bytes[..self.pos.min(self.bytes.len())];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let column = self.pos - before.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
-        let mut message = String::from(what);
-        message.push_str(" at line ");
-        push_u64(&mut message, line as u64);
-        message.push_str(" column ");
-        push_u64(&mut message, column as u64);
-        CanonicalError::Invalid { message }
+    /// A fault: `what`, here.
+    fn invalid(&self, what: &'static str) -> F {
+        F::invalid(self.bytes, self.pos, what)
     }
 
-    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, CanonicalError> {
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Result<Json<'a>, F> {
         if self.bytes[self.pos..].starts_with(word.as_bytes()) {
             self.pos += word.len();
             Ok(value)
@@ -239,7 +337,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Json<'a>, CanonicalError> {
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, F> {
         match self.peek() {
             None => Err(self.invalid("unexpected end of input")),
             Some(b'n') => self.literal("null", Json::Null),
@@ -249,7 +347,7 @@ impl<'a> Reader<'a> {
             Some(b'-' | b'0'..=b'9') => self.number(),
             Some(b'[') => {
                 if depth >= MAX_DEPTH {
-                    return Err(CanonicalError::TooDeep { max: MAX_DEPTH });
+                    return Err(F::too_deep());
                 }
                 self.pos += 1;
                 let mut items = Vec::new();
@@ -274,7 +372,7 @@ impl<'a> Reader<'a> {
             }
             Some(b'{') => {
                 if depth >= MAX_DEPTH {
-                    return Err(CanonicalError::TooDeep { max: MAX_DEPTH });
+                    return Err(F::too_deep());
                 }
                 self.pos += 1;
                 let mut members: Vec<(Cow<'a, str>, Json<'a>)> = Vec::new();
@@ -310,7 +408,7 @@ impl<'a> Reader<'a> {
                 // Sorted by UTF-16 code units (RFC 8785 §3.2.3); then a duplicate is a neighbour.
                 sort_by_name(&mut members);
                 if let Some(pair) = members.windows(2).find(|pair| pair[0].0 == pair[1].0) {
-                    return Err(CanonicalError::DuplicateName { name: pair[0].0.clone().into_owned() });
+                    return Err(F::duplicate(&pair[0].0));
                 }
                 Ok(Json::Object(members))
             }
@@ -319,7 +417,7 @@ impl<'a> Reader<'a> {
     }
 
     /// `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`, kept as its literal.
-    fn number(&mut self) -> Result<Json<'a>, CanonicalError> {
+    fn number(&mut self) -> Result<Json<'a>, F> {
         let start = self.pos;
         let digits = |r: &mut Self| {
             let from = r.pos;
@@ -359,7 +457,7 @@ impl<'a> Reader<'a> {
     /// A string token. Borrowed when it has no escapes (then its text is
     /// already its canonical form) or when `decode` is false (then it is its
     /// source text, escapes checked); owned and decoded otherwise.
-    fn string(&mut self, decode: bool) -> Result<Cow<'a, str>, CanonicalError> {
+    fn string(&mut self, decode: bool) -> Result<Cow<'a, str>, F> {
         self.pos += 1; // the opening quote
         let start = self.pos;
         // Decoded so far, once a first escape was met (and `decode`).
@@ -397,7 +495,7 @@ impl<'a> Reader<'a> {
 
     /// The character an escape denotes, read from just after its backslash:
     /// the short ones, or `\uXXXX` (a surrogate pair as two, never alone).
-    fn escape(&mut self) -> Result<char, CanonicalError> {
+    fn escape(&mut self) -> Result<char, F> {
         let escaped = match self.peek() {
             Some(b'"') => '"',
             Some(b'\\') => '\\',
@@ -433,7 +531,7 @@ impl<'a> Reader<'a> {
         Ok(escaped)
     }
 
-    fn hex4(&mut self) -> Result<u32, CanonicalError> {
+    fn hex4(&mut self) -> Result<u32, F> {
         let mut unit = 0;
         for _ in 0..4 {
             match self.peek() {
@@ -550,7 +648,7 @@ fn is_plain_integer(literal: &str) -> bool {
     digits.len() <= 15 && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
-fn write_value(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Result<(), CanonicalError> {
+fn write_value<F: Fault>(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Result<(), F> {
     match value {
         Json::Null => out.push_str("null"),
         Json::Bool(true) => out.push_str("true"),
@@ -559,7 +657,7 @@ fn write_value(value: &Json<'_>, out: &mut String, numbers: &dyn Numbers) -> Res
         Json::Number(literal) if is_plain_integer(literal) => out.push_str(literal),
         Json::Number(literal) => {
             if !numbers.write(literal, out) {
-                return Err(CanonicalError::Invalid { message: String::from("number out of range") });
+                return Err(F::out_of_range());
             }
         }
         Json::String(s) => write_json_string(s, out),
@@ -985,6 +1083,51 @@ mod tests {
             theirs.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
             let ours: Vec<&str> = ours.iter().map(|(n, ())| n.as_ref()).collect();
             proptest::prop_assert_eq!(ours, theirs.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    /// A reader that reports nothing refuses exactly what the one that
+    /// says why refuses, and reads the same values.
+    #[test]
+    fn a_silent_reader_refuses_what_the_detailed_one_refuses() {
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        let texts: [&[u8]; 16] = [
+            br#"{"b":[1,2.5e3,-0,"x\ny\u00e9\ud83d\ude00"],"a":{"c":null,"d":true}}"#,
+            b" [ ] ",
+            b"",
+            b"{",
+            b"[1,]",
+            b"{\"a\" 1}",
+            br#"{"a":1,"a":2}"#,
+            br#""\ud800""#,
+            br#""\udc00x""#,
+            br#""\x""#,
+            b"\"a\x01\"",
+            b"1e999",
+            b"01",
+            b"\xff",
+            b"{} {}",
+            deep.as_bytes(),
+        ];
+        for text in texts {
+            let detailed = canonicalize_with(text, &RustNumbers);
+            let silent = canonical_form::<()>(text, &RustNumbers);
+            assert_eq!(silent.as_ref().ok(), detailed.as_ref().ok(), "{text:?}");
+            assert_eq!(silent.is_err(), detailed.is_err(), "{text:?}");
+            assert_eq!(parse::<()>(text).is_ok(), parse::<CanonicalError>(text).is_ok(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_members_source_is_its_text_as_written() {
+        let json = r#" { "a" : [1, {"b":"\u0041"}] , "b":"x\ny", "c" : null } "#;
+        assert_eq!(member_source(json, "a"), Some(r#"[1, {"b":"\u0041"}]"#));
+        assert_eq!(member_source(json, "b"), Some(r#""x\ny""#));
+        assert_eq!(member_source(json, "c"), Some("null"));
+        assert_eq!(member_source(json, "d"), None);
+        assert_eq!(member_source(r#"{"a":1,"a":2}"#, "a"), Some("1"), "the first");
+        for not_an_object in ["", "[]", "1", r#"{"a" 1}"#, r#"{"a":}"#, r#"{"b":1 "a":2}"#] {
+            assert_eq!(member_source(not_an_object, "a"), None, "{not_an_object}");
         }
     }
 

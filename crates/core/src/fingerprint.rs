@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{CanonicalError, Numbers, RustNumbers, canonicalize_with};
+use crate::canonical::{CanonicalError, Numbers, RustNumbers, canonical_form, canonicalize_with};
 use crate::digest;
 
 /// How the body of a request is to be read for fingerprinting.
@@ -63,18 +63,31 @@ impl Fingerprint {
         numbers: &dyn Numbers,
     ) -> Result<Self, CanonicalError> {
         match body {
-            Body::Json(bytes) => {
-                let canonical = canonicalize_with(bytes, numbers)?;
-                Ok(Self::from_parts(&[
-                    DOMAIN,
-                    method.to_ascii_uppercase().as_bytes(),
-                    path.as_bytes(),
-                    b"json",
-                    canonical.as_bytes(),
-                ]))
-            }
+            Body::Json(bytes) => Ok(Self::of_canonical(method, path, &canonicalize_with(bytes, numbers)?)),
             Body::Bytes(bytes) => Ok(Self::of_bytes(method, path, bytes)),
         }
+    }
+
+    /// A request with a JSON body when its body is JSON, else with its bytes:
+    /// [`Fingerprint::of_request_with`] of [`Body::Json`], or when that fails
+    /// [`Fingerprint::of_bytes`]. What the browser SDK computes for any body
+    /// (the gateway refuses one that is not JSON anyway); it has no use for
+    /// why a body is not JSON, so no reason is built, nor its text linked.
+    pub fn of_json_or_bytes(method: &str, path: &str, body: &[u8], numbers: &dyn Numbers) -> Self {
+        match canonical_form::<()>(body, numbers) {
+            Ok(canonical) => Self::of_canonical(method, path, &canonical),
+            Err(()) => Self::of_bytes(method, path, body),
+        }
+    }
+
+    fn of_canonical(method: &str, path: &str, canonical: &str) -> Self {
+        Self::from_parts(&[
+            DOMAIN,
+            method.to_ascii_uppercase().as_bytes(),
+            path.as_bytes(),
+            b"json",
+            canonical.as_bytes(),
+        ])
     }
 
     /// Fingerprints a request whose body is taken byte for byte (never fails).
@@ -144,6 +157,28 @@ mod tests {
 
     fn json(body: &str) -> Fingerprint {
         Fingerprint::of_request("POST", "/v1/chat/completions", Body::Json(body.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn json_or_bytes_is_the_json_identity_or_else_the_bytes_one() {
+        let deep = "[".repeat(crate::canonical::MAX_DEPTH + 1);
+        let bodies: [&[u8]; 10] = [
+            br#"{"b":1,"a":[1.0,"\u00e9"]}"#,
+            b"[]",
+            b"",
+            b"not json",
+            br#"{"a":1,"a":2}"#,
+            br#""\ud800""#,
+            b"[1e999]",
+            b"\xff\xfe",
+            b"{} {}",
+            deep.as_bytes(),
+        ];
+        for body in bodies {
+            let expected = Fingerprint::of_request_with("post", "/v1/x?q=1", Body::Json(body), &RustNumbers)
+                .unwrap_or_else(|_| Fingerprint::of_bytes("post", "/v1/x?q=1", body));
+            assert_eq!(Fingerprint::of_json_or_bytes("post", "/v1/x?q=1", body, &RustNumbers), expected, "{body:?}");
+        }
     }
 
     #[test]

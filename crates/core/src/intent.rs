@@ -175,45 +175,133 @@ impl IntentRecord {
     /// [`IntentRecord::from_json`], with numbers read by `numbers` (whole
     /// numbers written as digits, what [`IntentRecord::to_json`] writes, need none).
     pub fn from_json_with(text: &str, numbers: &dyn Numbers) -> Result<Self, String> {
-        let Json::Object(members) = canonical::parse(text.as_bytes()).map_err(|e| e.describe())? else {
+        let Json::Object(members) =
+            canonical::parse(text.as_bytes()).map_err(|e: canonical::CanonicalError| e.describe())?
+        else {
             return Err("not a JSON object".into());
         };
-        let request = match field(&members, "request")? {
-            Json::Null => None,
-            Json::Object(request) => Some(SavedRequest {
-                url: string(request, "url")?,
-                method: string(request, "method")?,
-                headers: headers(field(request, "headers")?)?,
-                body: match field(request, "body")? {
-                    Json::Null => None,
-                    Json::String(body) => Some(body.clone().into_owned()),
-                    _ => return Err("request.body must be a string or null".into()),
-                },
-            }),
-            _ => return Err("request must be an object or null".into()),
+        let why = |(name, problem): Unreadable| [name, problem].concat();
+        let mut record = Self::from_members(&members, numbers).map_err(why)?;
+        record.request = match field(&members, "request").map_err(why)? {
+            Json::Object(request) => {
+                let body = check_request(request).map_err(why)?;
+                let text = |name| str_field::<()>(request, name).unwrap_or_default().to_owned();
+                Some(SavedRequest {
+                    url: text("url"),
+                    method: text("method"),
+                    headers: field::<()>(request, "headers").map(headers).unwrap_or_default(),
+                    body: body.map(str::to_owned),
+                })
+            }
+            _ => None,
         };
-        let state = match string(&members, "state")?.as_str() {
+        Ok(record)
+    }
+
+    /// A stored record as the browser SDK reads it: the record (its
+    /// `request` left out) and its request's stored text, exactly as it was
+    /// written (what a reload re-sends, and what each save writes back, so it
+    /// is never serialised again); `None` when [`IntentRecord::from_json_with`]
+    /// would refuse it (the SDK drops it; it has no use for the reason).
+    pub fn read_stored<'t>(text: &'t str, numbers: &dyn Numbers) -> Option<(Self, Option<&'t str>)> {
+        let Ok(Json::Object(members)) = canonical::parse::<()>(text.as_bytes()) else { return None };
+        let record = Self::from_members::<()>(&members, numbers).ok()?;
+        let request = match field::<()>(&members, "request").ok()? {
+            Json::Object(request) => {
+                check_request::<()>(request).ok()?;
+                Some(canonical::member_source(text, "request")?)
+            }
+            _ => None,
+        };
+        Some((record, request))
+    }
+
+    /// The record's fields but its request, from a stored record's members;
+    /// its `request` must be an object or null (checked here, read by the caller).
+    fn from_members<E: Why>(members: &Members<'_>, numbers: &dyn Numbers) -> Result<Self, E> {
+        let state = match str_field(members, "state")? {
             "pending" => IntentState::Pending,
             "delivered" => IntentState::Delivered,
             "gave_up" => IntentState::GaveUp,
-            other => {
-                let mut message = String::from("unknown state ");
-                canonical::write_string(other, &mut message);
-                return Err(message);
-            }
+            _ => return Err(E::why("state", " must be pending, delivered or gave_up")),
         };
+        if !matches!(field(members, "request")?, Json::Null | Json::Object(_)) {
+            return Err(E::why("request", " must be an object or null"));
+        }
+        let attempts =
+            u32::try_from(whole(members, "attempts", numbers)?).map_err(|_| E::why("attempts", " out of range"))?;
         Ok(Self {
-            intent: string(&members, "intent")?,
-            key: IdempotencyKey::parse(&string(&members, "key")?).map_err(|_| String::from("malformed key"))?,
-            fingerprint: Fingerprint::parse(&string(&members, "fingerprint")?).ok_or("malformed fingerprint")?,
+            intent: str_field(members, "intent")?.to_owned(),
+            key: IdempotencyKey::parse(str_field(members, "key")?).map_err(|_| E::why("key", " malformed"))?,
+            fingerprint: Fingerprint::parse(str_field(members, "fingerprint")?)
+                .ok_or_else(|| E::why("fingerprint", " malformed"))?,
             state,
-            attempts: u32::try_from(whole(&members, "attempts", numbers)?).map_err(|_| "attempts out of range")?,
-            created_ms: whole(&members, "created_ms", numbers)?,
-            updated_ms: whole(&members, "updated_ms", numbers)?,
-            expires_ms: whole(&members, "expires_ms", numbers)?,
-            request,
+            attempts,
+            created_ms: whole(members, "created_ms", numbers)?,
+            updated_ms: whole(members, "updated_ms", numbers)?,
+            expires_ms: whole(members, "expires_ms", numbers)?,
+            request: None,
         })
     }
+}
+
+/// A JSON object's members, as the reader gives them.
+type Members<'j> = [(Cow<'j, str>, Json<'j>)];
+
+/// What makes a stored record unreadable: the member at fault, and what is
+/// wrong with it (the two make the reason [`IntentRecord::from_json_with`] gives).
+type Unreadable = (&'static str, &'static str);
+
+/// What a reader of stored records makes of a fault: [`Unreadable`], or
+/// nothing (`()`, [`IntentRecord::read_stored`]: then the texts are not even linked).
+trait Why {
+    fn why(name: &'static str, problem: &'static str) -> Self;
+}
+
+impl Why for Unreadable {
+    fn why(name: &'static str, problem: &'static str) -> Self {
+        (name, problem)
+    }
+}
+
+impl Why for () {
+    fn why(_: &'static str, _: &'static str) -> Self {}
+}
+
+/// Checks a stored request's members (a string `url` and `method`, `headers`
+/// as `[name, value]` pairs of strings, `body` a string or null); returns its body.
+fn check_request<'a, E: Why>(request: &'a Members<'_>) -> Result<Option<&'a str>, E> {
+    str_field(request, "url")?;
+    str_field(request, "method")?;
+    let Json::Array(pairs) = field(request, "headers")? else {
+        return Err(E::why("request.headers", " must be an array"));
+    };
+    if !pairs
+        .iter()
+        .all(|pair| matches!(pair, Json::Array(two) if matches!(two.as_slice(), [Json::String(_), Json::String(_)])))
+    {
+        return Err(E::why("request.headers", " entries must be [name, value]"));
+    }
+    match field(request, "body")? {
+        Json::Null => Ok(None),
+        Json::String(body) => Ok(Some(body)),
+        _ => Err(E::why("request.body", " must be a string or null")),
+    }
+}
+
+/// The `[name, value]` pairs of a stored request's `headers`, once [`check_request`] has checked them.
+fn headers(value: &Json<'_>) -> Vec<(String, String)> {
+    let Json::Array(pairs) = value else { return Vec::new() };
+    pairs
+        .iter()
+        .filter_map(|pair| match pair {
+            Json::Array(two) => match two.as_slice() {
+                [Json::String(name), Json::String(value)] => Some((name.to_string(), value.to_string())),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
 }
 
 impl SavedRequest {
@@ -268,23 +356,21 @@ fn push_str_field(out: &mut String, name: &str, value: &str) {
     out.push(',');
 }
 
-fn field<'a, 'j>(members: &'a [(Cow<'j, str>, Json<'j>)], name: &str) -> Result<&'a Json<'j>, String> {
-    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| ["missing field ", name].concat())
+fn field<'a, 'j, E: Why>(members: &'a Members<'j>, name: &'static str) -> Result<&'a Json<'j>, E> {
+    members.iter().find(|(n, _)| n == name).map(|(_, v)| v).ok_or_else(|| E::why(name, " is missing"))
 }
 
-fn string(members: &[(Cow<'_, str>, Json<'_>)], name: &str) -> Result<String, String> {
+fn str_field<'a, E: Why>(members: &'a Members<'_>, name: &'static str) -> Result<&'a str, E> {
     match field(members, name)? {
-        Json::String(s) => Ok(s.clone().into_owned()),
-        _ => Err([name, " must be a string"].concat()),
+        Json::String(s) => Ok(s),
+        _ => Err(E::why(name, " must be a string")),
     }
 }
 
-/// A whole number JavaScript can hold exactly (timestamps, counts).
-fn whole(members: &[(Cow<'_, str>, Json<'_>)], name: &str, numbers: &dyn Numbers) -> Result<u64, String> {
+fn whole<E: Why>(members: &Members<'_>, name: &'static str, numbers: &dyn Numbers) -> Result<u64, E> {
     const MAX_SAFE: u64 = 9_007_199_254_740_991;
-    let not_whole = || [name, " must be a whole number"].concat();
+    let not_whole = || E::why(name, " must be a whole number");
     let Json::Number(literal) = field(members, name)? else { return Err(not_whole()) };
-    // Digits only (what `to_json` writes): read exactly, no float involved.
     if literal.len() <= 16 && literal.bytes().all(|b| b.is_ascii_digit()) {
         let n = literal.bytes().fold(0u64, |n, d| n * 10 + u64::from(d - b'0'));
         return if n <= MAX_SAFE { Ok(n) } else { Err(not_whole()) };
@@ -293,22 +379,6 @@ fn whole(members: &[(Cow<'_, str>, Json<'_>)], name: &str, numbers: &dyn Numbers
         Some(n) if n.fract() == 0.0 && (0.0..=MAX_SAFE as f64).contains(&n) => Ok(n as u64),
         _ => Err(not_whole()),
     }
-}
-
-fn headers(value: &Json<'_>) -> Result<Vec<(String, String)>, String> {
-    let Json::Array(pairs) = value else { return Err("request.headers must be an array".into()) };
-    pairs
-        .iter()
-        .map(|pair| match pair {
-            Json::Array(two) => match two.as_slice() {
-                [Json::String(name), Json::String(value)] => {
-                    Ok((name.clone().into_owned(), value.clone().into_owned()))
-                }
-                _ => Err("request.headers entries must be [name, value]".to_owned()),
-            },
-            _ => Err("request.headers entries must be [name, value]".to_owned()),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -407,6 +477,60 @@ mod tests {
         // Records already in users' localStorage must stay readable: the form is fixed.
         assert_eq!(without.to_json(), PINNED_WITHOUT_REQUEST);
         assert_eq!(IntentRecord::from_json(PINNED_WITHOUT_REQUEST).unwrap(), without);
+    }
+
+    #[test]
+    fn a_stored_record_reads_with_its_request_as_written() {
+        let mut rng = SplitMix64::new(11);
+        let (record, _) = submit(None, "x", fp("{}"), None, 7, DAY, &mut rng);
+        // The request as a client wrote it (JSON.stringify's form, escapes and all).
+        let request = r#"{"url":"https://gw.test/v1/y","method":"POST","headers":[["X-A","\"1\""]],"body":"{\"a\":\"\u00e9\n\"}"}"#;
+        let text = record.to_json_with(Some(request));
+        let (read, kept) = IntentRecord::read_stored(&text, &RustNumbers).unwrap();
+        assert_eq!(read, record);
+        assert_eq!(kept, Some(request), "the request's text, not a re-serialisation");
+        // What the detailed reader gives, for the same text.
+        let full = IntentRecord::from_json(&text).unwrap();
+        assert_eq!(full.request.unwrap().body.as_deref(), Some("{\"a\":\"\u{e9}\n\"}"));
+        assert_eq!(IntentRecord::read_stored(&record.to_json(), &RustNumbers), Some((record.clone(), None)));
+        // Members in any order, with white space: the request as it stands.
+        let spaced = format!(
+            "{{ \"request\" : {{ \"body\" : null, \"headers\" : [], \"method\" : \"GET\", \"url\" : \"u\" }} ,{}",
+            &record.to_json()[1..].replace(",\"request\":null", "")
+        );
+        let (_, kept) = IntentRecord::read_stored(&spaced, &RustNumbers).unwrap();
+        assert_eq!(kept, Some(r#"{ "body" : null, "headers" : [], "method" : "GET", "url" : "u" }"#));
+    }
+
+    #[test]
+    fn what_the_detailed_reader_refuses_the_stored_reader_refuses() {
+        let mut rng = SplitMix64::new(12);
+        let (record, _) = submit(None, "x", fp("{}"), None, 7, DAY, &mut rng);
+        let good = record.to_json_with(Some(r#"{"url":"u","method":"POST","headers":[],"body":null}"#));
+        let mut bad: Vec<String> = ["", "[]", "{", r#"{"intent":"x"}"#, "{not json"].map(String::from).to_vec();
+        for (from, to) in [
+            (r#""attempts":0"#, r#""attempts":1.5"#),
+            (r#""attempts":0"#, r#""attempts":4294967296"#),
+            (r#""pending""#, r#""lost""#),
+            (r#""key":""#, r#""key":" "#),
+            (r#""fingerprint":""#, r#""fingerprint":"0"#),
+            (r#""created_ms":7"#, r#""created_ms":"7""#),
+            (r#""url":"u""#, r#""url":1"#),
+            (r#""method":"POST","#, ""),
+            (r#""headers":[]"#, r#""headers":{}"#),
+            (r#""headers":[]"#, r#""headers":[["a"]]"#),
+            (r#""headers":[]"#, r#""headers":[["a",1]]"#),
+            (r#""body":null"#, r#""body":{}"#),
+            (r#""request":{"#, r#""request":[{"#),
+        ] {
+            assert!(good.contains(from), "{from}");
+            bad.push(good.replacen(from, to, 1));
+        }
+        assert!(IntentRecord::read_stored(&good, &RustNumbers).is_some());
+        for text in &bad {
+            assert!(IntentRecord::from_json(text).is_err(), "{text}");
+            assert!(IntentRecord::read_stored(text, &RustNumbers).is_none(), "{text}");
+        }
     }
 
     const PINNED_WITHOUT_REQUEST: &str = r#"{"intent":"y","key":"b689b544-e52b-4c43-a060-3197d68ce9c8","fingerprint":"bc4698faa4307e302d29822f3e725916235645d61d95252e42bbdb091f5b89ae","state":"gave_up","attempts":0,"created_ms":5,"updated_ms":6,"expires_ms":86400005,"request":null}"#;

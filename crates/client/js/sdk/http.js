@@ -3,16 +3,14 @@
 /** Job states with a result to replay. */
 export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
 
-/** The headers core reads to decide a retry: `x-should-retry`, `retry-after-ms`, `Retry-After`. */
 /**
+ * The headers core reads to decide a retry, `x-should-retry`, `retry-after-ms`
+ * and `Retry-After`, joined by line feeds (no header value holds one), each
+ * empty when absent: what `Engine.next` and `Engine.serverDelay` take.
  * @param {Response | undefined} response
- * @returns {[string | undefined, string | undefined, string | undefined]}
  */
-export function retryHeaders(response) {
-  /** @param {string} name */
-  const get = (name) => response?.headers.get(name) ?? undefined;
-  return [get("x-should-retry"), get("retry-after-ms"), get("retry-after")];
-}
+export const retryHeaders = (response) =>
+  ["x-should-retry", "retry-after-ms", "retry-after"].map((name) => response?.headers.get(name) ?? "").join("\n");
 
 /**
  * Where the gateway of `url` answers: the endpoint when `url` is under it, else `url`'s origin.
