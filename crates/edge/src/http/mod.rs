@@ -10,6 +10,7 @@
 pub mod body;
 
 use futures_util::{Stream, StreamExt};
+use onejob_core::front::Refusal;
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
 use onejob_core::sse::{self, with_id};
@@ -92,6 +93,16 @@ pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
 pub fn method_not_allowed(used: &worker::Method, allowed: &worker::Method) -> Result<Response> {
     let mut response = problem_of(ProblemType::MethodNotAllowed, format!("{used} is not allowed here; use {allowed}"))?;
     response.headers_mut().set("Allow", &format!("{allowed}, OPTIONS"))?;
+    Ok(response)
+}
+
+/// A request the core refused before any I/O ([`Refusal`]): its problem,
+/// and the `Allow` header of a `405`.
+pub fn refuse(refusal: &Refusal) -> Result<Response> {
+    let mut response = problem(&refusal.problem())?;
+    if let Some(allow) = refusal.allow() {
+        response.headers_mut().set("Allow", &allow)?;
+    }
     Ok(response)
 }
 

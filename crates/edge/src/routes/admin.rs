@@ -15,6 +15,7 @@
 
 use onejob_core::admin::Admin;
 use onejob_core::admin_query::{CostsQuery, DeadLettersQuery, JobsQuery, QueryError};
+use onejob_core::front::percent_decode;
 use onejob_core::key::IdempotencyKey;
 use onejob_core::protocol::{ProblemType, header};
 use serde::Deserialize;
@@ -28,7 +29,6 @@ use crate::http::body;
 use crate::http::{self, problem_of};
 use crate::ops;
 use crate::routes::auth::admin_of;
-use crate::routes::gateway::percent_decode;
 
 /// The most jobs one replay of a cause touches.
 const MAX_REPLAY: u32 = 100;

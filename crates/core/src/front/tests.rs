@@ -1,0 +1,203 @@
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use super::*;
+
+fn token(approve: bool) -> UserToken {
+    UserToken {
+        tenant: "acme".into(),
+        user: "u1".into(),
+        exp: 10,
+        iat: None,
+        nbf: None,
+        models: Some(vec!["demo".into()]),
+        paths: Some(vec!["/v1/*".into()]),
+        approve,
+    }
+}
+
+#[test]
+fn every_path_has_its_route() {
+    assert_eq!(Route::of("OPTIONS", "/v1/chat/completions"), Route::Preflight);
+    assert_eq!(Route::of("OPTIONS", "/nowhere"), Route::Preflight);
+    assert_eq!(Route::of("GET", "/v1/models"), Route::Models);
+    assert_eq!(Route::of("POST", "/v1/models"), Route::Models);
+    assert_eq!(Route::of("POST", "/v1/chat/completions"), Route::Proxy);
+    assert_eq!(Route::of("POST", "/v1/"), Route::Proxy);
+    assert_eq!(Route::of("POST", "/onejob/v1/run/triage"), Route::Run("triage"));
+    assert_eq!(Route::of("POST", "/onejob/v1/run/"), Route::Run(""));
+    assert_eq!(Route::of("GET", "/onejob/v1/jobs/k%2F1"), Route::Job("k%2F1", JobRoute::View));
+    assert_eq!(Route::of("GET", "/onejob/v1/jobs/k/stream"), Route::Job("k", JobRoute::Stream));
+    assert_eq!(Route::of("POST", "/onejob/v1/jobs/k/cancel"), Route::Job("k", JobRoute::Cancel));
+    assert_eq!(Route::of("POST", "/onejob/v1/jobs/k/approve"), Route::Job("k", JobRoute::Approve));
+    assert_eq!(Route::of("GET", "/onejob/v1/admin/jobs"), Route::Admin("jobs"));
+    assert_eq!(Route::of("GET", "/onejob/v1/providers"), Route::Providers);
+    assert_eq!(Route::of("POST", "/onejob/v1/providers/check"), Route::ProvidersCheck);
+    assert_eq!(Route::of("GET", "/demo/token"), Route::DemoToken);
+    assert_eq!(Route::of("GET", "/demo/tickets"), Route::DemoReadOut("tickets"));
+    assert_eq!(Route::of("GET", "/demo/inbox"), Route::DemoReadOut("inbox"));
+    assert_eq!(Route::of("GET", "/demo/other"), Route::NotFound);
+    assert_eq!(Route::of("GET", "/onejob/problems/not-found"), Route::ProblemDoc("not-found"));
+    for path in ["/", "/v1", "/onejob/v1/jobs", "/onejob/v1/providers/", "/index.html"] {
+        assert_eq!(Route::of("GET", path), Route::NotFound, "{path}");
+    }
+}
+
+#[test]
+fn job_routes_by_suffix_and_their_methods() {
+    assert_eq!(JobRoute::of("key"), ("key", JobRoute::View));
+    // Only the last segment names the route.
+    assert_eq!(JobRoute::of("a/stream/cancel"), ("a/stream", JobRoute::Cancel));
+    assert_eq!(JobRoute::of("/stream"), ("", JobRoute::Stream));
+    assert_eq!(JobRoute::View.method(), Method::Get);
+    assert_eq!(JobRoute::Stream.method(), Method::Get);
+    assert_eq!(JobRoute::Cancel.method(), Method::Post);
+    assert_eq!(JobRoute::Approve.method(), Method::Post);
+}
+
+#[test]
+fn a_wrong_method_is_a_405_with_allow() {
+    assert_eq!(expect("GET", Method::Get), Ok(()));
+    let refused = expect("PUT", Method::Post).unwrap_err();
+    assert_eq!(refused.allow().as_deref(), Some("POST, OPTIONS"));
+    let problem = refused.problem();
+    assert_eq!(problem.status(), 405);
+    assert_eq!(problem.detail, "PUT is not allowed here; use POST");
+    let plain = Refusal::from(missing_key());
+    assert_eq!(plain.allow(), None);
+    assert_eq!(plain.problem(), missing_key());
+}
+
+#[test]
+fn percent_escapes_are_decoded_and_broken_ones_kept() {
+    assert_eq!(percent_decode("a%2Fb%20c"), "a/b c");
+    assert_eq!(percent_decode("%41%4a%4A"), "AJJ");
+    assert_eq!(percent_decode("100%"), "100%");
+    assert_eq!(percent_decode("%4"), "%4");
+    assert_eq!(percent_decode("%zz%41"), "%zzA");
+    assert_eq!(percent_decode("%%41"), "%A");
+    assert_eq!(percent_decode("%FF"), "\u{FFFD}");
+    assert_eq!(percent_decode(""), "");
+}
+
+#[test]
+fn keys_sent_derived_or_missing() {
+    let key = key_of(Some("test-0123456789abcdef"), false).unwrap().unwrap();
+    assert_eq!(key.as_str(), "test-0123456789abcdef");
+    assert_eq!(key_of(None, true), Ok(None));
+    assert_eq!(key_of(None, false), Err(missing_key().into()));
+    assert_eq!(missing_key().status(), 400);
+    let bad = key_of(Some("short"), true).unwrap_err().problem();
+    assert_eq!(bad.kind, ProblemType::InvalidIdempotencyKey);
+    assert_eq!(job_key("test%2D0123456789abcdef").unwrap().as_str(), "test-0123456789abcdef");
+    assert_eq!(job_key("short").unwrap_err().problem().kind, ProblemType::InvalidIdempotencyKey);
+    assert!(check_keyless(None).is_ok());
+    assert!(check_keyless(Some("wait=5")).is_ok());
+    assert_eq!(
+        check_keyless(Some("respond-async, wait=5")).unwrap_err().problem().kind,
+        ProblemType::MissingIdempotencyKey
+    );
+}
+
+#[test]
+fn targets_keep_the_query_and_stay_under_the_base_url() {
+    assert_eq!(proxy_target("/v1/chat/completions", None).unwrap(), "/v1/chat/completions");
+    assert_eq!(proxy_target("/v1/chat/completions", Some("a=1")).unwrap(), "/v1/chat/completions?a=1");
+    let refused = proxy_target("/v1/../admin", None).unwrap_err().problem();
+    assert_eq!(refused.kind, ProblemType::InvalidQuery);
+    assert!(refused.detail.starts_with("path: "));
+    assert_eq!(run_target("triage", None), (false, "/onejob/v1/run/triage".to_owned()));
+    assert_eq!(run_target("triage", Some("application/json")), (false, "/onejob/v1/run/triage".to_owned()));
+    assert_eq!(run_target("triage", Some("text/event-stream")), (true, "/onejob/v1/run/triage?stream".to_owned()));
+    assert_eq!(run_route("triage"), "/onejob/v1/run/triage");
+}
+
+#[test]
+fn fingerprints_refuse_what_is_not_json() {
+    let a = fingerprint("/v1/x", br#"{"a":1,"b":2}"#, "body").unwrap();
+    let b = fingerprint("/v1/x", br#"{"b":2.0,"a":1}"#, "body").unwrap();
+    assert_eq!(a, b);
+    assert_ne!(a, fingerprint("/v1/x?stream", br#"{"a":1,"b":2}"#, "body").unwrap());
+    let refused = fingerprint("/v1/x", b"{not json", "input").unwrap_err().problem();
+    assert_eq!(refused.kind, ProblemType::InvalidJson);
+    assert!(refused.detail.starts_with("the input is not valid JSON: "));
+}
+
+#[test]
+fn tokens_reach_what_they_name() {
+    assert!(token_allows(None, "/anything", None).is_ok());
+    let t = token(false);
+    assert!(token_allows(Some(&t), "/v1/chat/completions", Some("demo")).is_ok());
+    assert_eq!(
+        token_allows(Some(&t), "/v1/chat/completions", Some("gpt")).unwrap_err().problem().kind,
+        ProblemType::Forbidden
+    );
+    assert_eq!(
+        token_allows(Some(&t), "/onejob/v1/run/x", Some("demo")).unwrap_err().problem().kind,
+        ProblemType::Forbidden
+    );
+}
+
+#[test]
+fn a_token_lists_only_its_models() {
+    let listed = |ids: &[&str]| -> Vec<ListedModel> {
+        ids.iter().map(|id| ListedModel { id: (*id).to_owned(), owned_by: "p".to_owned() }).collect()
+    };
+    let ids = |models: Vec<ListedModel>| models.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(ids(models_for(None, listed(&["demo", "gpt"])).unwrap()), ["demo", "gpt"]);
+    assert_eq!(ids(models_for(Some(&token(false)), listed(&["demo", "gpt"])).unwrap()), ["demo"]);
+    let any_model = UserToken { models: None, ..token(false) };
+    assert_eq!(ids(models_for(Some(&any_model), listed(&["demo", "gpt"])).unwrap()), ["demo", "gpt"]);
+    let no_models_path = UserToken { paths: Some(vec!["/v1/chat/*".into()]), ..token(false) };
+    assert_eq!(
+        models_for(Some(&no_models_path), listed(&["demo"])).unwrap_err().problem().kind,
+        ProblemType::Forbidden
+    );
+}
+
+#[test]
+fn invalid_input_lists_every_violation() {
+    let key = IdempotencyKey::parse("test-0123456789abcdef").unwrap();
+    assert!(check_input("triage", &key, Vec::new()).is_ok());
+    let problem =
+        check_input("triage", &key, vec![Violation("a".into()), Violation("b".into())]).unwrap_err().problem();
+    assert_eq!(problem.kind, ProblemType::InvalidInput);
+    assert_eq!(problem.key.as_deref(), Some("test-0123456789abcdef"));
+    assert_eq!(problem.violations, ["a", "b"]);
+    assert_eq!(problem.detail, "the input does not meet the triage job type's schema");
+}
+
+#[test]
+fn prefer_wait_is_capped_and_defaults() {
+    assert_eq!(wait_ms(None, 1234), 1234);
+    assert_eq!(wait_ms(Some("respond-async"), 1234), 1234);
+    assert_eq!(wait_ms(Some("wait=3"), 1234), 3000);
+    assert_eq!(wait_ms(Some("wait=0"), 1234), 0);
+    assert_eq!(wait_ms(Some("wait=100000"), 1234), MAX_WAIT_MS);
+    assert_eq!(wait_ms(Some(&format!("wait={}", u64::MAX)), 1234), MAX_WAIT_MS);
+}
+
+#[test]
+fn job_routes_user_position_and_approver() {
+    assert_eq!(job_user(false, None, Some("u2".into())).as_deref(), Some("u2"));
+    assert_eq!(job_user(false, None, None), None);
+    assert_eq!(job_user(true, Some("u1"), Some("u2".into())).as_deref(), Some("u1"));
+    assert_eq!(stream_from(None), Ok(0));
+    assert_eq!(stream_from(Some(" 7 ")), Ok(7));
+    assert_eq!(stream_from(Some("-1")).unwrap_err().problem().kind, ProblemType::InvalidQuery);
+    assert_eq!(stream_from(Some("x")).unwrap_err().problem().kind, ProblemType::InvalidQuery);
+    assert!(stream_ids(Some("1")) && stream_ids(Some("true")));
+    assert!(!stream_ids(None) && !stream_ids(Some("yes")) && !stream_ids(Some("0")));
+    assert_eq!(approver(None, "acme", None).as_deref(), Ok("tenant:acme"));
+    assert_eq!(approver(Some(&token(true)), "acme", Some("u1")).as_deref(), Ok("user:u1"));
+    assert_eq!(approver(Some(&token(false)), "acme", Some("u1")).unwrap_err().problem().kind, ProblemType::Forbidden);
+}
+
+#[test]
+fn problem_types_document_themselves() {
+    let doc = problem_doc(ProblemType::NotFound.slug()).unwrap();
+    assert!(doc.starts_with(ProblemType::NotFound.title()));
+    assert!(doc.contains("HTTP status: 404\nRetry with the same key: no\n"));
+    assert!(doc.ends_with(&format!("Type URI: {}\n", ProblemType::NotFound.type_uri())));
+    assert_eq!(problem_doc("no-such-type").unwrap_err().problem().kind, ProblemType::NotFound);
+}
