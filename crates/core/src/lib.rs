@@ -52,8 +52,9 @@
 //!   - [`admin_route`]: the operator API's routes, read, scoped and checked; a keyed operator request's answer, kept.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
-//! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
+//! - L5 `view`, `response`, `protocol`, `telemetry`: what a job looks like from outside.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
+//!   - [`response`]: which headers the worker's responses carry (CORS, a preflight, a problem, a job's result, a stream).
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 //!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
 #![forbid(unsafe_code)]
@@ -87,6 +88,7 @@ pub mod providers;
 pub mod quota;
 pub mod random;
 pub mod reply;
+pub mod response;
 pub mod result_cache;
 pub mod savings;
 pub mod settings;
