@@ -5,12 +5,14 @@
 //! user and stream position). The edge reads the request, asks these
 //! functions, and performs what they return.
 
+use crate::admin::{Admin, AdminDirectory};
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::key::IdempotencyKey;
 use crate::providers::{ListedModel, check_api_path};
 use crate::settings::MAX_WAIT_MS;
-use crate::token::UserToken;
+use crate::tenant::{TenantDirectory, bearer_token};
+use crate::token::{self, TokenError, TokenSecrets, UserToken};
 use crate::wire::{Problem, ProblemType, prefer_wait_seconds, prefers_async};
 
 /// A method the front's routes take.
@@ -46,6 +48,9 @@ pub enum Refusal {
         /// The one the route takes.
         allowed: Method,
     },
+    /// A tenant route's `401`: what the caller must fix, and a challenge
+    /// for a bearer credential.
+    Unauthenticated(String),
 }
 
 impl Refusal {
@@ -57,15 +62,18 @@ impl Refusal {
                 ProblemType::MethodNotAllowed,
                 format!("{used} is not allowed here; use {}", allowed.as_str()),
             ),
+            Refusal::Unauthenticated(detail) => Problem::new(ProblemType::Unauthorized, detail.clone()),
         }
     }
 
-    /// The `Allow` header a `405` carries (RFC 9110 §15.5.6): the route's
-    /// method and the CORS preflight's.
-    pub fn allow(&self) -> Option<String> {
+    /// The headers its answer carries besides the problem's: a `405`'s
+    /// `Allow` (RFC 9110 §15.5.6: the route's method and the CORS
+    /// preflight's), a tenant route's `401`'s `WWW-Authenticate: Bearer`.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
         match self {
-            Refusal::Problem(_) => None,
-            Refusal::Method { allowed, .. } => Some(format!("{}, OPTIONS", allowed.as_str())),
+            Refusal::Problem(_) => Vec::new(),
+            Refusal::Method { allowed, .. } => vec![("Allow", format!("{}, OPTIONS", allowed.as_str()))],
+            Refusal::Unauthenticated(_) => vec![("WWW-Authenticate", "Bearer".to_owned())],
         }
     }
 }
@@ -86,6 +94,87 @@ pub fn expect(used: &str, allowed: Method) -> Result<(), Refusal> {
     match used == allowed.as_str() {
         true => Ok(()),
         false => Err(Refusal::Method { used: used.to_owned(), allowed }),
+    }
+}
+
+/// Who is calling a tenant route: a tenant (its own key), or one user of a
+/// tenant (a user token, with the scopes it carries).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The tenant.
+    pub tenant: String,
+    /// The user, for a user token.
+    pub user: Option<String>,
+    /// The user token, if that is what the caller sent.
+    pub token: Option<UserToken>,
+}
+
+/// The credentials a request presents: `Authorization: Bearer <key or
+/// token>`, or `x-api-key: <tenant key>` (as Anthropic's SDK sends its key).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Credentials<'a> {
+    /// The `Authorization` header.
+    pub authorization: Option<&'a str>,
+    /// The `x-api-key` header.
+    pub api_key: Option<&'a str>,
+}
+
+impl Credentials<'_> {
+    fn bearer(&self) -> Option<&str> {
+        self.authorization.and_then(bearer_token)
+    }
+
+    /// The tenant whose key this is (`Err`: what the caller must fix, a `401`).
+    pub fn tenant(&self, tenants: &TenantDirectory) -> Result<String, &'static str> {
+        let key = self
+            .bearer()
+            .or(self.api_key.map(str::trim))
+            .ok_or("send Authorization: Bearer <tenant key> (or x-api-key: <tenant key>)")?;
+        tenants.tenant_of(key).map(str::to_owned).ok_or("the key names no tenant")
+    }
+
+    /// The admin whose key this is (`Authorization: Bearer <admin key>`), or
+    /// the `401`.
+    pub fn admin<'d>(&self, admins: &'d AdminDirectory) -> Result<&'d Admin, Refusal> {
+        let unauthorized = |detail: &str| refused(ProblemType::Unauthorized, detail);
+        let key = self.bearer().ok_or_else(|| unauthorized("send Authorization: Bearer <admin key>"))?;
+        admins.admin_of(key).ok_or_else(|| unauthorized("the key names no admin (see ADMIN_KEYS)"))
+    }
+
+    /// Any tenant or any admin (`401` for neither, saying what an admin sends).
+    pub fn tenant_or_admin(&self, tenants: &TenantDirectory, admins: &AdminDirectory) -> Result<(), Refusal> {
+        self.tenant(tenants).map(|_| ()).or_else(|_| self.admin(admins).map(|_| ()))
+    }
+
+    /// An admin of the whole deployment (`401`; `403` for an admin of one tenant).
+    pub fn deployment_admin(&self, admins: &AdminDirectory) -> Result<(), Refusal> {
+        match self.admin(admins)?.reaches_all() {
+            true => Ok(()),
+            false => Err(refused(ProblemType::Forbidden, "provider checks need an admin key for every tenant (\"*\")")),
+        }
+    }
+
+    /// The caller of a tenant route: a bearer that looks like a user token
+    /// is verified as one (expired, tampered or foreign: `401`; over-scoped:
+    /// `403`), anything else is a tenant key (`401` with a challenge when it
+    /// names no tenant).
+    pub fn caller(&self, tenants: &TenantDirectory, secrets: &TokenSecrets, now_s: u64) -> Result<Caller, Refusal> {
+        if let Some(bearer) = self.bearer().filter(|bearer| token::looks_like_token(bearer)) {
+            let user_token = token::verify(bearer, secrets, now_s).map_err(token_refusal)?;
+            let (tenant, user) = (user_token.tenant.clone(), Some(user_token.user.clone()));
+            return Ok(Caller { tenant, user, token: Some(user_token) });
+        }
+        let tenant = self.tenant(tenants).map_err(|detail| Refusal::Unauthenticated(detail.to_owned()))?;
+        Ok(Caller { tenant, user: None, token: None })
+    }
+}
+
+/// A user token's error as a refusal: expired, tampered or foreign tokens
+/// are `401`; over-scoped ones `403`.
+pub fn token_refusal(error: TokenError) -> Refusal {
+    match error.is_unauthenticated() {
+        true => Refusal::Unauthenticated(error.to_string()),
+        false => refused(ProblemType::Forbidden, error.to_string()),
     }
 }
 

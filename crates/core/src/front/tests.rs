@@ -59,12 +59,12 @@ fn job_routes_by_suffix_and_their_methods() {
 fn a_wrong_method_is_a_405_with_allow() {
     assert_eq!(expect("GET", Method::Get), Ok(()));
     let refused = expect("PUT", Method::Post).unwrap_err();
-    assert_eq!(refused.allow().as_deref(), Some("POST, OPTIONS"));
+    assert_eq!(refused.headers(), [("Allow", "POST, OPTIONS".to_owned())]);
     let problem = refused.problem();
     assert_eq!(problem.status(), 405);
     assert_eq!(problem.detail, "PUT is not allowed here; use POST");
     let plain = Refusal::from(missing_key());
-    assert_eq!(plain.allow(), None);
+    assert_eq!(plain.headers(), []);
     assert_eq!(plain.problem(), missing_key());
 }
 
@@ -200,4 +200,93 @@ fn problem_types_document_themselves() {
     assert!(doc.contains("HTTP status: 404\nRetry with the same key: no\n"));
     assert!(doc.ends_with(&format!("Type URI: {}\n", ProblemType::NotFound.type_uri())));
     assert_eq!(problem_doc("no-such-type").unwrap_err().problem().kind, ProblemType::NotFound);
+}
+
+mod credentials {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::tenant::key_digest;
+
+    const SECRET: &str = "a-token-secret-of-at-least-32-bytes!!";
+
+    fn tenants() -> TenantDirectory {
+        TenantDirectory::from_json(&format!(r#"{{"{}": "acme"}}"#, key_digest("acme-key"))).unwrap()
+    }
+
+    fn admins() -> AdminDirectory {
+        let json = format!(
+            r#"{{"{}": {{"name": "ops", "tenant": "*"}}, "{}": {{"name": "acme-ops", "tenant": "acme"}}}}"#,
+            key_digest("root-admin"),
+            key_digest("acme-admin")
+        );
+        AdminDirectory::from_json(&json).unwrap()
+    }
+
+    fn secrets() -> TokenSecrets {
+        TokenSecrets::from_json(&format!(r#"{{"acme": "{SECRET}"}}"#)).unwrap()
+    }
+
+    fn bearer(value: &str) -> String {
+        format!("Bearer {value}")
+    }
+
+    fn with<'a>(authorization: Option<&'a str>, api_key: Option<&'a str>) -> Credentials<'a> {
+        Credentials { authorization, api_key }
+    }
+
+    #[test]
+    fn a_tenant_key_by_bearer_or_x_api_key() {
+        let auth = bearer("acme-key");
+        assert_eq!(with(Some(&auth), None).tenant(&tenants()), Ok("acme".to_owned()));
+        assert_eq!(with(None, Some(" acme-key ")).tenant(&tenants()), Ok("acme".to_owned()));
+        // The bearer comes first.
+        let other = bearer("other");
+        assert_eq!(with(Some(&other), Some("acme-key")).tenant(&tenants()), Err("the key names no tenant"));
+        assert!(with(None, None).tenant(&tenants()).unwrap_err().starts_with("send Authorization"));
+        let caller = with(Some(&auth), None).caller(&tenants(), &secrets(), 0).unwrap();
+        assert_eq!(caller, Caller { tenant: "acme".into(), user: None, token: None });
+        let refused = with(None, None).caller(&tenants(), &secrets(), 0).unwrap_err();
+        assert_eq!(refused.problem().status(), 401);
+        assert_eq!(refused.headers(), [("WWW-Authenticate", "Bearer".to_owned())]);
+    }
+
+    #[test]
+    fn a_user_token_is_verified_and_scoped() {
+        let claims = UserToken { tenant: "acme".into(), user: "u1".into(), exp: 1_000, ..token(false) };
+        let auth = bearer(&token::mint(&claims, SECRET));
+        let caller = with(Some(&auth), None).caller(&tenants(), &secrets(), 500).unwrap();
+        assert_eq!((caller.tenant.as_str(), caller.user.as_deref()), ("acme", Some("u1")));
+        assert_eq!(caller.token.as_ref(), Some(&claims));
+        let expired = with(Some(&auth), None).caller(&tenants(), &secrets(), 5_000).unwrap_err();
+        assert_eq!(expired.problem().status(), 401);
+        assert_eq!(expired.headers().len(), 1);
+        let forged = bearer(&token::mint(&claims, "another-secret-of-at-least-32-bytes!!"));
+        assert_eq!(with(Some(&forged), None).caller(&tenants(), &secrets(), 500).unwrap_err().problem().status(), 401);
+        let over_scoped = token_refusal(TokenError::ModelNotAllowed);
+        assert_eq!((over_scoped.problem().status(), over_scoped.headers().len()), (403, 0));
+    }
+
+    #[test]
+    fn admins_by_bearer_and_their_reach() {
+        let root = bearer("root-admin");
+        let acme = bearer("acme-admin");
+        assert_eq!(with(Some(&root), None).admin(&admins()).unwrap().name, "ops");
+        let refused = |c: Credentials| c.admin(&admins()).unwrap_err().problem();
+        assert_eq!(refused(with(None, Some("root-admin"))).detail, "send Authorization: Bearer <admin key>");
+        assert_eq!(refused(with(Some(&bearer("acme-key")), None)).detail, "the key names no admin (see ADMIN_KEYS)");
+        assert_eq!(refused(with(Some(&bearer("acme-key")), None)).status(), 401);
+        assert!(with(Some(&root), None).deployment_admin(&admins()).is_ok());
+        assert_eq!(with(Some(&acme), None).deployment_admin(&admins()).unwrap_err().problem().status(), 403);
+        assert_eq!(with(None, None).deployment_admin(&admins()).unwrap_err().problem().status(), 401);
+        let tenant_key = bearer("acme-key");
+        assert!(with(Some(&tenant_key), None).tenant_or_admin(&tenants(), &admins()).is_ok());
+        assert!(with(Some(&acme), None).tenant_or_admin(&tenants(), &admins()).is_ok());
+        let neither = with(Some(&bearer("nobody")), None).tenant_or_admin(&tenants(), &admins()).unwrap_err();
+        assert_eq!(
+            (neither.problem().detail.as_str(), neither.headers().len()),
+            ("the key names no admin (see ADMIN_KEYS)", 0)
+        );
+    }
 }

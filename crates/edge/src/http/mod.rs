@@ -70,9 +70,7 @@ pub fn method_not_allowed(used: &worker::Method, allowed: &worker::Method) -> Re
 /// and the `Allow` header of a `405`.
 pub fn refuse(refusal: &Refusal) -> Result<Response> {
     let mut response = problem(&refusal.problem())?;
-    if let Some(allow) = refusal.allow() {
-        response.headers_mut().set("Allow", &allow)?;
-    }
+    set_all(response.headers_mut(), refusal.headers())?;
     Ok(response)
 }
 

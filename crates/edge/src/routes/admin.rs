@@ -17,25 +17,25 @@ use onejob_core::admin::Admin;
 use onejob_core::admin_route::{
     self, AdminRequest, AdminRoute, JobName, MAX_REPLAY, ReplayBody, ReplayReport, ReplaySelection, ResolveBody,
 };
-use onejob_core::protocol::{ProblemType, header};
+use onejob_core::protocol::header;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{JobMessage, OperatorRequest};
 use crate::api::ledger::LedgerCall;
 use crate::env::config;
+use crate::http;
 use crate::http::body;
-use crate::http::{self, problem_of};
 use crate::ops;
-use crate::routes::auth::admin_of;
+use crate::routes::auth::Presented;
 
 /// Routes `rest` (the path after `/onejob/v1/admin/`): the core reads and
 /// checks the route ([`AdminRoute::parse`]), this performs it.
 pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    let admin = match admin_of(&req, &config.admins) {
+    let admin = match Presented::of(&req).credentials().admin(&config.admins) {
         Ok(admin) => admin.clone(),
-        Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
+        Err(refused) => return http::refuse(&refused),
     };
     let url = req.url()?;
     let query: Vec<(String, String)> = url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect();

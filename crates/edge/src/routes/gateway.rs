@@ -3,7 +3,7 @@
 //! reaches (or creates) a Ledger.
 
 use onejob_core::fingerprint::Fingerprint;
-use onejob_core::front::{self, JobRoute, Method, Refusal};
+use onejob_core::front::{self, Caller, JobRoute, Method, Refusal};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::keyless;
 use onejob_core::protocol::{ProblemType, header, prefers_async};
@@ -16,12 +16,13 @@ use crate::api::client;
 use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
 use crate::api::ledger::LedgerCall;
 use crate::cache;
+use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, problem_of};
 use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
-use crate::routes::auth::{self, Caller, caller_of};
+use crate::routes::auth::Presented;
 
 /// `POST /v1/{path}`.
 pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Response> {
@@ -307,12 +308,7 @@ pub fn problem_doc(req: &Request, slug: &str) -> Result<Response> {
 /// response refusing it.
 fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, Caller), Result<Response>> {
     let config = config::load(env).map_err(|_| http::misconfigured())?;
-    let caller = caller_of(req, &config).map_err(|refusal| match refusal {
-        auth::Refusal::Unauthenticated(detail) => problem_of(ProblemType::Unauthorized, detail).map(|mut response| {
-            let _ = response.headers_mut().set("WWW-Authenticate", "Bearer");
-            response
-        }),
-        auth::Refusal::Forbidden(detail) => problem_of(ProblemType::Forbidden, detail),
-    })?;
-    Ok((config, caller))
+    let presented = Presented::of(req);
+    let caller = presented.credentials().caller(&config.tenants, &config.token_secrets, now_ms() / 1000);
+    Ok((config, caller.map_err(|refused| http::refuse(&refused))?))
 }
