@@ -5,7 +5,10 @@
 //! user and stream position). The edge reads the request, asks these
 //! functions, and performs what they return.
 
+use serde::de::DeserializeOwned;
+
 use crate::admin::{Admin, AdminDirectory};
+use crate::canonical::canonicalize;
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::key::IdempotencyKey;
@@ -295,6 +298,62 @@ pub fn percent_decode(segment: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Whether `content_type` is JSON (`application/json` or `application/*+json`).
+pub fn is_json(content_type: &str) -> bool {
+    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
+}
+
+/// A body's content type: `application/json` when the request names none
+/// (the official SDKs and `curl --json` name it; a bare body is taken as
+/// JSON), or the `415` refusal of any other.
+pub fn json_content_type(sent: Option<&str>) -> Result<String, Refusal> {
+    let content_type = sent.unwrap_or("application/json");
+    match is_json(content_type) {
+        true => Ok(content_type.to_owned()),
+        false => Err(refused(ProblemType::UnsupportedMediaType, "the body must be application/json")),
+    }
+}
+
+/// `413`: the body is larger than `limit` bytes.
+pub fn too_large(limit: u64) -> Refusal {
+    Problem::new(ProblemType::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
+        .with_max_bytes(limit)
+        .into()
+}
+
+/// The length a body declares (`Content-Length`, when it is a number), or
+/// the `413` when it is over `limit`. Within it, the runtime delivers no
+/// more (it frames the body by it); a body without one (chunked) is counted
+/// as it arrives ([`within_limit`]).
+pub fn declared_length(content_length: Option<&str>, limit: u64) -> Result<Option<u64>, Refusal> {
+    match content_length.and_then(|value| value.parse::<u64>().ok()) {
+        Some(length) if length > limit => Err(too_large(limit)),
+        declared => Ok(declared),
+    }
+}
+
+/// `Ok` while `read` bytes and the next `chunk` stay within `limit`, else the `413`.
+pub fn within_limit(read: usize, chunk: usize, limit: u64) -> Result<(), Refusal> {
+    match (read + chunk) as u64 > limit {
+        true => Err(too_large(limit)),
+        false => Ok(()),
+    }
+}
+
+/// `bytes` as a `T`, if they are strict JSON (core's reader: duplicate
+/// names, lone surrogates, numbers beyond a double, nesting past its limit
+/// are refused) of that shape; else the `400`, and `shape` tells a caller
+/// whose JSON is valid but not a `T` what to send.
+pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8], shape: &str) -> Result<T, Refusal> {
+    // The canonical form has no duplicates, no lone surrogates and only
+    // numbers a double holds: serde reads exactly what core accepted.
+    let invalid = |detail: String| refused(ProblemType::InvalidJson, detail);
+    let canonical = canonicalize(bytes).map_err(|error| invalid(format!("the body is not valid JSON: {error}")))?;
+    serde_json::from_str(&canonical)
+        .map_err(|_| invalid(format!("the body is JSON but not what this route takes: {shape}")))
 }
 
 /// 400: the request has no `Idempotency-Key` (and none is derived for it).

@@ -202,6 +202,40 @@ fn problem_types_document_themselves() {
     assert_eq!(problem_doc("no-such-type").unwrap_err().problem().kind, ProblemType::NotFound);
 }
 
+#[test]
+fn bodies_are_json_within_the_limit_and_read_strictly() {
+    for json in ["application/json", "Application/JSON; charset=utf-8", "application/problem+json"] {
+        assert!(is_json(json), "{json}");
+    }
+    for other in ["text/plain", "application/jsonx", "json", "", "text/x+json"] {
+        assert!(!is_json(other), "{other}");
+    }
+    assert_eq!(json_content_type(None).unwrap(), "application/json");
+    assert_eq!(json_content_type(Some("application/json; charset=utf-8")).unwrap(), "application/json; charset=utf-8");
+    assert_eq!(json_content_type(Some("text/plain")).unwrap_err().problem().status(), 415);
+    assert_eq!(declared_length(None, 10), Ok(None));
+    assert_eq!(declared_length(Some("10"), 10), Ok(Some(10)));
+    assert_eq!(declared_length(Some("junk"), 10), Ok(None));
+    let over = declared_length(Some("11"), 10).unwrap_err().problem();
+    assert_eq!(
+        (over.status(), over.max_bytes, over.detail.as_str()),
+        (413, Some(10), "the body is larger than 10 bytes")
+    );
+    assert!(within_limit(4, 6, 10).is_ok());
+    assert_eq!(within_limit(4, 7, 10), Err(too_large(10)));
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Shape {
+        a: u32,
+    }
+    assert_eq!(parse_strict::<Shape>(br#"{"a": 1}"#, "{a}"), Ok(Shape { a: 1 }));
+    let duplicate = parse_strict::<Shape>(br#"{"a": 1, "a": 2}"#, "{a}").unwrap_err().problem();
+    assert_eq!(duplicate.kind, ProblemType::InvalidJson);
+    assert!(duplicate.detail.starts_with("the body is not valid JSON: "));
+    let wrong = parse_strict::<Shape>(br#"{"a": "x"}"#, "{a}").unwrap_err().problem();
+    assert_eq!(wrong.detail, "the body is JSON but not what this route takes: {a}");
+    assert!(parse_strict::<Shape>(b"1e400", "{a}").is_err());
+}
+
 mod credentials {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;

@@ -69,8 +69,7 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
     // Otherwise KV is looked in first when the setting says this request
     // should (by default a retry: a first call would only miss it).
-    if keyless.is_none()
-        && config.settings.result_cache.reads(req.headers().get(RETRY_COUNT)?.as_deref())
+    if config.settings.result_cache.looks_first(keyless.is_some(), req.headers().get(RETRY_COUNT)?.as_deref())
         && let Some((result, spent)) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
         // Counted after the answer: a call this replay did not make.
