@@ -12,6 +12,7 @@ use crate::canonical::canonicalize;
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
 use crate::key::IdempotencyKey;
+use crate::keyless::{self, Keyless};
 use crate::providers::{ListedModel, check_api_path};
 use crate::settings::MAX_WAIT_MS;
 use crate::tenant::{TenantDirectory, bearer_token};
@@ -401,6 +402,63 @@ pub fn proxy_target(path: &str, query: Option<&str>) -> Result<String, Refusal> 
     let target = query.map_or_else(|| path.to_owned(), |query| format!("{path}?{query}"));
     check_api_path(&target).map_err(|why| refused(ProblemType::InvalidQuery, format!("path: {why}")))?;
     Ok(target)
+}
+
+/// What the edge read of a `/v1` request, for [`proxy_job`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProxyRequest<'a> {
+    /// The URL's path.
+    pub path: &'a str,
+    /// The URL's query string, if any.
+    pub query: Option<&'a str>,
+    /// The body (JSON, within the limit).
+    pub body: &'a [u8],
+    /// The model the body asks for, if it names one.
+    pub model: Option<&'a str>,
+    /// `Prefer`.
+    pub prefer: Option<&'a str>,
+    /// `Cache-Control`.
+    pub cache_control: Option<&'a str>,
+}
+
+/// A proxied request's job: where it goes, what it is, and under which key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyJob {
+    /// The target: the path and query, under the provider's base URL.
+    pub target: String,
+    /// What "the same request" is.
+    pub fingerprint: Fingerprint,
+    /// The key: the one sent, or one derived from who asks and what.
+    pub key: IdempotencyKey,
+    /// For a derived key, the mode it is admitted under.
+    pub keyless: Option<Keyless>,
+}
+
+/// The job of a `/v1` request by `caller` that sent `sent_key` (or none,
+/// when the `deployment`'s `KEYLESS` derives one): its target under the
+/// provider's base URL (the provider's key goes with it), its fingerprint,
+/// what a user token reaches, and its key. Without a key the caller's
+/// identical requests are one job, under a key derived from who asks and
+/// what; a background job (`Prefer: respond-async`) needs a key of its own,
+/// as its `Location` names the job.
+pub fn proxy_job(
+    caller: &Caller,
+    deployment: Keyless,
+    sent_key: Option<IdempotencyKey>,
+    request: &ProxyRequest,
+) -> Result<ProxyJob, Refusal> {
+    let target = proxy_target(request.path, request.query)?;
+    let fingerprint = fingerprint(&target, request.body, "body")?;
+    token_allows(caller.token.as_ref(), &target, request.model)?;
+    let (key, keyless) = match sent_key {
+        Some(key) => (key, None),
+        None => {
+            check_keyless(request.prefer)?;
+            let mode = keyless::for_request(deployment, request.cache_control);
+            (keyless::derive_key(&caller.tenant, caller.user.as_deref(), &fingerprint), mode)
+        }
+    };
+    Ok(ProxyJob { target, fingerprint, key, keyless })
 }
 
 /// The fingerprint of a POST of `body` to `target`, or the `400` when the

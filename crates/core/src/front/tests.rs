@@ -236,6 +236,44 @@ fn bodies_are_json_within_the_limit_and_read_strictly() {
     assert!(parse_strict::<Shape>(b"1e400", "{a}").is_err());
 }
 
+#[test]
+fn a_proxied_request_is_one_job_keyed_or_derived() {
+    let tenant = Caller { tenant: "acme".into(), user: None, token: None };
+    let request = ProxyRequest {
+        path: "/v1/chat/completions",
+        query: Some("a=1"),
+        body: br#"{"model": "demo"}"#,
+        model: Some("demo"),
+        prefer: None,
+        cache_control: None,
+    };
+    let window = Keyless::Window { window_ms: 60_000 };
+    let sent = IdempotencyKey::parse("test-0123456789abcdef").unwrap();
+    let keyed = proxy_job(&tenant, window, Some(sent.clone()), &request).unwrap();
+    assert_eq!((keyed.target.as_str(), &keyed.key, keyed.keyless), ("/v1/chat/completions?a=1", &sent, None));
+    assert_eq!(keyed.fingerprint, fingerprint("/v1/chat/completions?a=1", br#"{"model": "demo"}"#, "body").unwrap());
+    let derived = proxy_job(&tenant, window, None, &request).unwrap();
+    assert!(crate::keyless::is_derived(&derived.key));
+    assert_eq!(derived.keyless, Some(window));
+    // The same caller's identical request is the same job; another user's is not.
+    assert_eq!(proxy_job(&tenant, window, None, &request).unwrap().key, derived.key);
+    let user = Caller { user: Some("u1".into()), ..tenant.clone() };
+    assert_ne!(proxy_job(&user, window, None, &request).unwrap().key, derived.key);
+    let no_cache = ProxyRequest { cache_control: Some("no-cache"), ..request };
+    assert_eq!(proxy_job(&tenant, window, None, &no_cache).unwrap().keyless, Some(Keyless::Coalesce));
+    let background = ProxyRequest { prefer: Some("respond-async"), ..request };
+    let refused = proxy_job(&tenant, window, None, &background).unwrap_err().problem();
+    assert_eq!(refused.kind, ProblemType::MissingIdempotencyKey);
+    assert!(proxy_job(&tenant, window, Some(sent.clone()), &background).is_ok());
+    // Checked in order: the target, the body, the token.
+    let outside = ProxyRequest { path: "/v1/../x", body: b"{bad", ..request };
+    assert!(proxy_job(&tenant, window, None, &outside).unwrap_err().problem().detail.starts_with("path: "));
+    let bad_body = ProxyRequest { body: b"{bad", ..request };
+    assert_eq!(proxy_job(&tenant, window, None, &bad_body).unwrap_err().problem().kind, ProblemType::InvalidJson);
+    let scoped = Caller { token: Some(UserToken { models: Some(vec!["other".into()]), ..token(false) }), ..tenant };
+    assert_eq!(proxy_job(&scoped, window, Some(sent), &request).unwrap_err().problem().kind, ProblemType::Forbidden);
+}
+
 mod credentials {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;

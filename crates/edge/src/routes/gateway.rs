@@ -3,9 +3,8 @@
 //! reaches (or creates) a Ledger.
 
 use onejob_core::fingerprint::Fingerprint;
-use onejob_core::front::{self, Caller, JobRoute, Method, Refusal};
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, Refusal};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::keyless;
 use onejob_core::protocol::{ProblemType, header, prefers_async};
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
@@ -37,30 +36,21 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
         Err(refused) => return Ok(refused),
     };
     let url = req.url()?;
-    // Forwarded with the provider's key: the target stays under the
-    // provider's base URL; a user token reaches only what it names.
-    let checked = front::proxy_target(url.path(), url.query()).and_then(|target| {
-        let fingerprint = front::fingerprint(&target, &body, "body")?;
-        front::token_allows(caller.token.as_ref(), &target, handoff::model_of(&body).as_deref())?;
-        Ok((target, fingerprint))
-    });
-    let (target, fingerprint) = match checked {
-        Ok(checked) => checked,
-        Err(refused) => return http::refuse(&refused),
+    let (prefer, cache_control) = (req.headers().get(header::PREFER)?, req.headers().get("Cache-Control")?);
+    let model = handoff::model_of(&body);
+    let request = ProxyRequest {
+        path: url.path(),
+        query: url.query(),
+        body: &body,
+        model: model.as_deref(),
+        prefer: prefer.as_deref(),
+        cache_control: cache_control.as_deref(),
     };
-    // No key (KEYLESS lets the gateway derive one): the caller's identical
-    // requests are one job, under a key derived from who asks and what.
-    let (key, keyless) = match sent_key {
-        Some(key) => (key, None),
-        None => {
-            if let Err(refused) = front::check_keyless(req.headers().get(header::PREFER)?.as_deref()) {
-                return http::refuse(&refused);
-            }
-            let cache_control = req.headers().get("Cache-Control")?;
-            let mode = keyless::for_request(config.settings.keyless, cache_control.as_deref());
-            (keyless::derive_key(&caller.tenant, caller.user.as_deref(), &fingerprint), mode)
-        }
-    };
+    let ProxyJob { target, fingerprint, key, keyless } =
+        match front::proxy_job(&caller, config.settings.keyless, sent_key, &request) {
+            Ok(job) => job,
+            Err(refused) => return http::refuse(&refused),
+        };
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     // What the spans need of the job (only when traced).
     let job = traced.as_ref().map(|_| job_facts(&config, &caller, &key, &storage_id, url.path(), &body, None));
