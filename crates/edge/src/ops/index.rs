@@ -19,16 +19,33 @@ use crate::env::config::Config;
 /// one write each.
 const INDEX_FLUSH_MS: u64 = 200;
 
-const UPSERT_JOB: &str = "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts,
+/// The rows of a flush as one statement: its one parameter is a JSON array
+/// of rows (each an array in the columns' order), so a flush is one
+/// statement whatever its size, not one per row (D1 binds at most 100
+/// parameters per statement; a row has 14). `WHERE true` keeps SQLite from
+/// reading `ON CONFLICT` as a join's.
+const UPSERT_JOBS: &str =
+    "INSERT INTO jobs_index (tenant, user, job_key, state, model, provider, error_class, attempts,
                                  tokens, cost_usd, background, created_ms, updated_ms, version)
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)
-     ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = ?4, model = ?5, provider = ?6, error_class = ?7,
-         attempts = ?8, tokens = ?9, cost_usd = ?10, background = ?11, updated_ms = ?13, version = ?14
+     SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+            json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[5]'),
+            json_extract(value, '$[6]'), json_extract(value, '$[7]'), json_extract(value, '$[8]'),
+            json_extract(value, '$[9]'), json_extract(value, '$[10]'), json_extract(value, '$[11]'),
+            json_extract(value, '$[12]'), json_extract(value, '$[13]')
+     FROM json_each(?1) WHERE true
+     ON CONFLICT (tenant, user, job_key) DO UPDATE SET state = excluded.state, model = excluded.model,
+         provider = excluded.provider, error_class = excluded.error_class, attempts = excluded.attempts,
+         tokens = excluded.tokens, cost_usd = excluded.cost_usd, background = excluded.background,
+         updated_ms = excluded.updated_ms, version = excluded.version
      WHERE excluded.version >= jobs_index.version";
+
+/// Rows per statement: a flush of more is written as several statements
+/// of one batch (a bound string stays far under D1's 2 MB per value).
+const ROWS_PER_STATEMENT: usize = 500;
 
 thread_local! {
     /// Index rows waiting for the next flush, one per job (the newest).
-    static PENDING_ROWS: RefCell<Vec<(String, Vec<JsValue>)>> = const { RefCell::new(Vec::new()) };
+    static PENDING_ROWS: RefCell<Vec<(String, serde_json::Value)>> = const { RefCell::new(Vec::new()) };
     /// A flush is scheduled: rows added now go with it.
     static FLUSH_SCHEDULED: Cell<bool> = const { Cell::new(false) };
 }
@@ -53,37 +70,41 @@ pub async fn index_job(env: &Env, config: &Config, meta: &JobMeta, job: &Job) ->
     FLUSH_SCHEDULED.with(|f| f.set(false));
     let rows = PENDING_ROWS.with(|rows| std::mem::take(&mut *rows.borrow_mut()));
     let db = super::database(env).await?;
-    // Prepared once, bound per row (`bind` makes a new statement).
-    let upsert = db.prepare(UPSERT_JOB);
-    let statements = rows.iter().map(|(_, row)| upsert.clone().bind(row)).collect::<Result<Vec<_>>>()?;
+    let upsert = db.prepare(UPSERT_JOBS);
+    let statements = rows
+        .chunks(ROWS_PER_STATEMENT)
+        .map(|chunk| {
+            let rows: Vec<&serde_json::Value> = chunk.iter().map(|(_, row)| row).collect();
+            upsert.clone().bind(&[JsValue::from(serde_json::to_string(&rows)?)])
+        })
+        .collect::<Result<Vec<_>>>()?;
     db.batch(statements).await?;
     Ok(())
 }
 
-/// A job's row of the index, as the upsert's parameters.
-fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> Vec<JsValue> {
+/// A job's row of the index, in the upsert's columns' order.
+fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> serde_json::Value {
     let shown = job.replayed_attempt().or(job.attempts().last());
     // The savings count a replay's call with the same figures (`Spent`).
     let Spent { model, tokens, cost_usd: cost } = Spent::of_job(job, meta.model.as_deref(), &config.prices);
-    let text = |value: Option<&str>| value.map_or(JsValue::NULL, JsValue::from);
     let error_class = shown.and_then(|a| a.error_class).map(onejob_core::classify::ErrorClass::name);
-    vec![
-        meta.tenant.as_str().into(),
-        meta.user.as_deref().unwrap_or("").into(),
-        meta.key.as_str().into(),
-        job.state().as_str().into(),
+    serde_json::json!([
+        meta.tenant,
+        meta.user.as_deref().unwrap_or(""),
+        meta.key,
+        job.state().as_str(),
         // The model asked for (the route), as callers and filters name it.
-        text(model.as_deref()),
-        text(shown.map(|a| a.provider.as_str())),
-        text(error_class.as_deref()),
-        JsValue::from(job.attempts().len() as f64),
-        JsValue::from(tokens as f64),
-        JsValue::from(cost),
-        JsValue::from(u8::from(job.is_background())),
-        JsValue::from(job.created_ms() as f64),
-        JsValue::from(job.updated_ms() as f64),
-        JsValue::from(job.version() as f64),
-    ]
+        model,
+        shown.map(|a| a.provider.as_str()),
+        error_class,
+        job.attempts().len(),
+        tokens,
+        cost,
+        u8::from(job.is_background()),
+        job.created_ms(),
+        job.updated_ms(),
+        job.version(),
+    ])
 }
 
 /// One job in the operators' list.
