@@ -25,10 +25,11 @@
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
 //!   - [`breaker`]: a circuit breaker per provider, outside the retries.
 //!   - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
-//! - L2 `job`, `contract`, `providers`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
+//! - L2 `job`, `contract`, `providers`, `demo`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
 //!   - [`job`]: the job/attempt state machine with compare-and-swap.
 //!   - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //!   - [`providers`]: named upstreams, routes by model, the order of failover.
+//!   - [`demo`]: the built-in demo provider's behaviours: each model's latency and misbehaviour, the triage, its answers and streams in each API's format.
 //!   - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
@@ -68,6 +69,7 @@ pub mod breaker;
 pub mod canonical;
 pub mod classify;
 pub mod contract;
+pub mod demo;
 mod digest;
 pub mod effect;
 pub mod fingerprint;
