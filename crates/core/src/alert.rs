@@ -13,6 +13,8 @@
 
 use serde_json::{Value, json};
 
+use crate::providers::is_base_url;
+
 /// When to alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AlertPolicy {
@@ -25,6 +27,35 @@ pub struct AlertPolicy {
     /// A budget alert when a quota's use today passes this share of it, in
     /// thousandths (`QUOTA_ALERT_SHARE=0.8` is 800; 0 turns it off).
     pub quota_share_permille: u32,
+}
+
+/// Where alerts go (`ALERT_WEBHOOK_URL`) and the key they are signed with
+/// (`ALERT_SECRET`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertWebhook {
+    /// The receiver's URL.
+    pub url: String,
+    /// The signing key (optional for `ALERT_FORMAT=slack`: Slack's URL is the secret).
+    pub secret: Option<String>,
+}
+
+impl AlertWebhook {
+    /// The alert webhook of `ALERT_WEBHOOK_URL` and `ALERT_SECRET` (as read:
+    /// `None` unset or blank): none without a URL; an http(s) URL with no
+    /// credentials, query or fragment; signed unless Slack's.
+    pub fn configure(url: Option<String>, secret: Option<String>, format: AlertFormat) -> Result<Option<Self>, String> {
+        match (url, secret) {
+            (None, _) => Ok(None),
+            (Some(url), _) if !is_base_url(&url) => {
+                Err("ALERT_WEBHOOK_URL must be an http(s) URL with no credentials, query or fragment".into())
+            }
+            (Some(url), Some(secret)) => Ok(Some(Self { url, secret: Some(secret) })),
+            (Some(url), None) if format == AlertFormat::Slack => Ok(Some(Self { url, secret: None })),
+            (Some(_), None) => {
+                Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into())
+            }
+        }
+    }
 }
 
 /// The format of an alert's body.
@@ -197,6 +228,27 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn an_alert_webhook_needs_a_plain_url_and_a_secret_unless_slacks() {
+        let url = || Some("https://alerts.example/hook".to_owned());
+        let secret = || Some("s3cret".to_owned());
+        assert_eq!(AlertWebhook::configure(None, secret(), AlertFormat::OneJob), Ok(None));
+        assert_eq!(
+            AlertWebhook::configure(url(), secret(), AlertFormat::OneJob),
+            Ok(Some(AlertWebhook { url: "https://alerts.example/hook".into(), secret: Some("s3cret".into()) }))
+        );
+        assert_eq!(
+            AlertWebhook::configure(url(), None, AlertFormat::Slack),
+            Ok(Some(AlertWebhook { url: "https://alerts.example/hook".into(), secret: None }))
+        );
+        let refused = AlertWebhook::configure(url(), None, AlertFormat::OneJob).unwrap_err();
+        assert!(refused.contains("ALERT_SECRET"), "{refused}");
+        for bad in ["ftp://alerts.example", "https://user:pw@alerts.example", "https://a.example/h?x=1"] {
+            let refused = AlertWebhook::configure(Some(bad.into()), secret(), AlertFormat::Slack).unwrap_err();
+            assert!(refused.starts_with("ALERT_WEBHOOK_URL must be"), "{bad}: {refused}");
+        }
+    }
 
     const POLICY: AlertPolicy =
         AlertPolicy { threshold: 10, window_ms: 900_000, format: AlertFormat::OneJob, quota_share_permille: 800 };

@@ -350,5 +350,7 @@ pub fn is_sql_name(name: &str) -> bool {
         && !name.starts_with("sqlite_")
 }
 
+pub mod resolve;
+
 #[cfg(test)]
 mod tests;
