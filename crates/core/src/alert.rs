@@ -113,6 +113,26 @@ pub struct BudgetAlert {
 }
 
 impl BudgetAlert {
+    /// The budget alert a meter's answer to an add made due: only with an
+    /// alert answered and a limit (the user's meter's is the user's quota).
+    pub fn due(
+        answer: &crate::quota::MeterAnswer,
+        meter: &crate::quota::MeterRef,
+        tenant: &str,
+        share_permille: u32,
+        now_ms: u64,
+    ) -> Option<Self> {
+        let limit = meter.limit.filter(|_| answer.alert == Some(true))?;
+        Some(Self {
+            tenant: tenant.to_owned(),
+            user: meter.user.clone(),
+            limit,
+            used: answer.used.unwrap_or_default(),
+            share_permille,
+            day: crate::quota::day_of(now_ms),
+        })
+    }
+
     /// `tenant_tokens_per_day` or `user_tokens_per_day`.
     pub fn quota(&self) -> &'static str {
         if self.user.is_some() { "user_tokens_per_day" } else { "tenant_tokens_per_day" }
@@ -228,6 +248,30 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_meters_alert_answer_is_a_budget_alert_of_its_quota() {
+        use crate::quota::{DAY_MS, MeterAnswer, MeterRef};
+        let user = MeterRef { name: "user\u{1f}acme\u{1f}u1".into(), limit: Some(10), user: Some("u1".into()) };
+        let alerted = MeterAnswer { allowed: None, alert: Some(true), used: Some(9) };
+        let due = BudgetAlert::due(&alerted, &user, "acme", 800, 3 * DAY_MS + 5).unwrap();
+        assert_eq!(
+            due,
+            BudgetAlert {
+                tenant: "acme".into(),
+                user: Some("u1".into()),
+                limit: 10,
+                used: 9,
+                share_permille: 800,
+                day: 3
+            }
+        );
+        assert_eq!(due.quota(), "user_tokens_per_day");
+        let quiet = MeterAnswer { alert: Some(false), ..alerted };
+        assert_eq!(BudgetAlert::due(&quiet, &user, "acme", 800, 0), None);
+        let unlimited = MeterRef { limit: None, ..user };
+        assert_eq!(BudgetAlert::due(&alerted, &unlimited, "acme", 800, 0), None);
+    }
 
     #[test]
     fn an_alert_webhook_needs_a_plain_url_and_a_secret_unless_slacks() {
