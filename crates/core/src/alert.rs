@@ -166,6 +166,15 @@ impl BudgetAlert {
     }
 }
 
+/// The body an alert is sent with in `format`: onejob's JSON as it is, or
+/// Slack's message made from it ([`slack_message`]).
+pub fn body_in(format: AlertFormat, body: &str) -> Result<String, serde_json::Error> {
+    match format {
+        AlertFormat::OneJob => Ok(body.to_owned()),
+        AlertFormat::Slack => Ok(slack_message(&serde_json::from_str(body)?).to_string()),
+    }
+}
+
 /// The Slack incoming-webhook message of an alert whose onejob body is
 /// `alert` (a dead-letter or a budget alert): a one-line `text` (the
 /// notification) and `blocks` (a section and the delivery id as context).
@@ -248,6 +257,16 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn an_alert_is_sent_as_onejobs_json_or_as_slacks_message() {
+        let body = r#"{"type":"onejob.dead_letters","cause":"auth","count":1}"#;
+        assert_eq!(body_in(AlertFormat::OneJob, body).unwrap(), body);
+        let slack: Value = serde_json::from_str(&body_in(AlertFormat::Slack, body).unwrap()).unwrap();
+        assert_eq!(slack, slack_message(&serde_json::from_str(body).unwrap()));
+        assert!(body_in(AlertFormat::Slack, "not json").is_err());
+        assert_eq!(body_in(AlertFormat::OneJob, "not json").unwrap(), "not json");
+    }
 
     #[test]
     fn a_meters_alert_answer_is_a_budget_alert_of_its_quota() {

@@ -44,11 +44,12 @@
 //!   - [`pricing`]: a price table per model, for spend estimates.
 //!   - [`settings`]: a deployment's settings, their defaults and ranges.
 //!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
-//! - L4 `admission`, `answer`, `background`, `admin_query`, `ledger`, `savings`: what the Ledger decides about a job, and what that saved.
+//! - L4 `admission`, `answer`, `background`, `admin_query`, `dead_letters`, `ledger`, `savings`: what the Ledger decides about a job, and what that saved.
 //!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
+//!   - [`dead_letters`]: the operators' dead letters: a row, the list grouped by cause with its trend, the dead-letter alert.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
 //! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
@@ -69,6 +70,7 @@ pub mod breaker;
 pub mod canonical;
 pub mod classify;
 pub mod contract;
+pub mod dead_letters;
 pub mod demo;
 mod digest;
 pub mod effect;
