@@ -44,16 +44,20 @@
 //!   - [`pricing`]: a price table per model, for spend estimates.
 //!   - [`settings`]: a deployment's settings, their defaults and ranges.
 //!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
-//! - L4 `admission`, `answer`, `background`, `admin_query`, `dead_letters`, `ledger`, `savings`: what the Ledger decides about a job, and what that saved.
+//! - L4 `admission`, `answer`, `background`, `front`, `admin_query`, `admin_route`, `provider_check`, `dead_letters`, `ledger`, `savings`: what the Ledger decides about a job, what the worker's front decides about a request, what operators see of dead letters, and what that saved.
 //!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
+//!   - [`front`]: the worker's stateless front: which route a request is, its method, and every check of a tenant's request that needs no I/O.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
+//!   - [`admin_route`]: the operator API's routes, read, scoped and checked; a keyed operator request's answer, kept.
+//!   - [`provider_check`]: a providers check: its samples and path, each provider's request, what each answer says of the contract, which providers are safe.
 //!   - [`dead_letters`]: the operators' dead letters: a row, the list grouped by cause with its trend, the dead-letter alert.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
-//! - L5 `view`, `protocol`, `telemetry`: what a job looks like from outside.
+//! - L5 `view`, `response`, `protocol`, `telemetry`: what a job looks like from outside.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
+//!   - [`response`]: which headers the worker's responses carry (CORS, a preflight, a problem, a job's result, a stream).
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 //!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
 #![forbid(unsafe_code)]
@@ -61,6 +65,7 @@
 
 pub mod admin;
 pub mod admin_query;
+pub mod admin_route;
 pub mod admission;
 pub mod alert;
 pub mod answer;
@@ -75,6 +80,7 @@ pub mod demo;
 mod digest;
 pub mod effect;
 pub mod fingerprint;
+pub mod front;
 pub mod intent;
 pub mod job;
 pub mod job_type;
@@ -83,10 +89,12 @@ pub mod keyless;
 pub mod ledger;
 pub mod pricing;
 pub mod protocol;
+pub mod provider_check;
 pub mod providers;
 pub mod quota;
 pub mod random;
 pub mod reply;
+pub mod response;
 pub mod result_cache;
 pub mod savings;
 pub mod settings;

@@ -64,6 +64,13 @@ impl ResultCache {
             Self::Retries => retry_count.and_then(|count| count.trim().parse::<u32>().ok()).is_some_and(|n| n >= 1),
         }
     }
+
+    /// Whether a request looks in KV before its Ledger: never a keyless
+    /// one (its answer is replayed only within its window, which the Ledger
+    /// decides; KV's entries outlive it), else as [`ResultCache::reads`] says.
+    pub fn looks_first(self, keyless: bool, retry_count: Option<&str>) -> bool {
+        !keyless && self.reads(retry_count)
+    }
 }
 
 /// A replayed answer, as far as the KV cache cares.
@@ -132,6 +139,16 @@ mod tests {
         for bad in ["", "on", "KV", "always", "true"] {
             assert_eq!(ResultCache::parse(Some(bad)), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_keyless_request_never_looks_in_kv_first() {
+        for mode in [ResultCache::Always, ResultCache::Retries, ResultCache::Off] {
+            assert!(!mode.looks_first(true, Some("1")), "{mode:?}");
+            assert_eq!(mode.looks_first(false, Some("1")), mode.reads(Some("1")), "{mode:?}");
+        }
+        assert!(ResultCache::Always.looks_first(false, None));
+        assert!(!ResultCache::Retries.looks_first(false, None));
     }
 
     #[test]

@@ -6,8 +6,7 @@
 //! before serde sees it.
 
 use futures_util::StreamExt;
-use onejob_core::canonical::canonicalize;
-use onejob_core::protocol::{Problem, ProblemType};
+use onejob_core::front::{self, Refusal};
 use serde::de::DeserializeOwned;
 use worker::{Request, Response, Result};
 
@@ -16,39 +15,29 @@ use crate::http;
 /// A request refused while its body was read: the response to send.
 pub type Refused = Response;
 
-/// Whether `content_type` is JSON (`application/json` or `application/*+json`).
-pub fn is_json(content_type: &str) -> bool {
-    let media = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-    media == "application/json" || (media.starts_with("application/") && media.ends_with("+json"))
+/// The core's refusal as the response to send.
+fn refused<T>(refusal: &Refusal) -> Result<std::result::Result<T, Refused>> {
+    http::refuse(refusal).map(Err)
 }
 
-/// The request's content type, `application/json` when it names none (the
-/// official SDKs and `curl --json` name it; a bare body is taken as JSON),
+/// The request's content type ([`front::json_content_type`]: JSON, or none),
 /// or the `415` refusal of any other.
 pub fn json_content_type(req: &Request) -> Result<std::result::Result<String, Refused>> {
-    let content_type = req.headers().get("Content-Type")?.unwrap_or_else(|| "application/json".into());
-    if !is_json(&content_type) {
-        return http::problem_of(ProblemType::UnsupportedMediaType, "the body must be application/json").map(Err);
+    match front::json_content_type(req.headers().get("Content-Type")?.as_deref()) {
+        Ok(content_type) => Ok(Ok(content_type)),
+        Err(refusal) => refused(&refusal),
     }
-    Ok(Ok(content_type))
 }
 
 /// The body's bytes, or the `413` refusal once more than `limit` bytes are
 /// declared or arrive (reading stops there: nothing past the limit is buffered).
 pub async fn read_bounded(req: &mut Request, limit: u64) -> Result<std::result::Result<Vec<u8>, Refused>> {
-    let too_large = || {
-        http::problem(
-            &Problem::new(ProblemType::PayloadTooLarge, format!("the body is larger than {limit} bytes"))
-                .with_max_bytes(limit),
-        )
+    let declared = match front::declared_length(req.headers().get("Content-Length")?.as_deref(), limit) {
+        Ok(declared) => declared,
+        Err(refusal) => return refused(&refusal),
     };
-    let declared = req.headers().get("Content-Length")?.and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limit) {
-        return too_large().map(Err);
-    }
-    // A declared length within the limit is all the runtime delivers (it
-    // frames the body by it): read it in one go, with one copy. Only a body
-    // without one (chunked) is counted as it arrives.
+    // A declared length within the limit is all the runtime delivers: read
+    // it in one go, with one copy.
     if declared.is_some() {
         return Ok(Ok(req.bytes().await?));
     }
@@ -57,8 +46,8 @@ pub async fn read_bounded(req: &mut Request, limit: u64) -> Result<std::result::
     let Ok(mut chunks) = req.stream() else { return Ok(Ok(body)) };
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
-        if (body.len() + chunk.len()) as u64 > limit {
-            return too_large().map(Err);
+        if let Err(refusal) = front::within_limit(body.len(), chunk.len(), limit) {
+            return refused(&refusal);
         }
         body.extend_from_slice(&chunk);
     }
@@ -66,8 +55,8 @@ pub async fn read_bounded(req: &mut Request, limit: u64) -> Result<std::result::
 }
 
 /// A JSON body of type `T`: checked as [`json_content_type`] and
-/// [`read_bounded`] check it, then read strictly; `shape` tells a caller
-/// whose JSON is valid but not a `T` what to send.
+/// [`read_bounded`] check it, then read strictly ([`front::parse_strict`]);
+/// `shape` tells a caller whose JSON is valid but not a `T` what to send.
 pub async fn read_json<T: DeserializeOwned>(
     req: &mut Request,
     limit: u64,
@@ -80,15 +69,8 @@ pub async fn read_json<T: DeserializeOwned>(
         Ok(bytes) => bytes,
         Err(refused) => return Ok(Err(refused)),
     };
-    parse_strict(&bytes, shape)
-        .map_or_else(|detail| http::problem_of(ProblemType::InvalidJson, detail).map(Err), |v| Ok(Ok(v)))
-}
-
-/// `bytes` as a `T`, if they are strict JSON (core's reader) of that shape;
-/// else what is wrong, for the caller.
-pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8], shape: &str) -> std::result::Result<T, String> {
-    // The canonical form has no duplicates, no lone surrogates and only
-    // numbers a double holds: serde reads exactly what core accepted.
-    let canonical = canonicalize(bytes).map_err(|error| format!("the body is not valid JSON: {error}"))?;
-    serde_json::from_str(&canonical).map_err(|_| format!("the body is JSON but not what this route takes: {shape}"))
+    match front::parse_strict(&bytes, shape) {
+        Ok(value) => Ok(Ok(value)),
+        Err(refusal) => refused(&refusal),
+    }
 }

@@ -10,80 +10,51 @@
 pub mod body;
 
 use futures_util::{Stream, StreamExt};
+use onejob_core::front::Refusal;
 use onejob_core::job::JobState;
-use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
-use onejob_core::sse::{self, with_id};
+use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
+use onejob_core::response::{self, HeaderList, ResultHead};
+use onejob_core::sse::with_id;
 use worker::{Headers, Request, Response, Result};
 
 use crate::answer::StoredResponse;
 
+/// Sets every header of `list` (which the core decides, [`response`]).
+fn set_all(headers: &Headers, list: HeaderList) -> Result<()> {
+    list.into_iter().try_for_each(|(name, value)| headers.set(name, &value))
+}
+
+/// A response with `list`'s headers and the CORS headers.
+fn with_headers(response: Response, list: HeaderList) -> Result<Response> {
+    let headers = Headers::new();
+    set_all(&headers, list)?;
+    with_cors(response.with_headers(headers))
+}
+
 /// Adds the CORS headers every response carries, so a browser app on another
 /// origin can call the gateway and read onejob's headers.
 pub fn with_cors(mut response: Response) -> Result<Response> {
-    let headers = response.headers_mut();
-    headers.set("Access-Control-Allow-Origin", "*")?;
-    headers.set("Access-Control-Expose-Headers", &header::EXPOSED.join(", "))?;
+    set_all(response.headers_mut(), response::cors())?;
     Ok(response)
 }
 
-/// Request headers a preflight always allows.
-const ALWAYS_ALLOWED: &str = "Authorization, Content-Type, Idempotency-Key, Prefer";
-/// Bounds on what a preflight may ask for.
-const MAX_REQUESTED_HEADERS: usize = 64;
-const MAX_REQUESTED_BYTES: usize = 4096;
-
-/// The answer to a CORS preflight. The official SDKs send headers of their
-/// own (`x-stainless-*`, `anthropic-version`, …), so the gateway allows what
-/// the browser asks for, once each name is checked to be a header name.
+/// The answer to a CORS preflight ([`response::preflight`]).
 pub fn preflight(req: &Request) -> Result<Response> {
     let requested = req.headers().get("Access-Control-Request-Headers")?;
-    let allowed = match requested.as_deref().and_then(valid_header_list) {
-        Some(list) => format!("{ALWAYS_ALLOWED}, {list}"),
-        None => ALWAYS_ALLOWED.to_owned(),
-    };
-    let headers = Headers::new();
-    headers.set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")?;
-    headers.set("Access-Control-Allow-Headers", &allowed)?;
-    // Browsers cap it (Chromium: 2 h); one preflight per origin and header set.
-    headers.set("Access-Control-Max-Age", "86400")?;
-    headers.set("Vary", "Access-Control-Request-Headers")?;
-    with_cors(Response::empty()?.with_status(204).with_headers(headers))
-}
-
-/// `Access-Control-Request-Headers` normalised, if it is a bounded list of
-/// valid header names (RFC 9110 tokens).
-fn valid_header_list(requested: &str) -> Option<String> {
-    if requested.len() > MAX_REQUESTED_BYTES {
-        return None;
-    }
-    let names: Vec<&str> = requested.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
-    let is_token = |name: &str| name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-    (names.len() <= MAX_REQUESTED_HEADERS && names.iter().all(|n| is_token(n))).then(|| names.join(", "))
+    with_headers(Response::empty()?.with_status(204), response::preflight(requested.as_deref()))
 }
 
 /// A problem+json response; retryable kinds carry `x-should-retry: true`
 /// and, when known, `Retry-After`.
 pub fn problem(problem: &Problem) -> Result<Response> {
-    let headers = Headers::new();
-    headers.set("Content-Type", PROBLEM_CONTENT_TYPE)?;
-    headers.set(header::SHOULD_RETRY, if problem.kind.should_retry() { "true" } else { "false" })?;
-    if let Some(ms) = problem.retry_after_ms {
-        set_retry_after(&headers, ms)?;
-    }
-    let response =
-        Response::from_bytes(problem.to_json().into_bytes())?.with_status(problem.status()).with_headers(headers);
-    with_cors(response)
+    let body = Response::from_bytes(problem.to_json().into_bytes())?.with_status(problem.status());
+    with_headers(body, response::problem(problem))
 }
 
 /// `202 Accepted` for a background job: where to follow it, when to look.
 pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
     let mut response = Response::from_json(view)?.with_status(202);
-    let headers = response.headers_mut();
-    headers.set("Location", &format!("/onejob/v1/jobs/{}", view.key))?;
-    headers.set(header::RETRY_AFTER, "1")?;
-    headers.set("Preference-Applied", "respond-async")?;
-    headers.set(header::JOB_STATE, view.state.as_str())?;
-    headers.set(header::IDEMPOTENCY_KEY, view.key.as_str())?;
+    set_all(response.headers_mut(), response::accepted(view.key.as_str(), view.state))?;
     with_cors(response)
 }
 
@@ -92,6 +63,14 @@ pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
 pub fn method_not_allowed(used: &worker::Method, allowed: &worker::Method) -> Result<Response> {
     let mut response = problem_of(ProblemType::MethodNotAllowed, format!("{used} is not allowed here; use {allowed}"))?;
     response.headers_mut().set("Allow", &format!("{allowed}, OPTIONS"))?;
+    Ok(response)
+}
+
+/// A request the core refused before any I/O ([`Refusal`]): its problem,
+/// and the `Allow` header of a `405`.
+pub fn refuse(refusal: &Refusal) -> Result<Response> {
+    let mut response = problem(&refusal.problem())?;
+    set_all(response.headers_mut(), refusal.headers())?;
     Ok(response)
 }
 
@@ -108,16 +87,13 @@ pub fn misconfigured() -> Result<Response> {
 /// A problem about a job: with the job's key and state.
 pub fn problem_about(problem: &Problem, key: &str, state: JobState) -> Result<Response> {
     let mut response = self::problem(problem)?;
-    let headers = response.headers_mut();
-    headers.set(header::IDEMPOTENCY_KEY, key)?;
-    headers.set(header::JOB_STATE, state.as_str())?;
+    set_all(response.headers_mut(), response::about_job(key, state))?;
     Ok(response)
 }
 
 /// `Retry-After` (whole seconds, at least 1) and `retry-after-ms` for a wait of `ms`.
 pub fn set_retry_after(headers: &Headers, ms: u64) -> Result<()> {
-    headers.set(header::RETRY_AFTER, &ms.div_ceil(1000).max(1).to_string())?;
-    headers.set(header::RETRY_AFTER_MS, &ms.to_string())
+    set_all(headers, response::retry_after(ms))
 }
 
 /// A job's result as every caller gets it — the driver, a waiting duplicate,
@@ -160,27 +136,16 @@ impl JobResult {
     /// finished job's, whatever its status — a replayed 503 of a dead job
     /// too — or an unknown outcome that will never be retried) says `false`.
     pub fn into_response(self, key: &str, replayed: bool) -> Result<Response> {
-        let headers = Headers::new();
-        headers.set("Content-Type", &self.content_type)?;
-        headers.set(header::IDEMPOTENCY_KEY, key)?;
-        headers.set(header::JOB_STATE, self.state.as_str())?;
-        if let Some(attempt) = self.attempt {
-            headers.set(header::ATTEMPT, &attempt.to_string())?;
-        }
-        if replayed {
-            headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
-        }
-        if self.content_type.starts_with(sse::MEDIA_TYPE) {
-            set_stream_headers(&headers)?;
-        }
-        match self.retry_after_ms {
-            Some(ms) if !self.state.is_terminal() => {
-                set_retry_after(&headers, ms)?;
-                headers.set(header::SHOULD_RETRY, "true")?;
-            }
-            _ => headers.set(header::SHOULD_RETRY, "false")?,
-        }
-        with_cors(Response::from_bytes(self.body)?.with_status(self.status).with_headers(headers))
+        let head = ResultHead {
+            content_type: &self.content_type,
+            key,
+            state: self.state,
+            attempt: self.attempt,
+            replayed,
+            retry_after_ms: self.retry_after_ms,
+        };
+        let headers = response::result(&head);
+        with_headers(Response::from_bytes(self.body)?.with_status(self.status), headers)
     }
 }
 
@@ -203,29 +168,11 @@ pub fn stream_response(
     ids: bool,
 ) -> Result<Response> {
     let StreamHead { attempt, content_type, from } = head;
-    let headers = Headers::new();
-    headers.set("Content-Type", content_type)?;
-    set_stream_headers(&headers)?;
-    headers.set(header::IDEMPOTENCY_KEY, key)?;
-    headers.set(header::JOB_STATE, JobState::InFlight.as_str())?;
-    headers.set(header::ATTEMPT, &attempt.to_string())?;
-    if replayed {
-        headers.set(header::IDEMPOTENT_REPLAYED, "true")?;
-    }
-    // A streamed answer is never sent to the provider again (its tokens are
-    // billed): asking again only follows or replays it, which says the same.
-    headers.set(header::SHOULD_RETRY, "false")?;
+    let headers = response::stream(content_type, key, attempt, replayed);
     let mut number = from;
     let body = events.map(move |event| {
         number += 1;
         Ok::<Vec<u8>, worker::Error>(if ids { with_id(&event, number) } else { event })
     });
-    with_cors(Response::from_stream(body)?.with_headers(headers))
-}
-
-/// Streams must not be buffered on their way (`wrangler dev` and compressing
-/// proxies hold a compressed event stream back) nor cached.
-fn set_stream_headers(headers: &Headers) -> Result<()> {
-    headers.set("Cache-Control", "no-cache")?;
-    headers.set("Content-Encoding", "identity")
+    with_headers(Response::from_stream(body)?, headers)
 }

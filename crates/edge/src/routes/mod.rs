@@ -31,59 +31,29 @@ mod check;
 mod gateway;
 mod providers;
 
+use onejob_core::front::Route;
 use onejob_core::protocol::ProblemType;
-use worker::{Context, Env, Method, Request, Response, Result};
+use worker::{Context, Env, Request, Response, Result};
 
 use crate::http;
-use crate::routes::gateway::JobRoute;
 
-/// Hands a request to its route (a `404` problem for none).
-/// `ctx` runs work past the response (telemetry's export, counting a replay from KV).
+/// Hands a request to its route ([`Route::of`] decides which; a `404`
+/// problem for none). `ctx` runs work past the response (telemetry's
+/// export, counting a replay from KV).
 pub async fn dispatch(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
     let path = req.path();
-    if req.method() == Method::Options {
-        return http::preflight(&req);
+    match Route::of(req.method().as_ref(), &path) {
+        Route::Preflight => http::preflight(&req),
+        Route::Models => gateway::models(&req, env),
+        Route::Proxy => gateway::proxy(req, env, ctx).await,
+        Route::Run(job_type) => gateway::run(req, env, ctx, job_type).await,
+        Route::Job(key, route) => gateway::job(req, env, key, route).await,
+        Route::Admin(rest) => admin::handle(req, env, rest).await,
+        Route::Providers => providers::list(req, env).await,
+        Route::ProvidersCheck => providers::check(req, env).await,
+        Route::DemoToken => crate::demo::routes::token(req, env),
+        Route::DemoReadOut(what) => crate::demo::routes::read_out(&req, env, what).await,
+        Route::ProblemDoc(slug) => gateway::problem_doc(&req, slug),
+        Route::NotFound => http::problem_of(ProblemType::NotFound, "no such route"),
     }
-    if path == "/v1/models" {
-        return gateway::models(&req, env);
-    }
-    if path.starts_with("/v1/") {
-        return gateway::proxy(req, env, ctx).await;
-    }
-    if let Some(job_type) = path.strip_prefix("/onejob/v1/run/") {
-        let job_type = job_type.to_owned();
-        return gateway::run(req, env, ctx, &job_type).await;
-    }
-    if let Some(rest) = path.strip_prefix("/onejob/v1/jobs/") {
-        let (key, route) =
-            match (rest.strip_suffix("/stream"), rest.strip_suffix("/cancel"), rest.strip_suffix("/approve")) {
-                (Some(key), _, _) => (key, JobRoute::Stream),
-                (_, Some(key), _) => (key, JobRoute::Cancel),
-                (_, _, Some(key)) => (key, JobRoute::Approve),
-                _ => (rest, JobRoute::View),
-            };
-        let key = key.to_owned();
-        return gateway::job(req, env, &key, route).await;
-    }
-    if let Some(rest) = path.strip_prefix("/onejob/v1/admin/") {
-        let rest = rest.to_owned();
-        return admin::handle(req, env, &rest).await;
-    }
-    if path == "/onejob/v1/providers" {
-        return providers::list(req, env).await;
-    }
-    if path == "/onejob/v1/providers/check" {
-        return providers::check(req, env).await;
-    }
-    if path == "/demo/token" {
-        return crate::demo::routes::token(req, env);
-    }
-    if let Some(what @ ("tickets" | "inbox")) = path.strip_prefix("/demo/") {
-        let what = what.to_owned();
-        return crate::demo::routes::read_out(&req, env, &what).await;
-    }
-    if let Some(slug) = path.strip_prefix("/onejob/problems/") {
-        return gateway::problem_doc(&req, slug);
-    }
-    http::problem_of(ProblemType::NotFound, "no such route")
 }

@@ -4,28 +4,25 @@
 //! [`crate::routes::check`]).
 
 use onejob_core::breaker::BreakerState;
-use onejob_core::protocol::ProblemType;
-use worker::{Env, Method, Request, Response, Result};
+use onejob_core::front::{self, Method};
+use worker::{Env, Request, Response, Result};
 
 use crate::api::health;
 use crate::env::config::{self, Config};
-use crate::http::{self, problem_of};
-use crate::routes::auth::{admin_of, tenant_of};
+use crate::http;
+use crate::routes::auth::Presented;
 
 /// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
 /// admin (names and health only: no URL, no key).
 pub async fn list(req: Request, env: &Env) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
     // Any tenant, or an admin.
-    if let Err(detail) =
-        tenant_of(&req, &config.tenants).map(|_| ()).or_else(|_| admin_of(&req, &config.admins).map(|_| ()))
-    {
-        return problem_of(ProblemType::Unauthorized, detail);
+    let presented = Presented::of(&req);
+    let allowed = presented.credentials().tenant_or_admin(&config.tenants, &config.admins);
+    match allowed.and_then(|()| front::expect(req.method().as_ref(), Method::Get)) {
+        Ok(()) => page(env, &config).await,
+        Err(refused) => http::refuse(&refused),
     }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
-    page(env, &config).await
 }
 
 /// `POST /onejob/v1/providers/check`: a route's samples at each of its
@@ -33,17 +30,11 @@ pub async fn list(req: Request, env: &Env) -> Result<Response> {
 pub async fn check(req: Request, env: &Env) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
     // The check spends the deployment's provider keys: admins of all tenants only.
-    match admin_of(&req, &config.admins) {
-        Ok(admin) if admin.reaches_all() => {}
-        Ok(_) => {
-            return problem_of(ProblemType::Forbidden, "provider checks need an admin key for every tenant (\"*\")");
-        }
-        Err(detail) => return problem_of(ProblemType::Unauthorized, detail),
+    let allowed = Presented::of(&req).credentials().deployment_admin(&config.admins);
+    match allowed.and_then(|()| front::expect(req.method().as_ref(), Method::Post)) {
+        Ok(()) => crate::routes::check::run(req, &config).await,
+        Err(refused) => http::refuse(&refused),
     }
-    if req.method() != Method::Post {
-        return http::method_not_allowed(&req.method(), &Method::Post);
-    }
-    crate::routes::check::run(req, &config).await
 }
 
 /// Every provider's name, kind and health, and every route.

@@ -1,0 +1,159 @@
+//! What `POST /onejob/v1/providers/check` decides: whether a check is one
+//! to run (its samples, its path), the request body each provider gets,
+//! what each answer says about the route's output contract, and which
+//! providers are safe fallbacks. The edge calls the providers.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::backoff::retries::Observation;
+use crate::classify::Decision;
+use crate::contract::Contract;
+use crate::front::{Refusal, refused};
+use crate::providers::check_api_path;
+use crate::wire::ProblemType;
+
+/// At most this many samples per check.
+pub const MAX_SAMPLES: usize = 10;
+
+/// The path a check calls when it names none.
+const DEFAULT_PATH: &str = "/v1/chat/completions";
+
+/// What to check.
+#[derive(Debug, Clone, Deserialize)]
+pub struct CheckRequest {
+    /// The route, by the model name requests use.
+    pub model: String,
+    /// Request bodies to send (their `model` is replaced per provider).
+    pub samples: Vec<Value>,
+    /// The API path; `/v1/chat/completions` by default.
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+impl CheckRequest {
+    /// What a check's body must look like, for a caller who sent another.
+    pub const SHAPE: &'static str = "{\"model\": …, \"samples\": [request bodies], \"path\"?: …}";
+
+    /// The path to call, if the check is one to run: 1 to [`MAX_SAMPLES`]
+    /// samples, each a request body (nothing is paid for before all are),
+    /// and a path under the provider's base URL (its key goes with each
+    /// call); `400` otherwise.
+    pub fn path(&self) -> Result<String, Refusal> {
+        if self.samples.is_empty() || self.samples.len() > MAX_SAMPLES {
+            return Err(refused(ProblemType::InvalidQuery, format!("send 1 to {MAX_SAMPLES} samples")));
+        }
+        if let Some(index) = self.samples.iter().position(|sample| !sample.is_object()) {
+            let detail = format!("sample {index} is not a JSON object (a request body)");
+            return Err(refused(ProblemType::InvalidQuery, detail));
+        }
+        let path = self.path.clone().unwrap_or_else(|| DEFAULT_PATH.into());
+        check_api_path(&path).map_err(|why| refused(ProblemType::InvalidQuery, format!("path: {why}")))?;
+        Ok(path)
+    }
+
+    /// The model a provider's step is asked for: its own, else the route's.
+    pub fn model_at(&self, step_model: Option<&str>) -> String {
+        step_model.unwrap_or(&self.model).to_owned()
+    }
+}
+
+/// A sample as one provider gets it: its `model` that provider's, never
+/// streamed (the check reads whole answers).
+pub fn sample_body(sample: &Value, model: &str) -> Value {
+    let mut body = sample.clone();
+    if let Some(object) = body.as_object_mut() {
+        object.insert("model".into(), Value::from(model));
+        object.remove("stream");
+    }
+    body
+}
+
+/// What a provider answered one sample.
+pub enum Answer<'a> {
+    /// An HTTP answer: its status, headers and body.
+    Reply {
+        /// Its status.
+        status: u16,
+        /// Its headers, by name.
+        headers: &'a dyn Fn(&str) -> Option<String>,
+        /// Its body.
+        body: &'a [u8],
+        /// When it came (ms since the epoch).
+        now_ms: u64,
+    },
+    /// A streamed answer (a check asks for none).
+    Stream,
+    /// No HTTP answer: why.
+    Transport(&'a str),
+}
+
+/// One sample's result at one provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SampleResult {
+    /// The sample's index.
+    pub sample: usize,
+    /// The answer's status, if there was one.
+    pub status: Option<u16>,
+    /// How long the call took.
+    pub latency_ms: u64,
+    /// `ok`, `none` (the route has no contract) or why it failed.
+    pub contract: String,
+    /// The answer is one a job would accept.
+    pub accepted: bool,
+}
+
+impl SampleResult {
+    /// What `answer` to sample `sample` says, under the route's `contract`.
+    pub fn of(sample: usize, latency_ms: u64, answer: Answer, contract: Option<&Contract>) -> Self {
+        let (status, accepted, contract) = match answer {
+            Answer::Reply { status, headers, body, now_ms } => {
+                let (observed, _) = Observation::of_llm_reply(status, headers, body, now_ms, 0);
+                let accepted = observed.classification.decision == Decision::Accept;
+                (Some(status), accepted, contract_text(contract, accepted, body))
+            }
+            Answer::Stream => (Some(200), false, "not checked (streamed)".to_owned()),
+            Answer::Transport(detail) => (None, false, format!("not checked ({detail})")),
+        };
+        Self { sample, status, latency_ms, contract, accepted }
+    }
+
+    /// Accepted and within the contract (or there is none).
+    fn safe(&self) -> bool {
+        self.accepted && matches!(self.contract.as_str(), "ok" | "none")
+    }
+}
+
+/// What the contract says of an answer: `none` without one, not checked
+/// when the answer is not one a job would accept, else `ok` or why not.
+fn contract_text(contract: Option<&Contract>, accepted: bool, body: &[u8]) -> String {
+    match (contract, accepted) {
+        (None, _) => "none".to_owned(),
+        (Some(_), false) => "not checked (no answer)".to_owned(),
+        (Some(contract), true) => contract.check(body).map_or_else(|violation| violation.0, |()| "ok".to_owned()),
+    }
+}
+
+/// One provider's results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProviderResult {
+    /// The provider's name.
+    pub name: String,
+    /// The model it was asked for.
+    pub model: Option<String>,
+    /// Every sample was answered with a 2xx that meets the contract.
+    pub safe: bool,
+    /// Each sample's result.
+    pub results: Vec<SampleResult>,
+}
+
+impl ProviderResult {
+    /// A provider's results, and whether it is safe.
+    pub fn of(name: String, model: String, results: Vec<SampleResult>) -> Self {
+        let safe = results.iter().all(SampleResult::safe);
+        Self { name, model: Some(model), safe, results }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,84 @@
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use serde_json::json;
+
+use super::*;
+
+fn check(samples: Vec<Value>, path: Option<&str>) -> CheckRequest {
+    CheckRequest { model: "triage".into(), samples, path: path.map(str::to_owned) }
+}
+
+fn openai(content: &str) -> Vec<u8> {
+    json!({"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
+        .to_string()
+        .into_bytes()
+}
+
+fn no_headers(_: &str) -> Option<String> {
+    None
+}
+
+fn reply(status: u16, body: &[u8], contract: Option<&Contract>) -> SampleResult {
+    let answer = Answer::Reply { status, headers: &no_headers, body, now_ms: 0 };
+    SampleResult::of(0, 5, answer, contract)
+}
+
+#[test]
+fn a_check_needs_1_to_10_request_bodies_and_a_safe_path() {
+    assert_eq!(check(vec![json!({})], None).path().unwrap(), "/v1/chat/completions");
+    assert_eq!(check(vec![json!({}); MAX_SAMPLES], Some("/v1/messages")).path().unwrap(), "/v1/messages");
+    let refused = |c: CheckRequest| c.path().unwrap_err().problem();
+    assert_eq!(refused(check(vec![], None)).detail, "send 1 to 10 samples");
+    assert_eq!(refused(check(vec![json!({}); MAX_SAMPLES + 1], None)).detail, "send 1 to 10 samples");
+    assert_eq!(
+        refused(check(vec![json!({}), json!("x")], None)).detail,
+        "sample 1 is not a JSON object (a request body)"
+    );
+    let path = refused(check(vec![json!({})], Some("/v1/../admin")));
+    assert_eq!(path.kind, ProblemType::InvalidQuery);
+    assert!(path.detail.starts_with("path: "));
+    // The samples are checked before the path.
+    assert_eq!(refused(check(vec![], Some("/nope"))).detail, "send 1 to 10 samples");
+}
+
+#[test]
+fn each_provider_gets_its_model_and_no_stream() {
+    let c = check(vec![json!({})], None);
+    assert_eq!(c.model_at(Some("gpt-4o")), "gpt-4o");
+    assert_eq!(c.model_at(None), "triage");
+    let body = sample_body(&json!({"model": "x", "stream": true, "messages": []}), "gpt-4o");
+    assert_eq!(body, json!({"model": "gpt-4o", "messages": []}));
+}
+
+#[test]
+fn answers_are_judged_against_the_contract() {
+    let contract = Contract::parse(&json!({"required_keys": ["category"]})).unwrap();
+    let good = reply(200, &openai(r#"{"category": "billing"}"#), Some(&contract));
+    assert_eq!((good.status, good.accepted, good.contract.as_str()), (Some(200), true, "ok"));
+    let outside = reply(200, &openai(r#"{"other": 1}"#), Some(&contract));
+    assert!(outside.accepted && outside.contract != "ok" && outside.contract != "none");
+    let refused = reply(503, b"{}", Some(&contract));
+    assert_eq!((refused.accepted, refused.contract.as_str()), (false, "not checked (no answer)"));
+    let uncontracted = reply(200, &openai("hi"), None);
+    assert_eq!((uncontracted.accepted, uncontracted.contract.as_str()), (true, "none"));
+    let streamed = SampleResult::of(1, 5, Answer::Stream, None);
+    assert_eq!(
+        (streamed.status, streamed.accepted, streamed.contract.as_str()),
+        (Some(200), false, "not checked (streamed)")
+    );
+    let dropped = SampleResult::of(2, 5, Answer::Transport("timeout"), Some(&contract));
+    assert_eq!((dropped.status, dropped.contract.as_str(), dropped.sample), (None, "not checked (timeout)", 2));
+}
+
+#[test]
+fn a_provider_is_safe_when_every_sample_is_accepted_within_the_contract() {
+    let contract = Contract::parse(&json!({"required_keys": ["category"]})).unwrap();
+    let good = || reply(200, &openai(r#"{"category": "billing"}"#), Some(&contract));
+    assert!(ProviderResult::of("a".into(), "m".into(), vec![good(), good()]).safe);
+    assert!(ProviderResult::of("a".into(), "m".into(), vec![reply(200, &openai("hi"), None)]).safe);
+    let mixed = ProviderResult::of("a".into(), "m".into(), vec![good(), reply(500, b"{}", Some(&contract))]);
+    assert!(!mixed.safe);
+    assert_eq!(mixed.model.as_deref(), Some("m"));
+    assert!(!ProviderResult::of("a".into(), "m".into(), vec![reply(200, &openai("{}"), Some(&contract))]).safe);
+}
