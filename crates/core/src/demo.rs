@@ -30,6 +30,8 @@
 
 use serde_json::{Value, json};
 
+use crate::token::UserToken;
+
 /// What the demo answers a call: after `delay_ms`, `reply`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -381,12 +383,72 @@ fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5, |hash, b| (hash ^ u32::from(*b)).wrapping_mul(0x0100_0193))
 }
 
+/// The tenant whose user tokens `GET /demo/token` mints.
+pub const TOKEN_TENANT: &str = "dev";
+/// How long a demo user token lasts, in seconds.
+pub const TOKEN_TTL_S: u64 = 3_600;
+
+/// The `user` of `GET /demo/token?user=<id>`: 1 to 64 of `A-Z a-z 0-9 - _`
+/// (`None`: refused).
+pub fn token_user(user: Option<&str>) -> Option<&str> {
+    user.filter(|u| {
+        (1..=64).contains(&u.len()) && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    })
+}
+
+/// The claims of a demo user token for `user`, minted at `now_s`: the
+/// [`TOKEN_TENANT`]'s, for [`TOKEN_TTL_S`], with no restriction and no
+/// approval right.
+pub fn token_claims(user: &str, now_s: u64) -> UserToken {
+    UserToken {
+        tenant: TOKEN_TENANT.into(),
+        user: user.to_owned(),
+        exp: now_s + TOKEN_TTL_S,
+        iat: Some(now_s),
+        nbf: None,
+        models: None,
+        paths: None,
+        approve: false,
+    }
+}
+
+/// A row of the demo's inbox as the demo page reads it: its `payload`
+/// (stored as text) as JSON (`null` if it is not).
+pub fn inbox_row(mut row: Value) -> Value {
+    if let Some(text) = row.get("payload").and_then(Value::as_str) {
+        row["payload"] = serde_json::from_str(text).unwrap_or(Value::Null);
+    }
+    row
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_demo_token_is_the_dev_tenants_for_a_plain_user_id_for_an_hour() {
+        assert_eq!(token_user(Some("alice-1_B")), Some("alice-1_B"));
+        assert_eq!(token_user(Some(&"u".repeat(64))).map(str::len), Some(64));
+        for refused in [None, Some(""), Some("a b"), Some("é"), Some("a/b")] {
+            assert_eq!(token_user(refused), None, "{refused:?}");
+        }
+        assert_eq!(token_user(Some(&"u".repeat(65))), None);
+        let claims = token_claims("alice", 1_000);
+        assert_eq!((claims.tenant.as_str(), claims.user.as_str()), ("dev", "alice"));
+        assert_eq!((claims.iat, claims.exp, claims.nbf), (Some(1_000), 4_600, None));
+        assert!(!claims.approve && claims.models.is_none() && claims.paths.is_none());
+    }
+
+    #[test]
+    fn an_inbox_rows_payload_is_read_as_json() {
+        let row = json!({ "delivery_id": "d", "payload": "{\"to\":\"a@b\"}", "received_ms": 1 });
+        assert_eq!(inbox_row(row)["payload"], json!({ "to": "a@b" }));
+        assert_eq!(inbox_row(json!({ "payload": "not json" }))["payload"], Value::Null);
+        assert_eq!(inbox_row(json!({ "payload": 5 })), json!({ "payload": 5 }));
+    }
 
     const CHAT: &str = "/v1/chat/completions";
 

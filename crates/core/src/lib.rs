@@ -25,20 +25,20 @@
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
 //!   - [`breaker`]: a circuit breaker per provider, outside the retries.
 //!   - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
-//! - L2 `job`, `contract`, `providers`, `demo`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
+//! - L2 `job`, `contract`, `providers`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
 //!   - [`job`]: the job/attempt state machine with compare-and-swap.
 //!   - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //!   - [`providers`]: named upstreams, routes by model, the order of failover.
-//!   - [`demo`]: the built-in demo provider's behaviours: each model's latency and misbehaviour, the triage, its answers and streams in each API's format.
 //!   - [`sse`]: streamed answers cut into events; terminal, error and usage events.
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
-//! - L3 `tenant`, `admin`, `signature`, `token`, `quota`, `alert`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
+//! - L3 `tenant`, `admin`, `signature`, `token`, `demo`, `quota`, `alert`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
 //!   - [`tenant`]: bearer keys to tenant ids, by digest.
 //!   - [`admin`]: admin keys (by digest), their names and scopes.
 //!   - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //!   - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
+//!   - [`demo`]: the built-in demo provider's behaviours: each model's latency and misbehaviour, the triage, its answers and streams in each API's format; the demo page's user tokens and inbox rows.
 //!   - [`quota`]: token budgets per day, per tenant and per user.
 //!   - [`alert`]: when dead letters (or a quota's use) become an alert, its delivery id and its format (onejob's, Slack's).
 //!   - [`pricing`]: a price table per model, for spend estimates.
