@@ -43,6 +43,11 @@ impl std::fmt::Display for QuotasError {
 }
 
 impl Quotas {
+    /// `QUOTAS` as read (`None`: unset): unset is no quota.
+    pub fn from_var(text: Option<&str>) -> Result<Self, QuotasError> {
+        text.map_or_else(|| Ok(Self::default()), Self::from_json)
+    }
+
     /// Parses `QUOTAS`.
     pub fn from_json(json: &str) -> Result<Self, QuotasError> {
         Ok(Self { by_tenant: serde_json::from_str(json).map_err(|_| QuotasError)? })
@@ -220,6 +225,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_quotas_is_no_quota_and_a_value_is_read_as_json() {
+        assert_eq!(Quotas::from_var(None).ok(), Some(Quotas::default()));
+        assert_eq!(Quotas::from_var(Some("{}")).ok(), Quotas::from_json("{}").ok());
+        assert!(Quotas::from_var(Some("not json")).is_err());
+    }
 
     #[test]
     fn a_job_draws_on_its_tenants_meter_and_its_users() {

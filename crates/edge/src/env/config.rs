@@ -94,34 +94,19 @@ fn parse(env: &Env) -> Result<Config, String> {
         env.secret(name).ok().map(|s| s.to_string()).or_else(|| var(name)).filter(|s| !s.trim().is_empty())
     };
     let settings = Settings::parse(&var).map_err(|e| e.to_string())?;
-    let tenants = match var(binding::TENANTS) {
-        Some(text) => TenantDirectory::from_json(&text).map_err(|e| e.to_string())?,
-        None => TenantDirectory::default(),
-    };
-    let admins = match env.secret(binding::ADMIN_KEYS).ok().map(|s| s.to_string()).or_else(|| var(binding::ADMIN_KEYS))
-    {
-        Some(text) => AdminDirectory::from_json(&text).map_err(|e| e.to_string())?,
-        None => AdminDirectory::default(),
-    };
+    let tenants = TenantDirectory::from_var(var(binding::TENANTS).as_deref()).map_err(|e| e.to_string())?;
+    let admin_keys = env.secret(binding::ADMIN_KEYS).ok().map(|s| s.to_string()).or_else(|| var(binding::ADMIN_KEYS));
+    let admins = AdminDirectory::from_var(admin_keys.as_deref()).map_err(|e| e.to_string())?;
     let mut api_keys = Vec::new();
     for provider in settings.providers.list() {
         let key = provider.api_key_var.as_deref().and_then(secret);
         provider.check_key(key.as_deref())?;
         api_keys.push(key);
     }
-    let token_secrets = match secret("TOKEN_SECRETS") {
-        Some(text) => TokenSecrets::from_json(&text).map_err(|e| e.to_string())?,
-        None => TokenSecrets::default(),
-    };
+    let token_secrets = TokenSecrets::from_var(secret("TOKEN_SECRETS").as_deref()).map_err(|e| e.to_string())?;
     let demo_token_issuer = var("DEMO_TOKEN_ISSUER").as_deref() == Some("on");
-    let quotas = match var("QUOTAS") {
-        Some(text) => Quotas::from_json(&text).map_err(|e| e.to_string())?,
-        None => Quotas::default(),
-    };
-    let prices = match var("PRICES") {
-        Some(text) => Prices::bundled_with(&text).map_err(|e| e.to_string())?,
-        None => Prices::bundled(),
-    };
+    let quotas = Quotas::from_var(var("QUOTAS").as_deref()).map_err(|e| e.to_string())?;
+    let prices = Prices::from_var(var("PRICES").as_deref()).map_err(|e| e.to_string())?;
     let alert_webhook =
         AlertWebhook::configure(secret("ALERT_WEBHOOK_URL"), secret("ALERT_SECRET"), settings.alerts.format)?;
     // The headers usually hold the collector's API key: a secret (a plain
