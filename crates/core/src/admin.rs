@@ -71,6 +71,11 @@ impl std::fmt::Display for AdminKeysError {
 impl std::error::Error for AdminKeysError {}
 
 impl AdminDirectory {
+    /// `ADMIN_KEYS` as read (`None`: unset): unset is no admin.
+    pub fn from_var(text: Option<&str>) -> Result<Self, AdminKeysError> {
+        text.map_or_else(|| Ok(Self::default()), Self::from_json)
+    }
+
     /// Parses `ADMIN_KEYS`.
     pub fn from_json(json: &str) -> Result<Self, AdminKeysError> {
         let map: HashMap<String, Entry> = serde_json::from_str(json).map_err(|_| AdminKeysError)?;
@@ -99,6 +104,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_admin_keys_is_no_admin_and_a_value_is_read_as_json() {
+        assert_eq!(AdminDirectory::from_var(None).ok(), Some(AdminDirectory::default()));
+        assert_eq!(AdminDirectory::from_var(Some("{}")).ok(), AdminDirectory::from_json("{}").ok());
+        assert!(AdminDirectory::from_var(Some("not json")).is_err());
+    }
 
     #[test]
     fn admins_by_digest_with_scopes() {

@@ -13,6 +13,8 @@
 
 use serde_json::{Value, json};
 
+use crate::providers::is_base_url;
+
 /// When to alert.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AlertPolicy {
@@ -25,6 +27,35 @@ pub struct AlertPolicy {
     /// A budget alert when a quota's use today passes this share of it, in
     /// thousandths (`QUOTA_ALERT_SHARE=0.8` is 800; 0 turns it off).
     pub quota_share_permille: u32,
+}
+
+/// Where alerts go (`ALERT_WEBHOOK_URL`) and the key they are signed with
+/// (`ALERT_SECRET`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AlertWebhook {
+    /// The receiver's URL.
+    pub url: String,
+    /// The signing key (optional for `ALERT_FORMAT=slack`: Slack's URL is the secret).
+    pub secret: Option<String>,
+}
+
+impl AlertWebhook {
+    /// The alert webhook of `ALERT_WEBHOOK_URL` and `ALERT_SECRET` (as read:
+    /// `None` unset or blank): none without a URL; an http(s) URL with no
+    /// credentials, query or fragment; signed unless Slack's.
+    pub fn configure(url: Option<String>, secret: Option<String>, format: AlertFormat) -> Result<Option<Self>, String> {
+        match (url, secret) {
+            (None, _) => Ok(None),
+            (Some(url), _) if !is_base_url(&url) => {
+                Err("ALERT_WEBHOOK_URL must be an http(s) URL with no credentials, query or fragment".into())
+            }
+            (Some(url), Some(secret)) => Ok(Some(Self { url, secret: Some(secret) })),
+            (Some(url), None) if format == AlertFormat::Slack => Ok(Some(Self { url, secret: None })),
+            (Some(_), None) => {
+                Err("ALERT_WEBHOOK_URL is set but ALERT_SECRET (the key alerts are signed with) is not".into())
+            }
+        }
+    }
 }
 
 /// The format of an alert's body.
@@ -82,6 +113,26 @@ pub struct BudgetAlert {
 }
 
 impl BudgetAlert {
+    /// The budget alert a meter's answer to an add made due: only with an
+    /// alert answered and a limit (the user's meter's is the user's quota).
+    pub fn due(
+        answer: &crate::quota::MeterAnswer,
+        meter: &crate::quota::MeterRef,
+        tenant: &str,
+        share_permille: u32,
+        now_ms: u64,
+    ) -> Option<Self> {
+        let limit = meter.limit.filter(|_| answer.alert == Some(true))?;
+        Some(Self {
+            tenant: tenant.to_owned(),
+            user: meter.user.clone(),
+            limit,
+            used: answer.used.unwrap_or_default(),
+            share_permille,
+            day: crate::quota::day_of(now_ms),
+        })
+    }
+
     /// `tenant_tokens_per_day` or `user_tokens_per_day`.
     pub fn quota(&self) -> &'static str {
         if self.user.is_some() { "user_tokens_per_day" } else { "tenant_tokens_per_day" }
@@ -112,6 +163,15 @@ impl BudgetAlert {
             "day_start_ms": self.day * crate::quota::DAY_MS,
             "day_end_ms": (self.day + 1) * crate::quota::DAY_MS,
         })
+    }
+}
+
+/// The body an alert is sent with in `format`: onejob's JSON as it is, or
+/// Slack's message made from it ([`slack_message`]).
+pub fn body_in(format: AlertFormat, body: &str) -> Result<String, serde_json::Error> {
+    match format {
+        AlertFormat::OneJob => Ok(body.to_owned()),
+        AlertFormat::Slack => Ok(slack_message(&serde_json::from_str(body)?).to_string()),
     }
 }
 
@@ -197,6 +257,61 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn an_alert_is_sent_as_onejobs_json_or_as_slacks_message() {
+        let body = r#"{"type":"onejob.dead_letters","cause":"auth","count":1}"#;
+        assert_eq!(body_in(AlertFormat::OneJob, body).unwrap(), body);
+        let slack: Value = serde_json::from_str(&body_in(AlertFormat::Slack, body).unwrap()).unwrap();
+        assert_eq!(slack, slack_message(&serde_json::from_str(body).unwrap()));
+        assert!(body_in(AlertFormat::Slack, "not json").is_err());
+        assert_eq!(body_in(AlertFormat::OneJob, "not json").unwrap(), "not json");
+    }
+
+    #[test]
+    fn a_meters_alert_answer_is_a_budget_alert_of_its_quota() {
+        use crate::quota::{DAY_MS, MeterAnswer, MeterRef};
+        let user = MeterRef { name: "user\u{1f}acme\u{1f}u1".into(), limit: Some(10), user: Some("u1".into()) };
+        let alerted = MeterAnswer { allowed: None, alert: Some(true), used: Some(9) };
+        let due = BudgetAlert::due(&alerted, &user, "acme", 800, 3 * DAY_MS + 5).unwrap();
+        assert_eq!(
+            due,
+            BudgetAlert {
+                tenant: "acme".into(),
+                user: Some("u1".into()),
+                limit: 10,
+                used: 9,
+                share_permille: 800,
+                day: 3
+            }
+        );
+        assert_eq!(due.quota(), "user_tokens_per_day");
+        let quiet = MeterAnswer { alert: Some(false), ..alerted };
+        assert_eq!(BudgetAlert::due(&quiet, &user, "acme", 800, 0), None);
+        let unlimited = MeterRef { limit: None, ..user };
+        assert_eq!(BudgetAlert::due(&alerted, &unlimited, "acme", 800, 0), None);
+    }
+
+    #[test]
+    fn an_alert_webhook_needs_a_plain_url_and_a_secret_unless_slacks() {
+        let url = || Some("https://alerts.example/hook".to_owned());
+        let secret = || Some("s3cret".to_owned());
+        assert_eq!(AlertWebhook::configure(None, secret(), AlertFormat::OneJob), Ok(None));
+        assert_eq!(
+            AlertWebhook::configure(url(), secret(), AlertFormat::OneJob),
+            Ok(Some(AlertWebhook { url: "https://alerts.example/hook".into(), secret: Some("s3cret".into()) }))
+        );
+        assert_eq!(
+            AlertWebhook::configure(url(), None, AlertFormat::Slack),
+            Ok(Some(AlertWebhook { url: "https://alerts.example/hook".into(), secret: None }))
+        );
+        let refused = AlertWebhook::configure(url(), None, AlertFormat::OneJob).unwrap_err();
+        assert!(refused.contains("ALERT_SECRET"), "{refused}");
+        for bad in ["ftp://alerts.example", "https://user:pw@alerts.example", "https://a.example/h?x=1"] {
+            let refused = AlertWebhook::configure(Some(bad.into()), secret(), AlertFormat::Slack).unwrap_err();
+            assert!(refused.starts_with("ALERT_WEBHOOK_URL must be"), "{bad}: {refused}");
+        }
+    }
 
     const POLICY: AlertPolicy =
         AlertPolicy { threshold: 10, window_ms: 900_000, format: AlertFormat::OneJob, quota_share_permille: 800 };

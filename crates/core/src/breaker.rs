@@ -188,6 +188,42 @@ impl Breaker {
     }
 }
 
+/// A provider's health as the providers' page shows it (the
+/// `ProviderHealth` object's `/view`): no URL, no key.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HealthView {
+    /// The breaker's state.
+    pub state: BreakerState,
+    /// Failures in a row.
+    pub consecutive_failures: u32,
+    /// Outcomes reported.
+    pub calls: u64,
+    /// How many of them were failures.
+    pub failures: u64,
+    /// Failures over calls (0 with no calls).
+    pub error_rate: f64,
+    /// Until the next probe may go (0 when closed).
+    pub retry_after_ms: u64,
+    /// The breaker's recent transitions.
+    pub transitions: Vec<Transition>,
+}
+
+impl Breaker {
+    /// The breaker as the providers' page shows it at `now_ms`.
+    pub fn view(&self, now_ms: u64) -> HealthView {
+        let (calls, failures) = self.counts();
+        HealthView {
+            state: self.state(),
+            consecutive_failures: self.consecutive_failures(),
+            calls,
+            failures,
+            error_rate: if calls == 0 { 0.0 } else { failures as f64 / calls as f64 },
+            retry_after_ms: self.retry_after_ms(now_ms),
+            transitions: self.transitions().to_vec(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -196,6 +232,26 @@ mod tests {
     use super::*;
 
     const POLICY: BreakerPolicy = BreakerPolicy { failures: 3, cooldown_ms: 1_000 };
+
+    #[test]
+    fn the_view_shows_counts_the_error_rate_and_the_wait() {
+        let mut breaker = Breaker::default();
+        let fresh = breaker.view(0);
+        assert_eq!(
+            (fresh.state, fresh.calls, fresh.error_rate, fresh.retry_after_ms),
+            (BreakerState::Closed, 0, 0.0, 0)
+        );
+        for now in 0..3 {
+            breaker.report(POLICY, true, false, now);
+        }
+        breaker.report(POLICY, false, false, 3);
+        let open = breaker.view(500);
+        assert_eq!(open.state, breaker.state());
+        assert_eq!((open.calls, open.failures), breaker.counts());
+        assert!((open.error_rate - open.failures as f64 / open.calls as f64).abs() < 1e-9);
+        assert_eq!(open.retry_after_ms, breaker.retry_after_ms(500));
+        assert_eq!(open.transitions.len(), breaker.transitions().len());
+    }
 
     #[test]
     fn opens_after_n_consecutive_failures_and_skips_until_the_cool_down() {

@@ -30,6 +30,8 @@ use crate::canonical;
 use crate::digest;
 use crate::random::RandomSource;
 
+pub mod receipt;
+
 /// How an effect's attempts are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EffectRetry {

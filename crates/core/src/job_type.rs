@@ -284,6 +284,28 @@ impl JobType {
     }
 }
 
+/// A job type's subject (its `once_per` value) as its row holds it: the
+/// job's key and user, and whether that job got its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubjectHold<'a> {
+    /// The holding job's idempotency key.
+    pub key: &'a str,
+    /// Its user ('' for the tenant's own).
+    pub user: &'a str,
+    /// It got its answer: the subject is taken for good.
+    pub answered: bool,
+}
+
+impl SubjectHold<'_> {
+    /// Whether the subject is another's for the job `key` of `user`: held
+    /// by another job (or another user's), or by this very job once it was
+    /// answered (it expired; a new job may not run the subject again). This
+    /// job's hold without an answer (a retry after a crash) is its own.
+    pub fn refuses(&self, key: &str, user: &str) -> bool {
+        self.key != key || self.user != user || self.answered
+    }
+}
+
 fn effect_spec(e: EffectDefinition, known: &Known<'_>) -> Result<EffectSpec, String> {
     let at = |what: &str| format!("effect {}: {what}", e.name);
     if !is_identifier(&e.name) || e.name.contains('-') {
@@ -349,6 +371,8 @@ pub fn is_sql_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
         && !name.starts_with("sqlite_")
 }
+
+pub mod resolve;
 
 #[cfg(test)]
 mod tests;

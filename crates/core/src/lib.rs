@@ -33,17 +33,18 @@
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
-//! - L3 `tenant`, `admin`, `signature`, `token`, `quota`, `alert`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
+//! - L3 `tenant`, `admin`, `signature`, `token`, `demo`, `quota`, `alert`, `pricing`, `settings`, `intent`: a deployment's settings and credentials, and the client's keys.
 //!   - [`tenant`]: bearer keys to tenant ids, by digest.
 //!   - [`admin`]: admin keys (by digest), their names and scopes.
 //!   - [`signature`]: HMAC-SHA256 for signed alerts and user tokens.
 //!   - [`token`]: short-lived user tokens (HS256 JWTs) scoped to a tenant and a user.
+//!   - [`demo`]: the built-in demo provider's behaviours: each model's latency and misbehaviour, the triage, its answers and streams in each API's format; the demo page's user tokens and inbox rows.
 //!   - [`quota`]: token budgets per day, per tenant and per user.
 //!   - [`alert`]: when dead letters (or a quota's use) become an alert, its delivery id and its format (onejob's, Slack's).
 //!   - [`pricing`]: a price table per model, for spend estimates.
 //!   - [`settings`]: a deployment's settings, their defaults and ranges.
 //!   - [`intent`]: which key a client-side intent uses, and when it changes (the client's).
-//! - L4 `admission`, `answer`, `background`, `front`, `admin_query`, `admin_route`, `provider_check`, `ledger`, `savings`: what the Ledger decides about a job, what the worker's front decides about a request, and what that saved.
+//! - L4 `admission`, `answer`, `background`, `front`, `admin_query`, `admin_route`, `provider_check`, `dead_letters`, `ledger`, `savings`: what the Ledger decides about a job, what the worker's front decides about a request, what operators see of dead letters, and what that saved.
 //!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
 //!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
@@ -51,6 +52,7 @@
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
 //!   - [`admin_route`]: the operator API's routes, read, scoped and checked; a keyed operator request's answer, kept.
 //!   - [`provider_check`]: a providers check: its samples and path, each provider's request, what each answer says of the contract, which providers are safe.
+//!   - [`dead_letters`]: the operators' dead letters: a row, the list grouped by cause with its trend, the dead-letter alert.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
 //! - L5 `view`, `response`, `protocol`, `telemetry`: what a job looks like from outside.
@@ -73,6 +75,8 @@ pub mod breaker;
 pub mod canonical;
 pub mod classify;
 pub mod contract;
+pub mod dead_letters;
+pub mod demo;
 mod digest;
 pub mod effect;
 pub mod fingerprint;

@@ -89,6 +89,11 @@ impl std::fmt::Display for PricesError {
 }
 
 impl Prices {
+    /// The bundled table with `PRICES` (as read; `None`: unset) merged over it.
+    pub fn from_var(text: Option<&str>) -> Result<Self, PricesError> {
+        text.map_or_else(|| Ok(Self::bundled()), Self::bundled_with)
+    }
+
     /// The bundled table alone ([`BUNDLED`], as of [`BUNDLED_AS_OF`]).
     pub fn bundled() -> Self {
         let by_model = BUNDLED
@@ -167,6 +172,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_prices_are_the_bundled_table_and_a_value_is_merged_over_it() {
+        assert_eq!(Prices::from_var(None), Ok(Prices::bundled()));
+        assert_eq!(Prices::from_var(Some("{}")).ok(), Prices::bundled_with("{}").ok());
+        assert_eq!(Prices::from_var(Some("not json")), Err(PricesError));
+    }
 
     const MTOK: Usage = Usage { prompt_tokens: 1_000_000, completion_tokens: 1_000_000, total_tokens: 2_000_000 };
 

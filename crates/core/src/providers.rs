@@ -207,6 +207,21 @@ pub struct Provider {
     pub breaker: bool,
 }
 
+impl Provider {
+    /// Whether `key`, its API key as read (`None`: unset or blank), lets it
+    /// be called: a listed provider whose key secret is missing would
+    /// answer every call with a 401, so the deployment is refused instead,
+    /// by the secret's name (the single `UPSTREAM` forwards the caller's).
+    pub fn check_key(&self, key: Option<&str>) -> Result<(), String> {
+        match (&self.api_key_var, key) {
+            (Some(name), None) if self.kind != ProviderKind::Passthrough => {
+                Err(format!("the secret {name} (the API key of provider {}) is not set", self.name))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 /// One provider of a route.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteStep {
@@ -716,6 +731,25 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_listed_provider_needs_its_key_and_the_single_upstream_does_not() {
+        let provider = |kind, var: Option<&str>| Provider {
+            name: "primary".into(),
+            kind,
+            endpoint: Endpoint::Http { base_url: "https://api.example/v1".into() },
+            api_key_var: var.map(str::to_owned),
+            breaker: true,
+        };
+        let openai = provider(ProviderKind::OpenAi, Some("OPENAI_API_KEY"));
+        assert_eq!(openai.check_key(Some("sk-1")), Ok(()));
+        assert_eq!(
+            openai.check_key(None),
+            Err("the secret OPENAI_API_KEY (the API key of provider primary) is not set".into())
+        );
+        assert_eq!(provider(ProviderKind::Passthrough, Some("UPSTREAM_KEY")).check_key(None), Ok(()));
+        assert_eq!(provider(ProviderKind::Demo, None).check_key(None), Ok(()));
+    }
 
     const PROVIDERS: &str = r#"[
         {"name": "primary", "kind": "openai", "base_url": "https://a.example/v1/", "api_key": "PRIMARY_KEY"},

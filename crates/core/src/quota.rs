@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::job::Attempt;
 use crate::reply::Usage;
@@ -43,6 +43,11 @@ impl std::fmt::Display for QuotasError {
 }
 
 impl Quotas {
+    /// `QUOTAS` as read (`None`: unset): unset is no quota.
+    pub fn from_var(text: Option<&str>) -> Result<Self, QuotasError> {
+        text.map_or_else(|| Ok(Self::default()), Self::from_json)
+    }
+
     /// Parses `QUOTAS`.
     pub fn from_json(json: &str) -> Result<Self, QuotasError> {
         Ok(Self { by_tenant: serde_json::from_str(json).map_err(|_| QuotasError)? })
@@ -118,6 +123,90 @@ impl Meter {
     }
 }
 
+/// A meter a job draws on: its `UsageMeter` object's name, its limit, and
+/// for a user's meter the user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MeterRef {
+    /// The object's name: `tenant\u{1f}{tenant}` or `user\u{1f}{tenant}\u{1f}{user}`.
+    pub name: String,
+    /// Tokens allowed per day (`None`: no limit).
+    pub limit: Option<u64>,
+    /// The user, for a user's meter.
+    pub user: Option<String>,
+}
+
+/// The meters a job of `tenant` (and `user`) draws on, the tenant's first.
+pub fn meters(tenant: &str, user: Option<&str>, limits: QuotaLimits) -> Vec<MeterRef> {
+    let mut meters =
+        vec![MeterRef { name: format!("tenant\u{1f}{tenant}"), limit: limits.tenant_tokens_per_day, user: None }];
+    if let Some(user) = user {
+        meters.push(MeterRef {
+            name: format!("user\u{1f}{tenant}\u{1f}{user}"),
+            limit: limits.user_tokens_per_day,
+            user: Some(user.to_owned()),
+        });
+    }
+    meters
+}
+
+/// `POST /check` to a meter: may a job start under this limit?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Check {
+    /// Tokens allowed per day.
+    pub limit: Option<u64>,
+}
+
+/// `POST /add` to a meter: tokens a job used; with the meter's limit and the
+/// share of it that calls for a budget alert (answered `{"alert": true,
+/// "used": n}` once per day, when a count reaches it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Add {
+    /// Tokens used.
+    pub tokens: u64,
+    /// Tokens allowed per day.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// The share that calls for a budget alert, in thousandths (0: none).
+    #[serde(default)]
+    pub share_permille: u32,
+}
+
+/// A meter's answer: `{"allowed", "used"}` to a check, `{"alert", "used"}`
+/// to an add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MeterAnswer {
+    /// A check: whether a new job may start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<bool>,
+    /// An add: a budget alert is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alert: Option<bool>,
+    /// Tokens used today.
+    #[serde(default)]
+    pub used: Option<u64>,
+}
+
+impl MeterAnswer {
+    /// Whether the meter refused a new job (only an explicit `false`: a
+    /// meter that cannot say lets it start).
+    pub fn refuses(&self) -> bool {
+        self.allowed == Some(false)
+    }
+}
+
+impl Meter {
+    /// Answers a check at `now_ms`.
+    pub fn check(&self, check: Check, now_ms: u64) -> MeterAnswer {
+        MeterAnswer { allowed: Some(self.allows(check.limit, now_ms)), alert: None, used: Some(self.used_on(now_ms)) }
+    }
+
+    /// Counts an add at `now_ms` and answers it.
+    pub fn count(&mut self, add: Add, now_ms: u64) -> MeterAnswer {
+        let alert = self.add_watching(add.tokens, now_ms, add.limit, add.share_permille);
+        MeterAnswer { allowed: None, alert: Some(alert), used: Some(self.used_on(now_ms)) }
+    }
+}
+
 /// The job's tokens not yet counted against its quotas: every paid
 /// attempt's total (a hedge's loser included) past the `metered` already
 /// counted; `None` when there are none.
@@ -136,6 +225,44 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_quotas_is_no_quota_and_a_value_is_read_as_json() {
+        assert_eq!(Quotas::from_var(None).ok(), Some(Quotas::default()));
+        assert_eq!(Quotas::from_var(Some("{}")).ok(), Quotas::from_json("{}").ok());
+        assert!(Quotas::from_var(Some("not json")).is_err());
+    }
+
+    #[test]
+    fn a_job_draws_on_its_tenants_meter_and_its_users() {
+        let limits = QuotaLimits { tenant_tokens_per_day: Some(100), user_tokens_per_day: Some(10) };
+        let both = meters("acme", Some("u1"), limits);
+        assert_eq!(both[0], MeterRef { name: "tenant\u{1f}acme".into(), limit: Some(100), user: None });
+        assert_eq!(
+            both[1],
+            MeterRef { name: "user\u{1f}acme\u{1f}u1".into(), limit: Some(10), user: Some("u1".into()) }
+        );
+        assert_eq!(meters("acme", None, limits).len(), 1);
+    }
+
+    #[test]
+    fn a_meter_answers_checks_and_adds_in_its_wire_form() {
+        let now = 5 * DAY_MS + 1;
+        let mut meter = Meter::default();
+        let checked = meter.check(Check { limit: Some(10) }, now);
+        assert_eq!(serde_json::to_value(checked).unwrap(), serde_json::json!({"allowed": true, "used": 0}));
+        assert!(!checked.refuses());
+        let added = meter.count(Add { tokens: 9, limit: Some(10), share_permille: 800 }, now);
+        assert_eq!(serde_json::to_value(added).unwrap(), serde_json::json!({"alert": true, "used": 9}));
+        let again = meter.count(Add { tokens: 1, limit: Some(10), share_permille: 800 }, now);
+        assert_eq!(again.alert, Some(false), "once per day");
+        assert!(meter.check(Check { limit: Some(10) }, now).refuses());
+        assert!(!meter.check(Check { limit: None }, now).refuses());
+        let unreadable: MeterAnswer = serde_json::from_str("{}").unwrap();
+        assert!(!unreadable.refuses());
+        let add: Add = serde_json::from_str(r#"{"tokens": 3}"#).unwrap();
+        assert_eq!(add, Add { tokens: 3, limit: None, share_permille: 0 });
+    }
 
     #[test]
     fn only_tokens_not_counted_yet_are_metered() {

@@ -97,12 +97,38 @@ impl ResultCache {
     }
 }
 
+/// KV keeps nothing for less than this many seconds.
+pub const MIN_TTL_S: u64 = 60;
+
+/// Whether a finished result kept for `ttl_s` (as long as its job) is
+/// written to KV: a job that ends sooner than KV's shortest expiry is not,
+/// or KV would replay it after the Ledger has deleted it.
+pub fn keeps(ttl_s: u64) -> bool {
+    ttl_s >= MIN_TTL_S
+}
+
+/// Whether a KV entry stored for `stored_fingerprint` (its job `terminal`
+/// or not) answers a request of `fingerprint`: only this very request's
+/// finished result (same key, other request: the Ledger answers 422).
+pub fn serves(stored_fingerprint: &str, terminal: bool, fingerprint: &str) -> bool {
+    stored_fingerprint == fingerprint && terminal
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn kv_keeps_results_for_a_minute_or_more_and_serves_only_the_same_finished_request() {
+        assert!(!keeps(59));
+        assert!(keeps(MIN_TTL_S));
+        assert!(serves("fp", true, "fp"));
+        assert!(!serves("fp", false, "fp"), "a job that has not finished is the Ledger's");
+        assert!(!serves("fp", true, "other"), "same key, other request");
+    }
 
     #[test]
     fn the_modes_are_read_from_their_names() {

@@ -15,6 +15,11 @@ pub struct TenantDirectory {
 }
 
 impl TenantDirectory {
+    /// `TENANTS` as read (`None`: unset): unset is an empty directory.
+    pub fn from_var(text: Option<&str>) -> Result<Self, DirectoryError> {
+        text.map_or_else(|| Ok(Self::default()), Self::from_json)
+    }
+
     /// Parses the JSON object; `Err` says what is wrong with it without
     /// quoting any of it (an operator may have pasted a raw key).
     pub fn from_json(json: &str) -> Result<Self, DirectoryError> {
@@ -81,6 +86,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_tenants_is_an_empty_directory_and_a_value_is_read_as_json() {
+        assert_eq!(TenantDirectory::from_var(None).ok(), Some(TenantDirectory::default()));
+        assert_eq!(TenantDirectory::from_var(Some("{}")).ok(), TenantDirectory::from_json("{}").ok());
+        assert!(TenantDirectory::from_var(Some("not json")).is_err());
+    }
 
     #[test]
     fn looks_up_by_digest_only() {

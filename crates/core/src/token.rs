@@ -116,6 +116,11 @@ impl std::fmt::Display for SecretsError {
 }
 
 impl TokenSecrets {
+    /// `TOKEN_SECRETS` as read (`None`: unset): unset is no secret.
+    pub fn from_var(text: Option<&str>) -> Result<Self, SecretsError> {
+        text.map_or_else(|| Ok(Self::default()), Self::from_json)
+    }
+
     /// Parses `TOKEN_SECRETS`; a secret shorter than 32 characters is refused.
     pub fn from_json(json: &str) -> Result<Self, SecretsError> {
         let by_tenant: HashMap<String, String> = serde_json::from_str(json).map_err(|_| SecretsError)?;
@@ -220,6 +225,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn unset_token_secrets_is_no_secret_and_a_value_is_read_as_json() {
+        assert_eq!(TokenSecrets::from_var(None).ok(), Some(TokenSecrets::default()));
+        assert_eq!(TokenSecrets::from_var(Some("{}")).ok(), TokenSecrets::from_json("{}").ok());
+        assert!(TokenSecrets::from_var(Some("not json")).is_err());
+    }
 
     const SECRET: &str = "acme-token-secret-0123456789abcdef";
     const NOW: u64 = 1_800_000_000;

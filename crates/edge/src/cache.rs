@@ -8,6 +8,7 @@
 //! May import: `env`, `http` (a job's result) and the core.
 
 use onejob_core::job::JobState;
+use onejob_core::result_cache;
 use onejob_core::savings::Spent;
 use serde::{Deserialize, Serialize};
 use worker::Env;
@@ -35,8 +36,8 @@ pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<(J
     let kv = env.kv(binding::RESULTS).ok()?;
     let (body, meta) = kv.get(storage_id).bytes_with_metadata::<CachedMeta>().await.ok()?;
     let (body, meta) = (body?, meta?);
-    if meta.fingerprint != fingerprint || !meta.state.is_terminal() {
-        return None; // same key, other request: the Ledger answers 422
+    if !result_cache::serves(&meta.fingerprint, meta.state.is_terminal(), fingerprint) {
+        return None;
     }
     let result = JobResult {
         status: meta.status,
@@ -49,9 +50,6 @@ pub async fn lookup(env: &Env, storage_id: &str, fingerprint: &str) -> Option<(J
     Some((result, meta.spent.unwrap_or_default()))
 }
 
-/// KV keeps nothing for less than this.
-const MIN_TTL_S: u64 = 60;
-
 /// Writes a finished result, kept for `ttl_s`: as long as the job. A job
 /// that ends sooner than KV's shortest expiry is not cached, or KV would
 /// replay it after the Ledger has deleted it.
@@ -63,7 +61,7 @@ pub async fn store(
     ttl_s: u64,
     spent: Option<Spent>,
 ) {
-    if ttl_s < MIN_TTL_S {
+    if !result_cache::keeps(ttl_s) {
         return;
     }
     let Ok(kv) = env.kv(binding::RESULTS) else { return };

@@ -75,37 +75,33 @@ pub async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
     env.queue(binding::DEAD_LETTERS)?.send(job).await
 }
 
-/// A dead letter: recorded for operators if its job is dead (a message the
-/// consumer kept failing on may name a job that is not: its Ledger's alarm
-/// owns it, and it is only logged).
+/// A dead letter: recorded for operators (see [`record`]); one whose
+/// recording failed is tried again a few seconds later.
 async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
     let Some(job) = job_of(message) else { return message.ack() };
-    let facts = ask_ledger(env, &job, &LedgerCall::Facts)
-        .await
-        .and_then(|body| Ok(serde_json::from_slice::<DeadFacts>(&body)?));
-    let recorded = match facts {
-        Ok(facts) if facts.dead => match ops::record_dead_letter(env, &job, &facts).await {
-            Ok(()) => match crate::env::config::load(env) {
-                Ok(config) => ops::alert_if_due(env, &config, &facts.error_class).await,
-                Err(_) => Ok(()),
-            },
-            Err(error) => Err(error),
-        },
-        Ok(_) => {
-            worker::console_warn!("onejob: a dead-letter message for a job that is not dead; its Ledger keeps it");
-            Ok(())
-        }
-        Err(error) => Err(error),
-    };
-    match recorded {
+    match record(env, &job).await {
         Ok(()) => message.ack(),
         Err(error) => {
-            // An alert receiver (or D1) that is down for a while: try again
-            // in a few seconds, for as long as the queue's retries last (100).
             worker::console_error!("onejob: recording a dead letter failed: {error}");
-            message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(5).build());
+            let delay = QueueRetryOptionsBuilder::new().with_delay_seconds(delivery::DEAD_LETTER_RETRY_S);
+            message.retry_with_options(&delay.build());
         }
     }
+}
+
+/// Records the job's dead letter and alerts if one is due, if its Ledger
+/// says the job is dead (a message the consumer kept failing on may name a
+/// job that is not: its Ledger's alarm owns it, and it is only logged).
+async fn record(env: &Env, job: &JobMessage) -> Result<()> {
+    let facts: DeadFacts = serde_json::from_slice(&ask_ledger(env, job, &LedgerCall::Facts).await?)?;
+    if !facts.dead {
+        worker::console_warn!("onejob: a dead-letter message for a job that is not dead; its Ledger keeps it");
+        return Ok(());
+    }
+    ops::record_dead_letter(env, job, &facts).await?;
+    // An unusable configuration (logged where it is read): no alert.
+    let Ok(config) = crate::env::config::load(env) else { return Ok(()) };
+    ops::alert_if_due(env, &config, &facts.error_class).await
 }
 
 /// Makes `call` to the job's Ledger and returns the answer's body.

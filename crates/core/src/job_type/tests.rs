@@ -199,3 +199,12 @@ fn the_demo_inbox_is_read_as_its_own_target() {
     let mixed = email("https://mail.example/send", Some("demo:inbox")).unwrap_err().0;
     assert!(mixed.contains("effect email: the receipt_url is the demo inbox"), "{mixed}");
 }
+
+#[test]
+fn a_subject_is_this_jobs_own_only_while_it_holds_it_without_an_answer() {
+    let hold = SubjectHold { key: "k1", user: "", answered: false };
+    assert!(!hold.refuses("k1", ""), "a retry after a crash");
+    assert!(hold.refuses("k2", ""), "another job");
+    assert!(hold.refuses("k1", "u1"), "another user's job under the same key");
+    assert!(SubjectHold { answered: true, ..hold }.refuses("k1", ""), "answered: taken for good");
+}

@@ -39,6 +39,11 @@ pub fn redelivery_delay_s(delay_ms: u64) -> u32 {
     u32::try_from(delay_ms / 1_000 + 1).unwrap_or(u32::MAX).min(MAX_REDELIVERY_DELAY_S)
 }
 
+/// How long a dead-letter message whose recording failed (an alert
+/// receiver, or D1, down for a while) waits before the next try, in
+/// seconds: it is tried again for as long as the queue's retries last.
+pub const DEAD_LETTER_RETRY_S: u32 = 5;
+
 /// The verdict of a delivery that ran nothing: acknowledged, or handed back
 /// for the job's backoff; `None` when the delivery is to run the job (its
 /// verdict comes after the run: [`after_run`]).

@@ -5,6 +5,9 @@
 //!   of a request's spans (drawn from the randomness passed in; a child's
 //!   derived from its parent, so the attempt that calls a provider and the
 //!   attempt span exported later agree without storing anything).
+//! - [`answer`]: what the edge reads of a traced request's answer (replay
+//!   source, stream, the body the spans need, the provider's name), and
+//!   the isolate's export queue.
 //! - [`build`]: the spans of one request, after its answer, from the job's
 //!   own record (attempts, effects) with the GenAI semantic conventions'
 //!   attribute names (`gen_ai.provider.name`, `gen_ai.request.model`,
@@ -18,6 +21,7 @@
 //! tenant's or a provider's key, a prompt or a completion (unless a
 //! deployment sets `OTEL_CAPTURE_CONTENT=true`).
 
+pub mod answer;
 pub mod build;
 pub mod config;
 pub mod log;

@@ -3,7 +3,8 @@
 //! provider's breaker first ([`permit`]) and tells it how the call went
 //! ([`report`]); the providers' page reads it ([`view`]).
 
-use onejob_core::breaker::{BreakerState, Permit, Transition};
+pub use onejob_core::breaker::HealthView;
+use onejob_core::breaker::Permit;
 use onejob_core::providers::Provider;
 use serde::{Deserialize, Serialize};
 use worker::{Env, Response, Result};
@@ -18,21 +19,6 @@ pub struct Report {
     pub failed: bool,
     /// It was let through as the half-open probe.
     pub probe: bool,
-}
-
-/// A provider's health as the providers' page shows it: no URL, no key.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct HealthView {
-    pub state: BreakerState,
-    pub consecutive_failures: u32,
-    /// Outcomes reported, and how many were failures.
-    pub calls: u64,
-    pub failures: u64,
-    /// Failures over calls (0 with no calls).
-    pub error_rate: f64,
-    /// Until the next probe may go (0 when closed).
-    pub retry_after_ms: u64,
-    pub transitions: Vec<Transition>,
 }
 
 /// Asks `provider`'s breaker whether to call it. A provider without a

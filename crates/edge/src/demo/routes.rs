@@ -3,8 +3,9 @@
 //! triage job type wrote and mailed). They answer only where the demo is on
 //! (`DEMO_TOKEN_ISSUER=on`); elsewhere they are `404`, as any unknown route.
 
+use onejob_core::demo;
 use onejob_core::protocol::ProblemType;
-use onejob_core::token::{self, UserToken};
+use onejob_core::token;
 use serde_json::{Value, json};
 use worker::{Env, Method, Request, Response, Result};
 
@@ -41,19 +42,7 @@ async fn rows(env: &Env, what: &str) -> Result<Response> {
         _ => {
             let db = inbox::database(env).await?;
             let query = "SELECT delivery_id, payload, received_ms FROM demo_inbox ORDER BY received_ms DESC LIMIT 200";
-            db.prepare(query)
-                .all()
-                .await?
-                .results::<Value>()?
-                .into_iter()
-                .map(|mut row| {
-                    if let Some(text) = row.get("payload").and_then(Value::as_str) {
-                        let payload: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-                        row["payload"] = payload;
-                    }
-                    row
-                })
-                .collect()
+            db.prepare(query).all().await?.results::<Value>()?.into_iter().map(demo::inbox_row).collect()
         }
     };
     http::with_cors(Response::from_json(&json!({ "rows": rows }))?)
@@ -71,26 +60,14 @@ pub fn token(req: Request, env: &Env) -> Result<Response> {
         return http::method_not_allowed(&req.method(), &Method::Get);
     }
     let url = req.url()?;
-    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned()).unwrap_or_default();
-    let valid =
-        (1..=64).contains(&user.len()) && user.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if !valid {
+    let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
+    let Some(user) = demo::token_user(user.as_deref()) else {
         return problem_of(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _");
-    }
-    let Some(secret) = config.token_secrets.secret_of("dev") else {
+    };
+    let Some(secret) = config.token_secrets.secret_of(demo::TOKEN_TENANT) else {
         return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
     };
-    let now_s = crate::env::clock::now_ms() / 1000;
-    let claims = UserToken {
-        tenant: "dev".into(),
-        user,
-        exp: now_s + 3_600,
-        iat: Some(now_s),
-        nbf: None,
-        models: None,
-        paths: None,
-        approve: false,
-    };
+    let claims = demo::token_claims(user, crate::env::clock::now_ms() / 1000);
     let body = json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp });
     http::with_cors(Response::from_json(&body)?)
 }

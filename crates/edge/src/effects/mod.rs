@@ -18,7 +18,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found, Outcome, outcome_of_status};
+use onejob_core::effect::receipt::{self, Answered, WEBHOOK_TIMEOUT_MS, sql};
+use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found};
 use onejob_core::ledger::effects::Performed;
 use serde_json::Value;
 use wasm_bindgen::JsValue;
@@ -28,31 +29,22 @@ use crate::demo;
 use crate::env::clock::now_ms;
 use crate::error::EdgeError;
 
-/// How long a webhook receiver has to answer before the outcome is unknown.
-const WEBHOOK_TIMEOUT_MS: u64 = 10_000;
-
 /// Performs `effect` (claimed) as `spec` says; `source` names the job type.
 /// (`spec` is `None` only if the deployment no longer defines the effect,
 /// which the core's machine never performs: then nothing is sent.)
 pub async fn perform(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, source: &str) -> Performed {
-    let Some(spec) = spec else {
-        return Performed::Outcome(Outcome::Permanent {
-            status: None,
-            detail: "its job type no longer defines it".into(),
-        });
-    };
+    let Some(spec) = spec else { return Performed::Outcome(receipt::no_longer_defined()) };
     match &spec.target {
-        EffectTarget::D1 { database, table, .. } => match insert_row(env, database, table, effect, source).await {
-            Ok(Some(row)) => Performed::Outcome(Outcome::Done(row)),
-            // The row was there already: the destination tells what it holds.
-            Ok(None) => Performed::AlreadyThere(find_row(env, database, table, effect, source).await),
-            // A failed call may still have committed: ask before writing again.
-            Err(error) => Performed::Outcome(Outcome::Unknown { detail: format!("the database call failed: {error}") }),
-        },
-        EffectTarget::Inbox { .. } => match demo::deliver_mail(env, &effect.delivery_id, &effect.payload).await {
-            Ok(receipt) => Performed::Outcome(Outcome::Done(receipt)),
-            Err(error) => Performed::Outcome(Outcome::Unknown { detail: format!("the demo inbox failed: {error}") }),
-        },
+        EffectTarget::D1 { database, table, .. } => {
+            match receipt::outcome_of_insert(insert_row(env, database, table, effect, source).await) {
+                Some(outcome) => Performed::Outcome(outcome),
+                // The row was there already: the destination tells what it holds.
+                None => Performed::AlreadyThere(find_row(env, database, table, effect, source).await),
+            }
+        }
+        EffectTarget::Inbox { .. } => Performed::Outcome(receipt::outcome_of_inbox(
+            demo::deliver_mail(env, &effect.delivery_id, &effect.payload).await,
+        )),
         EffectTarget::Webhook { url, secret, .. } => {
             Performed::Outcome(post(url, secret.as_deref(), &effect.delivery_id, &effect.payload).await)
         }
@@ -64,11 +56,9 @@ pub async fn ask(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, source: 
     let Some(spec) = spec else { return Found::NoReceiptSource };
     match &spec.target {
         EffectTarget::D1 { database, table, .. } => find_row(env, database, table, effect, source).await,
-        EffectTarget::Inbox { receipts: true, .. } => match demo::mail_receipt(env, &effect.delivery_id).await {
-            Ok(Some(receipt)) => Found::Same(receipt),
-            Ok(None) => Found::Absent,
-            Err(error) => Found::CouldNotAsk { detail: error.to_string() },
-        },
+        EffectTarget::Inbox { receipts: true, .. } => {
+            receipt::found_of_lookup(demo::mail_receipt(env, &effect.delivery_id).await, None)
+        }
         EffectTarget::Webhook { receipt_url: Some(url), .. } => receipt(url, &effect.delivery_id).await,
         EffectTarget::Webhook { receipt_url: None, .. } | EffectTarget::Inbox { receipts: false, .. } => {
             Found::NoReceiptSource
@@ -87,20 +77,9 @@ async fn table_ready(db: &D1Database, database: &str, table: &str, effect: &Effe
     if TABLES_READY.with(|ready| ready.borrow().contains(&pair)) {
         return Ok(());
     }
-    // Tables and columns come from the job type, checked as SQL names when
-    // it was read (onejob_core::job_type::is_sql_name); never from a request.
-    let columns: String = payload_columns(effect).iter().map(|c| format!(", \"{c}\"")).collect();
-    let create = format!(
-        "CREATE TABLE IF NOT EXISTS \"{table}\" (source TEXT NOT NULL, delivery_id TEXT NOT NULL, \
-         fingerprint TEXT NOT NULL, written_ms INTEGER NOT NULL{columns}, PRIMARY KEY (source, delivery_id))"
-    );
-    db.exec(&create).await?;
+    db.exec(&sql::create(table, &receipt::payload_columns(&effect.payload))).await?;
     TABLES_READY.with(|ready| ready.borrow_mut().insert(pair));
     Ok(())
-}
-
-fn payload_columns(effect: &Effect) -> Vec<String> {
-    effect.payload.as_object().map(|row| row.keys().cloned().collect()).unwrap_or_default()
 }
 
 /// Inserts the row; `Some(row)` when this call wrote it, `None` when a row
@@ -114,14 +93,7 @@ async fn insert_row(
 ) -> worker::Result<Option<Value>> {
     let db = env.d1(database)?;
     table_ready(&db, database, table, effect).await?;
-    let columns = payload_columns(effect);
-    // Names are quoted: a column may be called `from` or `order`.
-    let names: String = columns.iter().map(|c| format!(", \"{c}\"")).collect();
-    let marks: String = (0..columns.len()).map(|i| format!(", ?{}", i + 5)).collect();
-    let sql = format!(
-        "INSERT INTO \"{table}\" (source, delivery_id, fingerprint, written_ms{names}) VALUES (?1, ?2, ?3, ?4{marks}) \
-         ON CONFLICT (source, delivery_id) DO NOTHING RETURNING *"
-    );
+    let columns = receipt::payload_columns(&effect.payload);
     let mut args: Vec<JsValue> = vec![
         source.into(),
         effect.delivery_id.as_str().into(),
@@ -129,7 +101,7 @@ async fn insert_row(
         JsValue::from(now_ms() as f64),
     ];
     args.extend(columns.iter().map(|c| sql_value(effect.payload.get(c).unwrap_or(&Value::Null))));
-    let rows = db.prepare(&sql).bind(&args)?.all().await?.results::<Value>()?;
+    let rows = db.prepare(sql::insert(table, &columns)).bind(&args)?.all().await?.results::<Value>()?;
     Ok(rows.into_iter().next())
 }
 
@@ -137,17 +109,10 @@ async fn find_row(env: &Env, database: &str, table: &str, effect: &Effect, sourc
     let found = async {
         let db = env.d1(database)?;
         table_ready(&db, database, table, effect).await?;
-        let sql = format!("SELECT * FROM \"{table}\" WHERE source = ?1 AND delivery_id = ?2");
-        db.prepare(&sql).bind(&[source.into(), effect.delivery_id.as_str().into()])?.first::<Value>(None).await
+        let args = [source.into(), effect.delivery_id.as_str().into()];
+        db.prepare(sql::select(table)).bind(&args)?.first::<Value>(None).await
     };
-    match found.await {
-        Ok(Some(row)) => match row.get("fingerprint").and_then(Value::as_str) {
-            Some(stored) if stored == effect.fingerprint => Found::Same(row),
-            stored => Found::Different { stored_fingerprint: stored.unwrap_or_default().to_owned() },
-        },
-        Ok(None) => Found::Absent,
-        Err(error) => Found::CouldNotAsk { detail: format!("the database call failed: {error}") },
-    }
+    receipt::found_of_row(found.await, &effect.fingerprint)
 }
 
 /// A payload value as a D1 parameter (objects and lists as JSON text).
@@ -163,69 +128,30 @@ fn sql_value(value: &Value) -> JsValue {
 
 /// POSTs the payload (see [`crate::effects::webhook::signed_post`]): `OneJob-Signature:
 /// sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`.
-async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Value) -> Outcome {
+async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Value) -> onejob_core::effect::Outcome {
     let body = payload.to_string();
-    let sent = async {
-        let mut response =
-            Fetch::Request(crate::effects::webhook::signed_post(url, secret, delivery_id, &body)?).send().await?;
-        let status = response.status_code();
-        let text = response.text().await.unwrap_or_default();
-        Ok::<_, worker::Error>((status, text))
-    };
-    let timeout = Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS));
-    match select(Box::pin(sent), timeout).await {
-        Either::Left((Ok((status, text)), _)) => outcome_of_status(status, bounded_receipt(text)),
-        // The request may have arrived: the receipt (or an operator) tells.
-        Either::Left((Err(error), _)) => {
-            Outcome::Unknown { detail: format!("the receiver could not be reached: {error}") }
-        }
-        Either::Right(_) => {
-            Outcome::Unknown { detail: format!("the receiver did not answer in {WEBHOOK_TIMEOUT_MS} ms") }
-        }
-    }
+    let request = crate::effects::webhook::signed_post(url, secret, delivery_id, &body);
+    receipt::outcome_of_post(answered(async { Fetch::Request(request?).send().await }).await)
 }
 
 /// `GET {receipt_url}/{delivery id}`: 200 it arrived, 404 it did not.
 async fn receipt(receipt_url: &str, delivery_id: &str) -> Found {
-    let url = format!("{}/{}", receipt_url.trim_end_matches('/'), percent_encode(delivery_id));
-    let asked = async {
-        let mut response =
-            Fetch::Url(url.parse().map_err(|_| EdgeError::Malformed("the receipt URL".into()))?).send().await?;
-        let status = response.status_code();
-        let text = response.text().await.unwrap_or_default();
-        Ok::<_, worker::Error>((status, text))
+    let url = receipt::receipt_url(receipt_url, delivery_id);
+    let sent =
+        async { Fetch::Url(url.parse().map_err(|_| EdgeError::Malformed("the receipt URL".into()))?).send().await };
+    receipt::found_of_receipt(answered(sent).await)
+}
+
+/// A receiver's answer (its status and text), its failure, or no answer
+/// within [`WEBHOOK_TIMEOUT_MS`].
+async fn answered(sent: impl std::future::Future<Output = worker::Result<worker::Response>>) -> Answered {
+    let read = async {
+        let mut response = sent.await?;
+        Ok::<_, worker::Error>((response.status_code(), response.text().await.unwrap_or_default()))
     };
-    match select(Box::pin(asked), Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS))).await {
-        Either::Left((Ok((200..=299, text)), _)) => Found::Same(bounded_receipt(text)),
-        Either::Left((Ok((404 | 410, _)), _)) => Found::Absent,
-        Either::Left((Ok((status, _)), _)) => {
-            Found::CouldNotAsk { detail: format!("the receipt URL answered {status}") }
-        }
-        Either::Left((Err(error), _)) => Found::CouldNotAsk { detail: error.to_string() },
-        Either::Right(_) => Found::CouldNotAsk { detail: "the receipt URL did not answer".into() },
+    match select(Box::pin(read), Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS))).await {
+        Either::Left((Ok((status, text)), _)) => Answered::Status(status, text),
+        Either::Left((Err(error), _)) => Answered::Failed(error.to_string()),
+        Either::Right(_) => Answered::TimedOut,
     }
-}
-
-/// How much of a receiver's answer an effect keeps as its receipt.
-const MAX_RECEIPT_BYTES: usize = 4_096;
-
-/// A receiver's answer as a receipt: its JSON, or (too long, or not JSON)
-/// the start of its text.
-fn bounded_receipt(text: String) -> Value {
-    if text.len() <= MAX_RECEIPT_BYTES
-        && let Ok(json) = serde_json::from_str(&text)
-    {
-        return json;
-    }
-    Value::String(text.chars().take(MAX_RECEIPT_BYTES / 2).collect())
-}
-
-/// Escapes everything but unreserved characters (a delivery id holds `:`).
-fn percent_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }

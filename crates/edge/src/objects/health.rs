@@ -17,7 +17,7 @@ use onejob_core::breaker::Breaker;
 use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::api::health::{HealthView, Report};
+use crate::api::health::Report;
 use crate::env::clock::now_ms;
 use crate::env::config;
 use crate::http;
@@ -60,7 +60,7 @@ impl DurableObject for ProviderHealth {
                 breaker.report(policy, report.failed, report.probe, now);
                 Response::empty()?
             }
-            ("/view", _) => Response::from_json(&view(&breaker, now))?,
+            ("/view", _) => Response::from_json(&breaker.view(now))?,
             _ => return http::problem_of(ProblemType::NotFound, "unknown health route"),
         };
         if breaker != before {
@@ -85,18 +85,5 @@ impl ProviderHealth {
         let breaker = stored.unwrap_or_default();
         *self.breaker.borrow_mut() = Some(breaker.clone());
         Ok(breaker)
-    }
-}
-
-fn view(breaker: &Breaker, now: u64) -> HealthView {
-    let (calls, failures) = breaker.counts();
-    HealthView {
-        state: breaker.state(),
-        consecutive_failures: breaker.consecutive_failures(),
-        calls,
-        failures,
-        error_rate: if calls == 0 { 0.0 } else { failures as f64 / calls as f64 },
-        retry_after_ms: breaker.retry_after_ms(now),
-        transitions: breaker.transitions().to_vec(),
     }
 }

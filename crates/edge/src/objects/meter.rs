@@ -32,17 +32,8 @@ impl DurableObject for UsageMeter {
         };
         let now = now_ms();
         let answer = match req.path().as_str() {
-            "/check" => {
-                let check: Check = serde_json::from_slice(&body)?;
-                Response::from_json(
-                    &serde_json::json!({ "allowed": meter.allows(check.limit, now), "used": meter.used_on(now) }),
-                )?
-            }
-            "/add" => {
-                let add: Add = serde_json::from_slice(&body)?;
-                let alert = meter.add_watching(add.tokens, now, add.limit, add.share_permille);
-                Response::from_json(&serde_json::json!({ "alert": alert, "used": meter.used_on(now) }))?
-            }
+            "/check" => Response::from_json(&meter.check(serde_json::from_slice::<Check>(&body)?, now))?,
+            "/add" => Response::from_json(&meter.count(serde_json::from_slice::<Add>(&body)?, now))?,
             _ => Response::error("no such route", 404)?,
         };
         self.loaded.set(Some(meter));

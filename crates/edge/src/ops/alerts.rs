@@ -38,21 +38,8 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Resu
     if !alert::should_alert(policy, error_class, count) {
         return Ok(());
     }
-    let delivery_id = alert::delivery_id(error_class, window);
     let samples = dead_letters(env, None, Some(error_class), 5).await?;
-    let body = serde_json::json!({
-        "type": "onejob.dead_letters",
-        "delivery_id": delivery_id,
-        "cause": error_class,
-        "count": count,
-        "threshold": policy.threshold,
-        "window_start_ms": window_start,
-        "window_end_ms": window_start + policy.window_ms,
-        "samples": samples.iter().map(|l| serde_json::json!({
-            "tenant": l.tenant, "key": l.key, "last_status": l.last_status, "detail": l.detail, "attempts": l.attempts,
-        })).collect::<Vec<_>>(),
-    })
-    .to_string();
+    let (delivery_id, body) = onejob_core::dead_letters::alert(policy, error_class, count, window, &samples);
     deliver(env, config, webhook, &delivery_id, error_class, &body).await
 }
 
@@ -122,13 +109,7 @@ async fn deliver(
 /// `OneJob-Delivery`), or, for Slack, its message made from that JSON
 /// (signed too when `ALERT_SECRET` is set; Slack ignores the headers).
 async fn post_alert(webhook: &AlertWebhook, format: AlertFormat, delivery_id: &str, body: &str) -> Result<()> {
-    let body = match format {
-        AlertFormat::OneJob => body.to_owned(),
-        AlertFormat::Slack => {
-            let alert: serde_json::Value = serde_json::from_str(body)?;
-            alert::slack_message(&alert).to_string()
-        }
-    };
+    let body = alert::body_in(format, body)?;
     let request = crate::effects::webhook::signed_post(&webhook.url, webhook.secret.as_deref(), delivery_id, &body)?;
     let response = Fetch::Request(request).send().await?;
     if (200..300).contains(&response.status_code()) {

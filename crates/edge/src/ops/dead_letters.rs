@@ -2,14 +2,12 @@
 //! queue's consumer), listed and grouped by cause for the console and for
 //! replays, and marked replayed when an operator replays the job.
 
-use serde::{Deserialize, Serialize};
+pub use onejob_core::dead_letters::{DeadLetter, Group};
 use wasm_bindgen::JsValue;
 use worker::{Env, Result};
 
 use crate::api::handoff::{DeadFacts, JobMessage};
 use crate::env::clock::now_ms;
-
-const HOUR_MS: u64 = 3_600_000;
 
 /// Records (or refreshes) a dead job's entry.
 pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) -> Result<()> {
@@ -38,33 +36,6 @@ pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) 
     Ok(())
 }
 
-/// One dead letter, as operators see it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct DeadLetter {
-    pub tenant: String,
-    /// The user of a user token's job ('' for the tenant's own).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub user: String,
-    #[serde(rename = "key", alias = "job_key")]
-    pub key: String,
-    pub error_class: String,
-    pub last_status: Option<u16>,
-    pub detail: String,
-    pub attempts: u32,
-    pub first_seen_ms: u64,
-    pub last_seen_ms: u64,
-}
-
-/// A cause's dead letters: how many, when last, and a 24 h trend.
-#[derive(Debug, Clone, Serialize)]
-pub struct Group {
-    pub error_class: String,
-    pub count: usize,
-    pub last_seen_ms: u64,
-    /// Dead letters per hour over the last 24 hours, oldest first.
-    pub trend: Vec<u32>,
-}
-
 /// The dead letters not yet replayed, newest first (of one tenant, or of
 /// all with `None`), at most `limit`.
 pub async fn dead_letters(
@@ -89,33 +60,10 @@ pub async fn dead_letters(
     statement.all().await?.results::<DeadLetter>()
 }
 
-/// Groups dead letters by cause, with each cause's hourly trend.
+/// Groups dead letters by cause, with each cause's hourly trend (see
+/// [`onejob_core::dead_letters::groups`]).
 pub fn groups(letters: &[DeadLetter]) -> Vec<Group> {
-    let now = now_ms();
-    let mut groups: Vec<Group> = Vec::new();
-    for letter in letters {
-        let index = match groups.iter().position(|g| g.error_class == letter.error_class) {
-            Some(index) => index,
-            None => {
-                groups.push(Group {
-                    error_class: letter.error_class.clone(),
-                    count: 0,
-                    last_seen_ms: 0,
-                    trend: vec![0; 24],
-                });
-                groups.len() - 1
-            }
-        };
-        let group = &mut groups[index];
-        group.count += 1;
-        group.last_seen_ms = group.last_seen_ms.max(letter.last_seen_ms);
-        let hours_ago = now.saturating_sub(letter.last_seen_ms) / HOUR_MS;
-        if hours_ago < 24 {
-            group.trend[23 - hours_ago as usize] += 1;
-        }
-    }
-    groups.sort_by(|a, b| b.count.cmp(&a.count).then(a.error_class.cmp(&b.error_class)));
-    groups
+    onejob_core::dead_letters::groups(letters, now_ms())
 }
 
 /// Marks a dead letter replayed (it leaves the list until the job dies again).

@@ -2,6 +2,7 @@
 //! before the job runs, taken for good once it is answered, freed if it
 //! ends without an answer.
 
+use onejob_core::job_type::SubjectHold;
 use serde::Deserialize;
 use wasm_bindgen::JsValue;
 use worker::{Env, Result};
@@ -69,7 +70,10 @@ pub async fn claim_subject(env: &Env, claim: &SubjectClaim<'_>) -> Result<Option
     let holder = read.results::<SubjectRow>()?.into_iter().next();
     let user = claim.user.unwrap_or("");
     Ok(holder
-        .filter(|row| row.job_key != claim.key || row.user != user || row.answered_ms.is_some())
+        .filter(|row| {
+            SubjectHold { key: &row.job_key, user: &row.user, answered: row.answered_ms.is_some() }
+                .refuses(claim.key, user)
+        })
         .map(|row| SubjectHolder { key: row.job_key, user: row.user }))
 }
 

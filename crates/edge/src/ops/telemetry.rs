@@ -19,13 +19,13 @@ use futures_util::future::{Either, select};
 use futures_util::{StreamExt, stream};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, header};
-use onejob_core::providers::{Api, ProviderKind};
-use onejob_core::sse;
-use onejob_core::telemetry::build::{ReplaySource, RequestFacts, request_spans};
+use onejob_core::providers::Api;
+use onejob_core::telemetry::answer::{self, AnswerFacts, BodyNeed};
+use onejob_core::telemetry::build::{RequestFacts, request_spans};
 use onejob_core::telemetry::config::{CAPTURED_BYTES, TelemetrySettings};
+use onejob_core::telemetry::key_digest;
 use onejob_core::telemetry::span::{Resource, Span, encode_batches};
 use onejob_core::telemetry::trace::{Propagation, RequestTrace};
-use onejob_core::telemetry::{key_digest, truncated};
 use worker::{AbortController, Context, Env, Fetch, Headers, Method, Request, RequestInit, Response, Result};
 
 use crate::api::client;
@@ -93,53 +93,47 @@ pub fn finish(
     let header = |name: &str| headers.get(name).ok().flatten();
     let status = response.status_code();
     let state = header(header::JOB_STATE);
-    let answered_by = header(header::ATTEMPT).and_then(|n| n.parse::<u32>().ok());
-    let replayed = match (job.from_cache, header(header::IDEMPOTENT_REPLAYED).as_deref()) {
-        (true, _) => Some(ReplaySource::Cache),
-        (false, Some("true")) => Some(ReplaySource::Ledger),
-        _ => None,
-    };
-    let streamed = header("Content-Type").is_some_and(|t| t.starts_with(sse::MEDIA_TYPE));
+    let read = AnswerFacts::read(
+        job.from_cache,
+        header(header::IDEMPOTENT_REPLAYED).as_deref(),
+        header(header::ATTEMPT).as_deref(),
+        header("Content-Type").as_deref(),
+        settings.capture_content,
+    );
     // A Ledger's answer has the immutable headers of a fetched response: a copy.
     let headers = response.headers().clone();
     headers.set("traceparent", &started.trace.traceparent())?;
     let mut response = response.with_headers(headers);
     // What the spans need of the answer's body: its `model` (and, opted
     // in, the completion): a copy of a whole answer, or the stream's end.
-    let wants_body = !streamed && (settings.capture_content || replayed.is_none());
-    let (response, body, ended) = if streamed {
-        let (response, ended) = watch_end(response, status)?;
-        (response, None, Some(ended))
-    } else if wants_body {
-        let copy = response.cloned()?;
-        (response, Some(copy), None)
-    } else {
-        (response, None, None)
+    let (response, body, ended) = match read.body {
+        BodyNeed::StreamEnd => {
+            let (response, ended) = watch_end(response, status)?;
+            (response, None, Some(ended))
+        }
+        BodyNeed::Copy => {
+            let copy = response.cloned()?;
+            (response, Some(copy), None)
+        }
+        BodyNeed::Nothing => (response, None, None),
     };
     let (env, config) = (env.clone(), Rc::clone(config));
     ctx.wait_until(async move {
         if let Some(ended) = ended {
             // The stream's end (or its reader going away), bounded.
-            let _ = select(ended, clock::sleep(15 * 60_000)).await;
+            let _ = select(ended, clock::sleep(answer::STREAM_END_WAIT_MS)).await;
         }
         let body = match body {
             Some(mut copy) => copy.text().await.ok(),
             None => None,
         };
         let ended_ms = now_ms();
-        let view = match replayed {
-            None => job_view(&env, &job, answered_by, streamed).await,
-            Some(_) => None,
-        };
+        let view = if read.wants_view() { job_view(&env, &job, &read).await } else { None };
         let Some(settings) = config.telemetry.as_ref() else { return };
         let digest = key_digest(&job.storage_id);
-        let response_model = body.as_deref().and_then(model_of);
-        let captured = match (settings.capture_content, &job.request_body) {
-            (true, Some(prompt)) => {
-                Some((truncated(prompt, CAPTURED_BYTES), truncated(body.as_deref().unwrap_or(""), CAPTURED_BYTES)))
-            }
-            _ => None,
-        };
+        let response_model = body.as_deref().and_then(answer::model_of);
+        let captured =
+            answer::captured(settings.capture_content, job.request_body.as_deref(), body.as_deref(), CAPTURED_BYTES);
         let facts = RequestFacts {
             trace: &started.trace,
             method: "POST",
@@ -152,8 +146,8 @@ pub fn finish(
             model: job.model.as_deref(),
             response_model: response_model.as_deref(),
             state: state.as_deref(),
-            answered_by,
-            replayed,
+            answered_by: read.answered_by,
+            replayed: read.replayed,
             job_type: job.job_type.as_deref(),
             content: captured,
         };
@@ -168,18 +162,15 @@ pub fn finish(
 
 /// The job's record as its Ledger has it now (after a stream, once the
 /// answering attempt has ended: the pump writes it just after the last event).
-async fn job_view(env: &Env, job: &JobFacts, answered_by: Option<u32>, streamed: bool) -> Option<JobView> {
+async fn job_view(env: &Env, job: &JobFacts, read: &AnswerFacts) -> Option<JobView> {
     let query = JobQuery { key: job.key.to_string(), from: None, ids: false };
-    for round in 0..5 {
+    for round in 0..answer::VIEW_ROUNDS {
         let mut response = client::ledger(env, &job.storage_id, &LedgerCall::View(query.clone())).await.ok()?;
         let view: JobView = response.json().await.ok()?;
-        let running = answered_by
-            .and_then(|n| view.attempts.iter().find(|a| a.number == n))
-            .is_some_and(|a| a.ended_ms.is_none());
-        if !(streamed && running) || round == 4 {
+        if read.view_settled(&view, round) {
             return Some(view);
         }
-        clock::sleep(200).await;
+        clock::sleep(answer::VIEW_WAIT_MS).await;
     }
     None
 }
@@ -201,33 +192,12 @@ fn watch_end(mut response: Response, status: u16) -> Result<(Response, oneshot::
     Ok((Response::from_stream(body)?.with_status(status).with_headers(headers), ended))
 }
 
-/// The answer's `model`, if its body is a JSON object with one.
-fn model_of(body: &str) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct ModelOnly {
-        model: Option<String>,
-    }
-    if !body.trim_start().starts_with('{') {
-        return None;
-    }
-    serde_json::from_str::<ModelOnly>(body).ok()?.model
-}
-
-/// `gen_ai.provider.name` of the provider called `name`: its API's vendor
-/// (`openai`, `anthropic`), or onejob's demo.
+/// `gen_ai.provider.name` of the provider called `name` (see
+/// [`answer::provider_name`]).
 fn provider_name(config: &Config, name: &str, api: Api) -> String {
     let providers = &config.settings.providers;
     let kind = providers.index_of(name).map(|index| providers.get(index).kind);
-    match kind {
-        Some(ProviderKind::OpenAi) => "openai".into(),
-        Some(ProviderKind::Anthropic) => "anthropic".into(),
-        Some(ProviderKind::Demo) => "onejob.demo".into(),
-        // The single UPSTREAM forwards every API as it comes.
-        Some(ProviderKind::Passthrough) | None => match api {
-            Api::Anthropic => "anthropic".into(),
-            Api::OpenAi => "openai".into(),
-        },
-    }
+    answer::provider_name(kind, api).into()
 }
 
 thread_local! {
@@ -247,15 +217,12 @@ thread_local! {
 async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
     QUEUE.with(|queue| {
         let mut queue = queue.borrow_mut();
-        let room = settings.max_queued_spans.saturating_sub(queue.len());
-        if spans.len() > room {
-            DROPPED.with(|d| d.set(d.get() + (spans.len() - room) as u64));
-        }
+        let room = answer::queue_room(settings.max_queued_spans, queue.len(), spans.len());
+        DROPPED.with(|d| d.set(d.get() + (spans.len() - room) as u64));
         queue.extend(spans.into_iter().take(room));
     });
     let now = now_ms();
-    let busy = EXPORTING.with(|e| e.get()).is_some_and(|since| now.saturating_sub(since) < EXPORT_LOST_MS);
-    if busy {
+    if answer::export_busy(EXPORTING.with(|e| e.get()), now) {
         return;
     }
     EXPORTING.with(|e| e.set(Some(now)));
@@ -263,7 +230,7 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
         Resource { service_name: settings.service_name.clone(), service_version: env!("CARGO_PKG_VERSION").into() };
     // One request's `waitUntil` exports for a while, then leaves the rest
     // to the next request (its own time after the answer is bounded).
-    while now_ms().saturating_sub(now) < EXPORT_TURN_MS {
+    while now_ms().saturating_sub(now) < answer::EXPORT_TURN_MS {
         let batch: Vec<Span> = QUEUE.with(|queue| {
             let mut queue = queue.borrow_mut();
             let n = queue.len().min(settings.max_spans_per_export);
@@ -285,11 +252,6 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
     EXPORTING.with(|e| e.set(None));
 }
 
-/// How long one request's `waitUntil` goes on exporting what others queued.
-const EXPORT_TURN_MS: u64 = 10_000;
-/// An export under way for longer than this was lost with its request.
-const EXPORT_LOST_MS: u64 = 30_000;
-
 /// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
 async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result<(), String> {
     let headers = Headers::new();
@@ -305,8 +267,7 @@ async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result
     let signal = controller.signal();
     let sent = Box::pin(async move { Fetch::Request(request).send_with_signal(&signal).await });
     match select(sent, clock::sleep(settings.timeout_ms)).await {
-        Either::Left((Ok(response), _)) if (200..300).contains(&response.status_code()) => Ok(()),
-        Either::Left((Ok(response), _)) => Err(format!("the collector answered {}", response.status_code())),
+        Either::Left((Ok(response), _)) => answer::export_result(response.status_code()),
         Either::Left((Err(error), _)) => Err(error.to_string()),
         Either::Right(_) => {
             controller.abort();
