@@ -246,6 +246,18 @@ pub fn window_of(policy: AlertPolicy, now_ms: u64) -> u64 {
     now_ms / policy.window_ms.max(1)
 }
 
+/// The window a dead letter's alert is decided in: the one the letter was
+/// recorded in (`recorded_ms`), whatever the time of the check. Its number,
+/// and its start (the letters that count were last seen from then on, the
+/// one just recorded included). A check that took its own time instead
+/// would, for a letter recorded just before a window's end and checked
+/// just after, count in a window the letter is not in: a cause that alerts
+/// at its first letter (`auth`, `effect`) would not alert at all.
+pub fn window_of_letter(policy: AlertPolicy, recorded_ms: u64) -> (u64, u64) {
+    let window = window_of(policy, recorded_ms);
+    (window, window * policy.window_ms.max(1))
+}
+
 /// The alert's delivery id: one per cause and window, the same on retries.
 pub fn delivery_id(error_class: &str, window: u64) -> String {
     format!("onejob-alert-{error_class}-{window}")
@@ -257,6 +269,19 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_letter_recorded_at_a_window_s_end_is_counted_in_that_window_whenever_checked() {
+        let policy =
+            AlertPolicy { threshold: 10, window_ms: 900_000, format: AlertFormat::OneJob, quota_share_permille: 800 };
+        let recorded = 2 * 900_000 - 1; // the last millisecond of window 1
+        let (window, since) = window_of_letter(policy, recorded);
+        assert_eq!((window, since), (1, 900_000));
+        assert!(since <= recorded, "the letter itself counts");
+        // The check runs a moment later, in window 2: the letter's window still decides.
+        assert_eq!(window_of(policy, recorded + 2), 2);
+        assert_eq!(delivery_id("auth", window), "onejob-alert-auth-1");
+    }
 
     #[test]
     fn an_alert_is_sent_as_onejobs_json_or_as_slacks_message() {

@@ -98,10 +98,10 @@ async fn record(env: &Env, job: &JobMessage) -> Result<()> {
         worker::console_warn!("onejob: a dead-letter message for a job that is not dead; its Ledger keeps it");
         return Ok(());
     }
-    ops::record_dead_letter(env, job, &facts).await?;
+    let recorded_ms = ops::record_dead_letter(env, job, &facts).await?;
     // An unusable configuration (logged where it is read): no alert.
     let Ok(config) = crate::env::config::load(env) else { return Ok(()) };
-    ops::alert_if_due(env, &config, &facts.error_class).await
+    ops::alert_if_due(env, &config, &facts.error_class, recorded_ms).await
 }
 
 /// Makes `call` to the job's Ledger and returns the answer's body.

@@ -129,8 +129,8 @@ impl Ledger {
                             ops::release_subject(&self.env, claim).await?;
                         }
                         let facts = DeadFacts::of_broken_contract(result.status, detail, result.attempt);
-                        ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
-                        return ops::alert_if_due(&self.env, config, "contract").await;
+                        let recorded_ms = ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
+                        return ops::alert_if_due(&self.env, config, "contract", recorded_ms).await;
                     }
                     if let Some(claim) = &claim {
                         ops::subject_answered(&self.env, claim).await?;
@@ -281,11 +281,14 @@ impl Ledger {
     /// effects machine keeps it due); a failed alert is only logged (the
     /// letter is in the operators' list).
     async fn dead_letter_effect(&self, config: &Config, submission: &Submission, letter: EffectDeadLetter) -> bool {
-        if let Err(error) = ops::record_dead_letter(&self.env, &submission.message(), &letter.facts()).await {
-            worker::console_error!("ledger: recording an effect's dead letter failed (sent again later): {error}");
-            return false;
-        }
-        if let Err(error) = ops::alert_if_due(&self.env, config, "effect").await {
+        let recorded_ms = match ops::record_dead_letter(&self.env, &submission.message(), &letter.facts()).await {
+            Ok(recorded_ms) => recorded_ms,
+            Err(error) => {
+                worker::console_error!("ledger: recording an effect's dead letter failed (sent again later): {error}");
+                return false;
+            }
+        };
+        if let Err(error) = ops::alert_if_due(&self.env, config, "effect", recorded_ms).await {
             worker::console_error!("ledger: alerting about an effect's dead letter failed: {error}");
         }
         true

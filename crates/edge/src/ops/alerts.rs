@@ -15,17 +15,16 @@ use crate::error::EdgeError;
 use crate::ops::dead_letters::dead_letters;
 
 /// Alerts about `error_class` if its dead letters call for one (see
-/// [`onejob_core::alert`]): one signed POST per cause and window to
-/// `ALERT_WEBHOOK_URL`, its delivery id the same on every retry. `Err` when
-/// the receiver did not take it (the dead-letter message is retried, and
-/// the same alert with it).
-pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str) -> Result<()> {
+/// [`onejob_core::alert`]), in the window of the letter recorded at
+/// `recorded_ms` ([`alert::window_of_letter`]): one signed POST per cause and
+/// window to `ALERT_WEBHOOK_URL`, its delivery id the same on every retry.
+/// `Err` when the receiver did not take it (the dead-letter message is
+/// retried, and the same alert with it).
+pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str, recorded_ms: u64) -> Result<()> {
     let Some(webhook) = &config.alert_webhook else { return Ok(()) };
     let policy = config.settings.alerts;
     let db = super::database(env).await?;
-    let now = now_ms();
-    let window = alert::window_of(policy, now);
-    let window_start = window * policy.window_ms;
+    let (window, window_start) = alert::window_of_letter(policy, recorded_ms);
     let count = db
         .prepare(
             "SELECT COUNT(*) AS n FROM dead_letters

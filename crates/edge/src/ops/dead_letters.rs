@@ -9,10 +9,12 @@ use worker::{Env, Result};
 use crate::api::handoff::{DeadFacts, JobMessage};
 use crate::env::clock::now_ms;
 
-/// Records (or refreshes) a dead job's entry.
-pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) -> Result<()> {
+/// Records (or refreshes) a dead job's entry; returns when (its
+/// `last_seen_ms`: the window its alert is decided in, see [`super::alert_if_due`]).
+pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) -> Result<u64> {
     let db = super::database(env).await?;
-    let now = now_ms() as f64;
+    let recorded_ms = now_ms();
+    let now = recorded_ms as f64;
     let status = facts.last_status.map_or(JsValue::NULL, |s| JsValue::from(f64::from(s)));
     db.prepare(
         "INSERT INTO dead_letters (tenant, user, job_key, error_class, last_status, detail, attempts, first_seen_ms, last_seen_ms)
@@ -33,7 +35,7 @@ pub async fn record_dead_letter(env: &Env, job: &JobMessage, facts: &DeadFacts) 
     .run()
     .await?;
     worker::console_log!("onejob: dead letter of class {} recorded", facts.error_class);
-    Ok(())
+    Ok(recorded_ms)
 }
 
 /// The dead letters not yet replayed, newest first (of one tenant, or of
