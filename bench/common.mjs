@@ -101,16 +101,17 @@ export async function stopStacks({ llm, stacks }) {
 /**
  * A chat request of about `bytes` bytes as JSON: a system prompt and turns
  * of a support conversation, the last user turn naming `tag` (distinct
- * requests, distinct fingerprints).
+ * requests, distinct fingerprints). With `turns: false`, the system prompt
+ * and that one user turn alone, filled to the size (bench/ab.mjs's bodies).
  */
-export function chatBody(bytes, tag, extra = {}) {
+export function chatBody(bytes, tag, { turns = true } = {}) {
   const system = "You are the support assistant of Acme Billing. Answer briefly, cite the invoice number, never promise a refund you cannot see in the ledger.";
   const user = "My card was charged twice for the March invoice (INV-20931) and the second charge shows as pending. Can you check whether it will be reversed? ";
   const assistant = "I can see invoice INV-20931 paid once on 3 March; the pending charge is an authorisation hold that your bank releases within five working days. ";
   const messages = [{ role: "system", content: system }];
-  const request = { model: "gpt-test", temperature: 0.2, max_tokens: 512, messages, ...extra };
+  const request = { model: "gpt-test", temperature: 0.2, max_tokens: 512, messages };
   const last = { role: "user", content: `Ticket ${tag}: ` };
-  for (let turn = 0; JSON.stringify(request).length + 400 < bytes; turn++) {
+  for (let turn = 0; turns && JSON.stringify(request).length + 400 < bytes; turn++) {
     messages.push({ role: turn % 2 ? "assistant" : "user", content: (turn % 2 ? assistant : user).repeat(1 + (turn % 3)) });
   }
   messages.push(last);
@@ -133,10 +134,10 @@ export async function timed(stack, key, body, headers = {}) {
   return { ms: totalMs, firstMs: firstByteMs, totalMs, text, status: res.status };
 }
 
-/** One call of each size of SIZES to each of `names` (a name → stack map `targets`): every isolate warm. */
-export async function warmUp(targets, names) {
+/** One call of each size of SIZES to each of `names` (a name → stack map `targets`), bodies by `bodyOf(bytes, tag)`: every isolate warm. */
+export async function warmUp(targets, names, bodyOf = chatBody) {
   for (const name of names) {
-    for (const [, bytes] of SIZES) await timed(targets[name], newKey(), chatBody(bytes, `warm-up ${name}`));
+    for (const [, bytes] of SIZES) await timed(targets[name], newKey(), bodyOf(bytes, `warm-up ${name}`));
   }
 }
 
