@@ -27,27 +27,11 @@ import path from "node:path";
 
 import { newKey } from "../tests/support/harness.mjs";
 import {
-  SIZES,
-  UPSTREAM_MS,
-  benchWorker,
-  chatBody,
-  checkoutFrom,
-  f1,
-  firstCalls,
-  loadAverage,
-  p50,
-  rounds,
-  startStacks,
-  stopStacks,
-  storm,
-  thisCheckout,
-  throughputTotal,
-  throughputs,
-  timed,
-  useStateDir,
-  warmUp,
-  workerIn,
-  x,
+  SIZES, UPSTREAM_MS, rounds, throughputTotal, thisCheckout,
+  benchWorker, checkoutFrom, startStacks, stopStacks, useStateDir, workerIn,
+  chatBody, storm, timed, warmUp,
+  firstCalls, throughputs,
+  f1, loadAverage, p50, x,
 } from "./common.mjs";
 
 const parts = Number(process.env.BENCH_PARTS ?? 6);

@@ -48,31 +48,12 @@ import os from "node:os";
 
 import { chat, newKey } from "../tests/support/harness.mjs";
 import {
-  CONCURRENCY,
-  SIZES,
-  UPSTREAM_MS,
-  benchWorker,
-  chatBody,
-  checkoutFrom,
-  firstCalls,
-  loadAverage,
-  ms,
-  orderOf,
-  p50,
+  CONCURRENCY, SIZES, UPSTREAM_MS, rounds, throughputTotal,
+  benchWorker, checkoutFrom, startStacks, stopStacks, useStateDir, workerIn,
+  chatBody, storm, timed, warmUp,
   processesOf,
-  quantile,
-  rounds,
-  sleep,
-  startStacks,
-  stopStacks,
-  storm,
-  throughputTotal,
-  throughputs,
-  timed,
-  useStateDir,
-  warmUp,
-  workerIn,
-  x,
+  firstCalls, orderOf, throughputs,
+  loadAverage, ms, p50, quantile, sleep, x,
 } from "./common.mjs";
 
 const started = performance.now();
