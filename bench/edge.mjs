@@ -37,42 +37,32 @@
 // call at 0 ms upstream, throughput halved, from one run to the next), which
 // is neither onejob's cost nor production's storage. BENCH_STATE_DIR=/tmp
 // measures with the disk.
+//
+// What it shares with bench/ab.mjs (rounds, BENCH_THROUGHPUT and
+// BENCH_STATE_DIR, starting the stacks, the chat bodies and the timed call,
+// the CPU read from /proc, the interleaved first calls and throughput, the
+// storm, the figures' formatting) is in bench/common.mjs.
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import os from "node:os";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 
-import { DEV_KEY, chat, newKey, readBody, startFakeLlm, startStack } from "../tests/support/harness.mjs";
+import { chat, newKey } from "../tests/support/harness.mjs";
+import {
+  CONCURRENCY, SIZES, UPSTREAM_MS, rounds, throughputTotal,
+  benchWorker, checkoutFrom, startStacks, stopStacks, useStateDir, workerIn,
+  chatBody, storm, timed, warmUp,
+  processesOf,
+  firstCalls, orderOf, throughputs,
+  loadAverage, ms, p50, quantile, sleep, x,
+} from "./common.mjs";
 
-const rounds = Number(process.argv[2] ?? process.env.BENCH_ROUNDS ?? 40);
-const throughputTotal = Number(process.env.BENCH_THROUGHPUT ?? 480);
-const UPSTREAM_MS = 50;
-const CONCURRENCY = 16;
-const SIZES = [
-  ["1 KB", 1024],
-  ["32 KB", 32 * 1024],
-  ["256 KB", 256 * 1024],
-];
-const here = path.dirname(fileURLToPath(import.meta.url));
 const started = performance.now();
 
 // BENCH_ONEJOB_DIR: another checkout's built worker (for before/after runs),
 // e.g. a worktree of the base commit at /tmp/base after its `make build-edge`.
-const otherCheckout = process.env.BENCH_ONEJOB_DIR ? path.resolve(process.env.BENCH_ONEJOB_DIR) : null;
-if (otherCheckout) {
-  const config = path.join(otherCheckout, "wrangler.toml");
-  const main = existsSync(config) && readFileSync(config, "utf8").match(/^main\s*=\s*"([^"]+)"/m)?.[1];
-  if (!main || !existsSync(path.join(otherCheckout, main))) {
-    console.error(`BENCH_ONEJOB_DIR=${otherCheckout}: ${main ? `no ${main} there: run make build-edge in that checkout first` : "no wrangler.toml with a main there"}`);
-    process.exit(2);
-  }
-}
+const otherCheckout = checkoutFrom("BENCH_ONEJOB_DIR");
 
-// The harness makes each stack's state directory in the temporary folder
-// (os.tmpdir(), which reads TMPDIR); wrangler's own temporary files go there too.
-const stateDir = process.env.BENCH_STATE_DIR ?? (existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir());
-process.env.TMPDIR = stateDir;
+const stateDir = useStateDir();
 const stateFs = (() => {
   try {
     return execFileSync("stat", ["-f", "-c", "%T", stateDir], { encoding: "utf8" }).trim();
@@ -81,101 +71,19 @@ const stateFs = (() => {
   }
 })();
 
-const llm = await startFakeLlm();
-llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
-const stacks = {};
-try {
-  stacks.onejob = await startStack({
-    llm,
-    vars: JSON.parse(process.env.BENCH_VARS ?? "{}"),
-    ...(otherCheckout ? { cwd: otherCheckout, config: "wrangler.toml" } : {}),
-  });
-  stacks.passthrough = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "passthrough") });
-  stacks.pattern = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "storage-pattern") });
-  stacks.sharded = await startStack({ llm, config: "wrangler.toml", cwd: path.join(here, "sharded") });
-} catch (error) {
-  for (const stack of Object.values(stacks)) await stack.stop();
-  await llm.close();
-  throw error;
-}
+const run = await startStacks({
+  onejob: { vars: JSON.parse(process.env.BENCH_VARS ?? "{}"), ...(otherCheckout ? workerIn(otherCheckout) : {}) },
+  passthrough: benchWorker("passthrough"),
+  pattern: benchWorker("storage-pattern"),
+  sharded: benchWorker("sharded"),
+});
+const { llm, stacks } = run;
 const { onejob, passthrough, pattern, sharded } = stacks;
 const direct = { url: llm.baseUrl.replace(/\/v1$/, "") };
 const NAMES = { onejob: "onejob", passthrough: "pass-through", direct: "direct", pattern: "storage pattern (JS)", sharded: "sharded (JS, 16)" };
 const targetOf = { onejob, passthrough, direct, pattern, sharded };
 
 // ---------------------------------------------------------------- helpers
-
-/**
- * A chat request of about `bytes` bytes as JSON: a system prompt and turns
- * of a support conversation, the last user turn naming `tag` (distinct
- * requests, distinct fingerprints).
- */
-function chatBody(bytes, tag, extra = {}) {
-  const system = "You are the support assistant of Acme Billing. Answer briefly, cite the invoice number, never promise a refund you cannot see in the ledger.";
-  const user = "My card was charged twice for the March invoice (INV-20931) and the second charge shows as pending. Can you check whether it will be reversed? ";
-  const assistant = "I can see invoice INV-20931 paid once on 3 March; the pending charge is an authorisation hold that your bank releases within five working days. ";
-  const messages = [{ role: "system", content: system }];
-  const request = { model: "gpt-test", temperature: 0.2, max_tokens: 512, messages, ...extra };
-  const last = { role: "user", content: `Ticket ${tag}: ` };
-  for (let turn = 0; JSON.stringify(request).length + 400 < bytes; turn++) {
-    messages.push({ role: turn % 2 ? "assistant" : "user", content: (turn % 2 ? assistant : user).repeat(1 + (turn % 3)) });
-  }
-  messages.push(last);
-  const size = () => Buffer.byteLength(JSON.stringify(request));
-  last.content += user.repeat(Math.max(0, Math.floor((bytes - size()) / user.length)));
-  last.content += "x".repeat(Math.max(0, bytes - size()));
-  return JSON.stringify(request);
-}
-
-/** One keyed call, read to its end: its text, first-byte and total times. */
-async function timed(stack, key, body, headers = {}) {
-  const at = performance.now();
-  const res = await fetch(`${stack.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { Authorization: `Bearer ${DEV_KEY}`, "Idempotency-Key": key, "Content-Type": "application/json", ...headers },
-    body,
-  });
-  const { text, firstByteMs, totalMs } = await readBody(res, at);
-  if (res.status !== 200) throw new Error(`status ${res.status}: ${text.slice(0, 300)}`);
-  return { ms: totalMs, firstMs: firstByteMs, totalMs, text, status: res.status };
-}
-
-/** The pids of a stack's own processes (its wrangler's process group), workerd's marked. */
-function processesOf(stack) {
-  const group = stack.worker.pid;
-  const found = [];
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(fields[2]) !== group) continue;
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-      const workerd = cmdline.includes("workerd");
-      // wrangler runs two: its proxy on the stack's port, and the runtime of the worker.
-      const proxy = workerd && cmdline.includes(`entry=${new URL(stack.url).host}`);
-      found.push({ pid, workerd, proxy, ticks: Number(fields[11]) + Number(fields[12]) });
-    } catch {}
-  }
-  return found;
-}
-
-const TICK_MS = (() => {
-  try {
-    return 1000 / Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
-  } catch {
-    return 10;
-  }
-})();
-
-/** CPU ticks of a stack's processes, by kind: its workerd (the worker's runtime, wrangler's proxy) and its wrangler. */
-function cpuOf(stack) {
-  const snapshot = { runtime: new Map(), proxy: new Map(), other: new Map() };
-  for (const p of processesOf(stack)) snapshot[p.proxy ? "proxy" : p.workerd ? "runtime" : "other"].set(p.pid, p.ticks);
-  return snapshot;
-}
-/** CPU ms spent between two snapshots in `kinds` (a process that appeared counts from zero). */
-const cpuSpent = (before, after, kinds = ["runtime", "proxy"]) =>
-  kinds.reduce((sum, kind) => sum + [...after[kind]].reduce((s, [pid, ticks]) => s + ticks - (before[kind].get(pid) ?? 0), 0), 0) * TICK_MS;
 
 /** Resident memory of a stack's workerd processes, in MB (Linux /proc). */
 function workerdRssMb(stack) {
@@ -189,75 +97,7 @@ function workerdRssMb(stack) {
   return kb / 1024;
 }
 
-const quantile = (values, q) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-};
-const p50 = (values) => quantile(values, 0.5);
-const ms = (v) => `${v.toFixed(1).padStart(6)} ms`;
-const x = (v) => `×${v.toFixed(2)}`;
 const section = (title) => console.log(`\n== ${title}`);
-const sleep = (t) => new Promise((r) => setTimeout(r, t));
-/** The permutation of `names` for round `i`: every order in turn. */
-const orderOf = (names, i) => {
-  const rotated = names.map((_, j) => names[(i + j) % names.length]);
-  return Math.floor(i / names.length) % 2 ? rotated.reverse() : rotated;
-};
-
-/** First calls of `names` interleaved, `rounds` rounds of `bodyOf(i)`: ms by name. */
-async function firstCalls(names, bodyOf, { afterOnejob } = {}) {
-  const times = Object.fromEntries(names.map((n) => [n, []]));
-  for (let i = 0; i < rounds; i++) {
-    const body = bodyOf(i);
-    for (const name of orderOf(names, i)) {
-      const key = newKey();
-      times[name].push((await timed(targetOf[name], key, body)).ms);
-      if (name === "onejob" && afterOnejob) await afterOnejob(key, body);
-    }
-  }
-  return times;
-}
-
-/**
- * Throughput at `concurrency` on distinct keys: each stack of `runs` takes
- * `throughputTotal` requests in `chunks` parts, the parts interleaved. Per
- * stack: req/s (requests over the time its parts took) and the CPU of its
- * workerd per request (read after each part has settled: background work
- * such as KV writes and the index counts).
- */
-async function throughputs(runs, bodyOf, chunks = 3) {
-  const totals = Object.fromEntries(runs.map(({ name }) => [name, { requests: 0, ms: 0, cpuMs: 0, runtimeCpuMs: 0, otherCpuMs: 0 }]));
-  const per = Math.ceil(throughputTotal / chunks);
-  for (let c = 0; c < chunks; c++) {
-    for (const run of orderOf(runs, c)) {
-      const before = cpuOf(run.stack);
-      let next = 0;
-      const at = performance.now();
-      const worker = async () => {
-        while (next < per) {
-          const n = next++;
-          await timed(run.stack, newKey(), bodyOf(c * per + n), run.headers);
-        }
-      };
-      await Promise.all(Array.from({ length: CONCURRENCY }, worker));
-      const t = totals[run.name];
-      t.ms += performance.now() - at;
-      t.requests += per;
-      await sleep(600); // the answers' background work ends (KV writes; the index, batched for 200 ms)
-      const after = cpuOf(run.stack);
-      t.cpuMs += cpuSpent(before, after);
-      t.runtimeCpuMs += cpuSpent(before, after, ["runtime"]);
-      t.otherCpuMs += cpuSpent(before, after, ["other"]);
-    }
-  }
-  for (const t of Object.values(totals)) {
-    t.rate = t.requests / (t.ms / 1000);
-    t.cpuPerRequest = t.cpuMs / t.requests;
-    t.runtimePerRequest = t.runtimeCpuMs / t.requests;
-    t.otherPerRequest = t.otherCpuMs / t.requests;
-  }
-  return totals;
-}
 
 const figures = {};
 const targets = [];
@@ -272,16 +112,14 @@ try {
   console.log(
     `onejob bench: ${rounds} rounds, ${throughputTotal} requests per throughput phase, concurrency ${CONCURRENCY}; onejob from ${otherCheckout ?? "this checkout"}`,
   );
-  console.log(`machine: ${os.cpus().length} cores, load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at the start; the stacks' state in ${stateDir} (${stateFs})`);
+  console.log(`machine: ${os.cpus().length} cores, load average ${loadAverage()} at the start; the stacks' state in ${stateDir} (${stateFs})`);
   for (const [name, stack] of Object.entries(stacks)) {
     const procs = processesOf(stack);
     console.log(`  ${NAMES[name].padEnd(22)} ${stack.url}  workerd pid(s) ${procs.filter((p) => p.workerd).map((p) => p.pid).join(",") || "none found"}`);
   }
 
   // Warm every isolate (and each body size once).
-  for (const name of ["onejob", "passthrough", "pattern", "sharded", "direct"]) {
-    for (const [, bytes] of SIZES) await timed(targetOf[name], newKey(), chatBody(bytes, `warm-up ${name}`));
-  }
+  await warmUp(targetOf, ["onejob", "passthrough", "pattern", "sharded", "direct"]);
 
   // 1. First calls at 50 ms, by body size; replays at 1 KB.
   section(`1. first calls (upstream ${UPSTREAM_MS} ms), ${rounds} keys per size, interleaved`);
@@ -291,18 +129,20 @@ try {
   for (const [label, bytes] of SIZES) {
     // At 1 KB the probe's pair runs in the same rounds.
     const names = bytes === 1024 ? ["onejob", "passthrough", "direct", "pattern", "sharded"] : ["onejob", "passthrough", "direct"];
-    const afterOnejob =
+    const after =
       bytes === 1024
-        ? async (key, body) => {
-            // At once: answered by the Ledger, which then writes the result
-            // to KV; 50 ms later, as an official SDK's retry (RESULT_CACHE's
-            // default reads KV for retries only): by the KV read-through cache.
-            ledgerReplay.push((await timed(onejob, key, body)).ms);
-            await sleep(50);
-            kvReplay.push((await timed(onejob, key, body, { "x-stainless-retry-count": "1" })).ms);
+        ? {
+            onejob: async (key, body) => {
+              // At once: answered by the Ledger, which then writes the result
+              // to KV; 50 ms later, as an official SDK's retry (RESULT_CACHE's
+              // default reads KV for retries only): by the KV read-through cache.
+              ledgerReplay.push((await timed(onejob, key, body)).ms);
+              await sleep(50);
+              kvReplay.push((await timed(onejob, key, body, { "x-stainless-retry-count": "1" })).ms);
+            },
           }
-        : undefined;
-    const times = await firstCalls(names, (i) => chatBody(bytes, `${label} ${i}`), { afterOnejob });
+        : {};
+    const times = await firstCalls(targetOf, names, (i) => chatBody(bytes, `${label} ${i}`), after);
     figures.first[label] = times;
     const ratio = p50(times.onejob) / p50(times.passthrough);
     console.log(
@@ -319,7 +159,7 @@ try {
   // 3. At 0 ms upstream: what one first call costs each.
   llm.scriptAll(["ok*"]);
   section(`3. one first call's cost at 0 ms upstream (1 KB body), ${rounds} keys, interleaved`);
-  const zero = await firstCalls(["onejob", "passthrough", "pattern", "sharded"], (i) => chatBody(1024, `zero ${i}`));
+  const zero = await firstCalls(targetOf, ["onejob", "passthrough", "pattern", "sharded"], (i) => chatBody(1024, `zero ${i}`));
   const [z1, zp, zs] = [p50(zero.onejob), p50(zero.passthrough), p50(zero.pattern)];
   console.log(`first call p50 at 0 ms: onejob ${ms(z1)}   pass-through ${ms(zp)}   storage pattern (JS) ${ms(zs)}`);
   console.log(
@@ -380,16 +220,8 @@ try {
 
   // 6. Storm, streams, memory.
   section("6. storm, streams, memory (onejob)");
-  const stormKey = newKey();
-  llm.scriptAll(["delay:1000"]);
-  const callsBefore = llm.allCalls().length;
-  const stormAt = performance.now();
-  const storm = await Promise.all(Array.from({ length: 1000 }, () => timed(onejob, stormKey, JSON.stringify(chat("storm")))));
-  const stormMs = performance.now() - stormAt;
-  const stormCalls = llm.allCalls().length - callsBefore;
-  const stormBodies = new Set(storm.map((s) => s.text)).size;
-  llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
-  console.log(`1000-way storm on one key: ${stormCalls} upstream call(s), ${stormBodies} distinct body, ${stormMs.toFixed(0)} ms wall (upstream 1000 ms)`);
+  const stormed = await storm(llm, onejob);
+  console.log(`1000-way storm on one key: ${stormed.calls} upstream call(s), ${stormed.bodies} distinct body, ${stormed.ms.toFixed(0)} ms wall (upstream 1000 ms)`);
 
   const streamed = JSON.stringify(chat("stream please", { stream: true }));
   const streamTimes = { upstream: [], passthrough: [], onejob: [] };
@@ -437,9 +269,9 @@ try {
   target("replay p50 from KV", `${ms(p50(kvReplay)).trim()} ${floor}`, "≤ 4 ms", p50(kvReplay) <= 4);
   target(
     "1000-way storm",
-    `${stormCalls} call(s), ${stormBodies} body, ${storm.length} answered`,
+    `${stormed.calls} call(s), ${stormed.bodies} body, ${stormed.answered} answered`,
     "1 call, 1 body, 1000 answered",
-    stormCalls === 1 && stormBodies === 1 && storm.length === 1000,
+    stormed.calls === 1 && stormed.bodies === 1 && stormed.answered === 1000,
   );
   target("100 duplicate streams", `${dupCalls} call(s), ${dupBodies} body`, "1 call, 1 body", dupCalls === 1 && dupBodies === 1);
   section(`7. targets (issue 19), from this one run`);
@@ -450,10 +282,9 @@ try {
   const missed = targets.filter((t) => !t.met).length;
   console.log(`${targets.length - missed} of ${targets.length} targets met`);
   console.log(
-    `\nrun took ${((performance.now() - started) / 1000).toFixed(0)} s; load average ${os.loadavg().map((l) => l.toFixed(2)).join(" ")} at the end`,
+    `\nrun took ${((performance.now() - started) / 1000).toFixed(0)} s; load average ${loadAverage()} at the end`,
   );
   if (missed && process.env.BENCH_STRICT === "1") process.exitCode = 1;
 } finally {
-  for (const stack of Object.values(stacks)) await stack.stop();
-  await llm.close();
+  await stopStacks(run);
 }
