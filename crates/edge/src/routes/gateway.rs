@@ -37,7 +37,9 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
     };
     let url = req.url()?;
     let (prefer, cache_control) = (req.headers().get(header::PREFER)?, req.headers().get("Cache-Control")?);
-    let model = handoff::model_of(&body);
+    // The model matters here only to a user token (which models it may ask
+    // for): the body is read for it only then, not on every first call.
+    let model = caller.token.as_ref().and_then(|_| handoff::model_of(&body));
     let request = ProxyRequest {
         path: url.path(),
         query: url.query(),
