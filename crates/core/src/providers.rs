@@ -20,6 +20,9 @@
 
 use serde_json::Value;
 
+mod request_body;
+pub use request_body::{RequestFacts, with_model};
+
 use crate::contract::Contract;
 use crate::wire::{Problem, ProblemType};
 

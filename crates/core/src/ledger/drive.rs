@@ -31,6 +31,7 @@
 use crate::backoff::Backoff;
 use crate::backoff::budget::RetryBudget;
 use crate::backoff::retries::{Retries, Step, UnknownOutcomes};
+use crate::breaker::Permit;
 use crate::job::{AttemptReport, AttemptTicket, Job, JobState};
 use crate::providers::{Api, Providers, Route};
 use crate::random::RandomSource;
@@ -101,6 +102,37 @@ pub enum Placed {
         /// Milliseconds to the earliest probe.
         retry_after_ms: Option<u64>,
     },
+}
+
+/// The breakers' answers for a [`Command::Place`]'s candidates, asked in
+/// order, folded into where the attempt goes: the first that lets it
+/// through (as a call or as its half-open probe), or, when every breaker is
+/// open, the earliest probe.
+#[derive(Debug, Default)]
+pub struct Placing {
+    asked: usize,
+    retry_after_ms: Option<u64>,
+}
+
+impl Placing {
+    /// The next candidate's breaker answered `permit`: `Some` once one is chosen.
+    pub fn on(&mut self, permit: Permit) -> Option<Placed> {
+        let index = self.asked;
+        self.asked += 1;
+        match permit {
+            Permit::Call => Some(Placed::Chosen { index, probe: false }),
+            Permit::Probe => Some(Placed::Chosen { index, probe: true }),
+            Permit::Skip { retry_after_ms } => {
+                self.retry_after_ms = Some(self.retry_after_ms.map_or(retry_after_ms, |ms| ms.min(retry_after_ms)));
+                None
+            }
+        }
+    }
+
+    /// Every candidate's breaker was asked and none let the attempt through.
+    pub fn skipped(self) -> Placed {
+        Placed::Skipped { retry_after_ms: self.retry_after_ms }
+    }
 }
 
 /// A provider's answer to one attempt.

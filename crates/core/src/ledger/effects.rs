@@ -608,6 +608,19 @@ pub enum NoPlan {
     ContractBroken(String),
 }
 
+impl NoPlan {
+    /// What the Ledger logs about it (`job_type`: the stored job's type),
+    /// if anything: a type gone or a contract broken since the answer is
+    /// worth a warning; a job with nothing to plan is not.
+    pub fn warning(&self, job_type: &str) -> Option<String> {
+        match self {
+            Self::TypeGone => Some(format!("job type {job_type} is gone; its effects are not planned")),
+            Self::ContractBroken(violation) => Some(format!("the stored answer breaks the contract now: {violation}")),
+            Self::Nothing => None,
+        }
+    }
+}
+
 /// The effects of a finished job of `job_type`, planned once from its
 /// `input` and its stored `answer` (the body of its replayed attempt).
 pub fn plan(

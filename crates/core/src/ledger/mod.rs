@@ -20,6 +20,8 @@
 //!   its effects' run.
 //! - [`operator`]: an operator's settlement, a caller's cancel, a poll's wait.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
+//! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
+//!   its end, when to write and renew the lease, its size and usage).
 //! - [`wake`]: what the alarm does when it rings, and when it rings next.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
@@ -35,6 +37,7 @@ pub mod effects;
 pub mod follow_up;
 pub mod operator;
 pub mod stream_end;
+pub mod stream_read;
 pub mod wake;
 
 /// What the Ledger's unit tests share: a fresh job with the usual policy.

@@ -139,6 +139,14 @@ impl Propagation {
         let parent = TraceParent::parse(&self.traceparent)?;
         Some(TraceParent { span_id: child_span_id(&parent, b"attempt", attempt), ..parent }.to_header())
     }
+
+    /// The headers an attempt's call carries: its `traceparent` and the
+    /// caller's `tracestate` (none if ours does not parse).
+    pub fn headers_for_attempt(&self, attempt: u32) -> Vec<(String, String)> {
+        let Some(traceparent) = self.for_attempt(attempt) else { return Vec::new() };
+        let state = self.tracestate.clone().map(|state| ("tracestate".to_owned(), state));
+        std::iter::once(("traceparent".to_owned(), traceparent)).chain(state).collect()
+    }
 }
 
 /// The trace of one job request: its trace, its own span, its parent (the
@@ -304,6 +312,24 @@ mod tests {
         assert_ne!(trace.attempt_span_id(1), trace.attempt_span_id(2));
         assert_ne!(trace.attempt_span_id(1), trace.effect_span_id(1));
         assert_eq!(Propagation { traceparent: "nope".into(), tracestate: None }.for_attempt(1), None);
+    }
+
+    #[test]
+    fn an_attempt_carries_its_traceparent_and_the_callers_tracestate() {
+        let trace = RequestTrace::start(Some(CALLER), Some("vendor=1"), &mut SplitMix64::new(1));
+        let propagation = trace.propagation();
+        let headers = propagation.headers_for_attempt(3);
+        assert_eq!(
+            headers,
+            vec![
+                ("traceparent".to_owned(), propagation.for_attempt(3).unwrap()),
+                ("tracestate".to_owned(), "vendor=1".to_owned()),
+            ]
+        );
+        let bare = Propagation { traceparent: propagation.traceparent.clone(), tracestate: None };
+        assert_eq!(bare.headers_for_attempt(3).len(), 1, "no tracestate: only the traceparent");
+        let broken = Propagation { traceparent: "nope".into(), tracestate: Some("vendor=1".into()) };
+        assert_eq!(broken.headers_for_attempt(3), vec![], "nothing without a traceparent");
     }
 
     #[test]

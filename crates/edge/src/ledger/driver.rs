@@ -28,17 +28,15 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use onejob_core::admission;
-use onejob_core::breaker::Permit;
 use onejob_core::classify::ErrorClass;
 use onejob_core::job::{AttemptTicket, Job};
 use onejob_core::ledger::attempts;
 use onejob_core::ledger::drive::{
-    Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing,
+    Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placing, Routing,
 };
-use onejob_core::providers::{Api, NoRoute, Provider, Route};
+use onejob_core::providers::{Api, NoRoute, Provider, RequestFacts, Route, with_model};
 use onejob_core::settings::JobLogs;
 use onejob_core::telemetry::{self, log::JobLog};
-use serde_json::Value;
 use worker::{Delay, Env, Result};
 
 use crate::answer::{Reply, Streaming, header_of};
@@ -269,17 +267,13 @@ impl<'a> Driver<'a> {
         let providers: Vec<Provider> =
             order.iter().map(|c| self.config.settings.providers.get(c.provider).clone()).collect();
         Box::pin(async move {
-            let mut retry_after_ms: Option<u64> = None;
-            for (index, provider) in providers.iter().enumerate() {
-                match health::permit(&env, provider).await {
-                    Permit::Call => return Event::Placed(Placed::Chosen { index, probe: false }),
-                    Permit::Probe => return Event::Placed(Placed::Chosen { index, probe: true }),
-                    Permit::Skip { retry_after_ms: ms } => {
-                        retry_after_ms = Some(retry_after_ms.map_or(ms, |earliest| earliest.min(ms)))
-                    }
+            let mut placing = Placing::default();
+            for provider in &providers {
+                if let Some(placed) = placing.on(health::permit(&env, provider).await) {
+                    return Event::Placed(placed);
                 }
             }
-            Event::Placed(Placed::Skipped { retry_after_ms })
+            Event::Placed(placing.skipped())
         })
     }
 
@@ -301,12 +295,7 @@ impl<'a> Driver<'a> {
         let api_key = self.config.api_key(provider_index).map(str::to_owned);
         let mut headers = self.submission.provider_headers.clone();
         // Traced (telemetry on): the provider sees the attempt's own span as its parent.
-        if let Some(trace) = &self.submission.trace
-            && let Some(traceparent) = trace.for_attempt(ticket.attempt)
-        {
-            headers.push(("traceparent".into(), traceparent));
-            headers.extend(trace.tracestate.clone().map(|state| ("tracestate".to_owned(), state)));
-        }
+        headers.extend(self.submission.trace.iter().flat_map(|trace| trace.headers_for_attempt(ticket.attempt)));
         let call = Call {
             target: self.submission.target.clone(),
             body: self.body_for(model.as_deref()),
@@ -357,57 +346,12 @@ impl<'a> Driver<'a> {
         })
     }
 
-    /// The request's body with `model` in it (unchanged when it already is,
-    /// or when the body is not a JSON object). A rewritten body is
-    /// re-serialised: its members may come out in another order, which no
-    /// provider's API depends on.
+    /// The request's body with `model` in it ([`with_model`]); the body
+    /// as it came is copied once per job, shared by its attempts.
     fn body_for(&self, model: Option<&str>) -> Rc<[u8]> {
-        // The body as it came, copied once per job, shared by its attempts.
-        let unchanged = || Rc::clone(self.shared_body.get_or_init(|| Rc::from(self.body)));
-        match model {
-            // Read as a whole only here: most calls send the body as it came.
-            Some(model) if self.model.as_deref() != Some(model) => {
-                match serde_json::from_slice::<serde_json::Map<String, Value>>(self.body) {
-                    Ok(mut request) => {
-                        request.insert("model".into(), Value::from(model));
-                        serde_json::to_vec(&request).map(Rc::from).unwrap_or_else(|_| unchanged())
-                    }
-                    Err(_) => unchanged(),
-                }
-            }
-            _ => unchanged(),
-        }
-    }
-}
-
-/// What the driver reads of a request's JSON: its `model` and whether it
-/// asks for a stream. The rest is skipped, not built.
-#[derive(Default)]
-struct RequestFacts {
-    model: Option<String>,
-    stream: bool,
-}
-
-impl RequestFacts {
-    /// A body that is not a JSON object (or whose `model` is not a string,
-    /// or `stream` not a boolean) has neither.
-    fn of(body: &[u8]) -> Self {
-        #[derive(serde::Deserialize)]
-        struct Loose {
-            #[serde(default)]
-            model: Option<Value>,
-            #[serde(default)]
-            stream: Option<Value>,
-        }
-        if body.trim_ascii_start().first() != Some(&b'{') {
-            return Self::default();
-        }
-        match serde_json::from_slice::<Loose>(body) {
-            Ok(Loose { model, stream }) => Self {
-                model: model.and_then(|m| m.as_str().map(str::to_owned)),
-                stream: stream.and_then(|s| s.as_bool()).unwrap_or(false),
-            },
-            Err(_) => Self::default(),
+        match model.and_then(|model| with_model(self.body, self.model.as_deref(), model)) {
+            Some(rewritten) => Rc::from(rewritten),
+            None => Rc::clone(self.shared_body.get_or_init(|| Rc::from(self.body))),
         }
     }
 }

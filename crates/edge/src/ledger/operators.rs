@@ -1,8 +1,9 @@
 //! What operators do to a job (send its message again, replay, resolve)
 //! and what they read of it (its dead-letter facts, its admin view).
 
-use onejob_core::ledger::operator::{self, ReplayStep, Resolution, Resolved};
+use onejob_core::ledger::operator::{self, AdminJob, ReplayStep, Resolution, Resolved, StoredResult};
 use onejob_core::protocol::{JobView, ProblemType};
+use onejob_core::sse;
 use worker::{Response, Result};
 
 use crate::answer::StoredResponse;
@@ -123,12 +124,10 @@ impl Ledger {
         let result = match job.replayed_attempt() {
             Some(attempt) if attempt.streamed => {
                 let events = store.load_events(attempt.number, 0, u64::MAX)?;
-                let body: Vec<u8> = events.concat().into_iter().take(64 * 1024).collect();
-                Some(serde_json::json!({ "status": 200, "content_type": "text/event-stream", "body": String::from_utf8_lossy(&body) }))
+                Some(StoredResult::preview(200, sse::MEDIA_TYPE, events.iter().map(Vec::as_slice)))
             }
             Some(attempt) => store.load_response(attempt.number)?.map(|response| {
-                let body: Vec<u8> = response.body.into_iter().take(64 * 1024).collect();
-                serde_json::json!({ "status": response.status, "content_type": response.content_type, "body": String::from_utf8_lossy(&body) })
+                StoredResult::preview(response.status, &response.content_type, [response.body.as_slice()])
             }),
             None => None,
         };
@@ -137,13 +136,7 @@ impl Ledger {
         // "background (N queue messages)" from it).
         self.with_outbox(&mut view, &job)?;
         self.with_effects(&mut view)?;
-        let mut view = serde_json::to_value(view)?;
-        if let Some(object) = view.as_object_mut() {
-            object.insert("tenant".into(), meta.tenant.into());
-            object.insert("user".into(), meta.user.into());
-            object.insert("model".into(), meta.model.into());
-            object.insert("result".into(), result.unwrap_or(serde_json::Value::Null));
-        }
-        Response::from_json(&view)
+        let (tenant, user, model) = (meta.tenant.as_str(), meta.user.as_deref(), meta.model.as_deref());
+        Response::from_json(&AdminJob { view, tenant, user, model, result })
     }
 }

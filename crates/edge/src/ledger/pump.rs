@@ -19,12 +19,9 @@ use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
 use onejob_core::job::{AttemptTicket, Job, JobState};
-use onejob_core::ledger::stream_end::{Closing, StreamEnd as End};
-use onejob_core::reply::Usage;
-use onejob_core::sse::{
-    Dialect, EventKind, FlushPolicy, Splitter, cancelled_event, classify_event, interrupted_event, merge_usage,
-    usage_of,
-};
+use onejob_core::ledger::stream_end::StreamEnd as End;
+use onejob_core::ledger::stream_read::{Arrived, StreamReader};
+use onejob_core::sse::{Dialect, interrupted_event};
 use worker::{Delay, Result};
 
 use crate::answer::Streaming;
@@ -33,13 +30,6 @@ use crate::error::EdgeError;
 use crate::http::{self, StreamHead};
 use crate::ledger::memory::Memory;
 use crate::ledger::store::{Store, StoreError};
-
-/// An upstream silent this long is given up on (the stream is interrupted).
-pub const IDLE_TIMEOUT_MS: u64 = 120_000;
-
-/// A running stream renews its attempt's lease at least this often, also
-/// while the upstream is silent, so a slow answer is never taken for a lost one.
-const RENEW_EVERY_MS: u64 = 5_000;
 
 /// The stream of the running attempt, as far as it has come.
 pub struct Live {
@@ -123,14 +113,10 @@ pub struct Pump {
     job: Job,
     ticket: AttemptTicket,
     streaming: Streaming,
-    policy: FlushPolicy,
     /// Set by a caller's cancel: the pump stops at its next wake.
     cancel: Rc<Cell<bool>>,
-    /// The last usage the stream reported, and its size so far.
-    usage: Option<Usage>,
-    size: u64,
-    /// The provider's event format, from the first event.
-    dialect: Dialect,
+    /// What the stream says so far, and what to do next (the core's).
+    reader: StreamReader,
 }
 
 impl Pump {
@@ -144,26 +130,14 @@ impl Pump {
         streaming: Streaming,
     ) -> Self {
         cancel.set(false);
-        let policy = FlushPolicy::default();
-        Self {
-            slot,
-            store,
-            memory,
-            job,
-            ticket,
-            streaming,
-            policy,
-            cancel,
-            usage: None,
-            size: 0,
-            dialect: Dialect::OpenAi,
-        }
+        let reader = StreamReader::new(Dialect::OpenAi, now_ms());
+        Self { slot, store, memory, job, ticket, streaming, cancel, reader }
     }
 
     /// The dialect of the events the pump adds, until the stream's first
     /// event says otherwise (the request's API, say).
     pub fn speaking(mut self, dialect: Dialect) -> Self {
-        self.dialect = dialect;
+        self.reader = StreamReader::new(dialect, now_ms());
         self
     }
 
@@ -177,62 +151,43 @@ impl Pump {
         self.memory.borrow_mut().end_stream();
     }
 
+    /// Reads the upstream until the reader says the stream ended,
+    /// publishing its events and writing them as it says.
     async fn pump(&mut self) -> End {
-        let mut splitter = Splitter::new();
-        let mut last_flush = now_ms();
-        let mut last_byte = now_ms();
         loop {
-            let tick = Delay::from(Duration::from_millis(self.policy.max_delay_ms));
+            let tick = Delay::from(Duration::from_millis(self.reader.tick_ms()));
             let next = match select(self.streaming.body.next(), tick).await {
                 Either::Left((next, _)) => Some(next),
                 Either::Right(_) => None,
             };
-            let mut ended = None;
-            match next {
-                Some(Some(Ok(bytes))) => {
-                    last_byte = now_ms();
-                    for event in splitter.push(&bytes) {
-                        let kind = classify_event(&event);
-                        self.note(&event);
-                        if let Some(live) = self.slot.borrow_mut().as_mut() {
-                            live.publish(event);
-                        }
-                        match kind {
-                            EventKind::Data => {}
-                            EventKind::Terminal => ended = Some(End::Complete),
-                            EventKind::Error => ended = Some(End::Failed),
-                        }
-                        if ended.is_some() {
-                            break;
-                        }
-                    }
-                }
-                Some(Some(Err(_))) => {
-                    ended = Some(End::Interrupted("the connection to the provider failed mid-stream"))
-                }
-                Some(None) => ended = Some(End::Interrupted("the provider's stream ended before its last event")),
-                None if now_ms().saturating_sub(last_byte) >= IDLE_TIMEOUT_MS => {
-                    ended = Some(End::Interrupted("the provider sent nothing for 120 s"))
-                }
-                None => {}
-            }
-            if let Some(end) = ended {
+            let arrived = match &next {
+                Some(Some(Ok(bytes))) => Arrived::Bytes(bytes),
+                Some(Some(Err(_))) => Arrived::Broken,
+                Some(None) => Arrived::Ended,
+                None => Arrived::Nothing,
+            };
+            let read = self.reader.on(arrived, self.cancel.get(), now_ms());
+            self.publish(read.events);
+            if let Some(end) = read.end {
                 return end;
             }
-            if self.cancel.get() {
-                return End::Cancelled;
-            }
             let pending = self.slot.borrow().as_ref().map_or(0, Live::pending_bytes);
-            let since_flush = now_ms().saturating_sub(last_flush);
-            if self.policy.should_flush(pending, since_flush, false) || since_flush >= RENEW_EVERY_MS {
+            if self.reader.write_due(pending, now_ms()) {
                 match self.flush(true) {
-                    Ok(()) => last_flush = now_ms(),
+                    Ok(()) => self.reader.wrote(now_ms()),
                     Err(StoreError::LostRace) => return End::LostJob,
                     Err(StoreError::Failed(error)) => {
                         worker::console_error!("ledger: writing stream events failed: {error}");
                     }
                 }
             }
+        }
+    }
+
+    /// Hands events to the live stream's subscribers.
+    fn publish(&self, events: Vec<Vec<u8>>) {
+        if let Some(live) = self.slot.borrow_mut().as_mut() {
+            events.into_iter().for_each(|event| live.publish(event));
         }
     }
 
@@ -264,17 +219,9 @@ impl Pump {
         if end == End::LostJob {
             return Ok(());
         }
-        let closing = end.closing().map(|closing| match closing {
-            Closing::Interrupted(detail) => interrupted_event(detail, self.dialect),
-            Closing::Cancelled => cancelled_event(self.dialect),
-        });
-        if let Some(event) = closing {
-            self.note(&event);
-            if let Some(live) = self.slot.borrow_mut().as_mut() {
-                live.publish(event);
-            }
-        }
-        let (usage, size) = (self.usage, self.size);
+        let closing = self.reader.closing_event(end);
+        self.publish(closing.into_iter().collect());
+        let (usage, size) = (self.reader.usage(), self.reader.size());
         self.flush(false)?;
         let read = self.job.version();
         if end.record(&mut self.job, self.ticket, now_ms(), usage).is_err() {
@@ -283,19 +230,6 @@ impl Pump {
         self.store.finish_streamed_response(self.ticket.attempt, size)?;
         self.store.update_job(read, &self.job)?;
         Ok(())
-    }
-
-    /// Counts an event's bytes and keeps the usage it reports, if any.
-    fn note(&mut self, event: &[u8]) {
-        if self.size == 0 {
-            self.dialect = Dialect::of_first_event(event);
-        }
-        self.size += event.len() as u64;
-        if event.windows(7).any(|w| w == b"\"usage\"")
-            && let Some(usage) = usage_of(event)
-        {
-            self.usage = Some(merge_usage(self.usage, usage));
-        }
     }
 }
 

@@ -20,7 +20,7 @@ use onejob_core::effect::{self, Effect};
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
-    self as machine, Action, Command, Defined, EffectDeadLetter, Event, Inputs, NoPlan, Refusal, Run, Then,
+    self as machine, Action, Command, Defined, EffectDeadLetter, Event, Inputs, Refusal, Run, Then,
 };
 use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
@@ -197,15 +197,12 @@ impl Ledger {
         let body = answer.as_ref().map(|r| r.body.as_slice());
         match machine::plan(job_type, &job, body, submission.storage_id().as_str(), &run.input, now_ms()) {
             Ok(effects) => store.plan_effects(&effects),
-            Err(NoPlan::TypeGone) => {
-                worker::console_warn!("ledger: job type {} is gone; its effects are not planned", run.job_type);
+            Err(no_plan) => {
+                if let Some(warning) = no_plan.warning(&run.job_type) {
+                    worker::console_warn!("ledger: {warning}");
+                }
                 Ok(())
             }
-            Err(NoPlan::ContractBroken(violation)) => {
-                worker::console_warn!("ledger: the stored answer breaks the contract now: {violation}");
-                Ok(())
-            }
-            Err(NoPlan::Nothing) => Ok(()),
         }
     }
 

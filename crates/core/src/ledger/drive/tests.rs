@@ -491,3 +491,22 @@ fn a_late_answer_never_rewrites_the_result_of_a_job_that_died_meanwhile() {
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::Stored)]);
 }
+
+#[test]
+fn placing_takes_the_first_breaker_that_lets_the_attempt_through() {
+    let mut placing = Placing::default();
+    assert_eq!(placing.on(Permit::Skip { retry_after_ms: 900 }), None);
+    assert_eq!(placing.on(Permit::Probe), Some(Placed::Chosen { index: 1, probe: true }));
+    let mut placing = Placing::default();
+    assert_eq!(placing.on(Permit::Call), Some(Placed::Chosen { index: 0, probe: false }));
+}
+
+#[test]
+fn placing_with_every_breaker_open_waits_for_the_earliest_probe() {
+    let mut placing = Placing::default();
+    for ms in [900, 300, 600] {
+        assert_eq!(placing.on(Permit::Skip { retry_after_ms: ms }), None);
+    }
+    assert_eq!(placing.skipped(), Placed::Skipped { retry_after_ms: Some(300) });
+    assert_eq!(Placing::default().skipped(), Placed::Skipped { retry_after_ms: None }, "no candidate");
+}

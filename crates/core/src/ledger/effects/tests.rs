@@ -500,6 +500,20 @@ fn effects_are_planned_from_the_input_and_the_answer_only_for_an_answer_in_the_c
 }
 
 #[test]
+fn a_plan_not_made_is_worth_a_warning_only_when_the_type_or_its_contract_changed() {
+    assert_eq!(
+        NoPlan::TypeGone.warning("triage").as_deref(),
+        Some("job type triage is gone; its effects are not planned")
+    );
+    let broken = NoPlan::ContractBroken("category is missing".into());
+    assert_eq!(
+        broken.warning("triage").as_deref(),
+        Some("the stored answer breaks the contract now: category is missing")
+    );
+    assert_eq!(NoPlan::Nothing.warning("triage"), None);
+}
+
+#[test]
 fn a_run_job_answers_its_type_key_output_and_effects_unless_it_streamed_or_failed() {
     assert!(answers_as_run(200, "application/json"));
     assert!(!answers_as_run(200, "text/event-stream; charset=utf-8"));
