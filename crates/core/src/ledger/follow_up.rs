@@ -91,6 +91,41 @@ impl AfterAnswer {
     }
 }
 
+/// One step of what follows a job type's answer, in the order the Ledger
+/// performs them ([`AfterAnswer::steps`], then [`AfterCheck::steps`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Check the stored (streamed) answer against the type's contract, and
+    /// go on with [`AfterCheck::of`] its outcome.
+    CheckContract,
+    /// Free the job's subject (if its type names one).
+    ReleaseSubject,
+    /// Record a dead letter of class `contract` with this detail, and alert.
+    DeadLetter(String),
+    /// Mark the job's subject answered (if its type names one): it is not run again.
+    SubjectAnswered,
+    /// Plan the effects from the stored input and answer (once).
+    PlanEffects,
+    /// Run the effects that are due.
+    RunEffects,
+}
+
+/// The steps that follow an answer in the contract: the subject answered,
+/// then the effects planned and run.
+const EFFECTS: [Step; 3] = [Step::SubjectAnswered, Step::PlanEffects, Step::RunEffects];
+
+impl AfterAnswer {
+    /// The steps, in order.
+    pub fn steps(self) -> Vec<Step> {
+        match self {
+            Self::CheckThenEffects { check_contract: true } => vec![Step::CheckContract],
+            Self::CheckThenEffects { check_contract: false } => EFFECTS.to_vec(),
+            Self::ReleaseSubject => vec![Step::ReleaseSubject],
+            Self::Nothing => Vec::new(),
+        }
+    }
+}
+
 /// After a streamed answer's contract check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterCheck {
@@ -109,6 +144,15 @@ impl AfterCheck {
                 "the streamed answer broke the {job_type} job type's output contract: {violation}"
             )),
             None => Self::Effects,
+        }
+    }
+
+    /// The steps, in order: a broken answer frees its subject before its
+    /// dead letter is recorded (a new job may take the subject at once).
+    pub fn steps(self) -> Vec<Step> {
+        match self {
+            Self::DeadLetter(detail) => vec![Step::ReleaseSubject, Step::DeadLetter(detail)],
+            Self::Effects => EFFECTS.to_vec(),
         }
     }
 }
@@ -224,6 +268,21 @@ mod tests {
                 "the streamed answer broke the triage job type's output contract: missing key label".into()
             )
         );
+    }
+
+    #[test]
+    fn the_steps_after_an_answer_check_a_streamed_one_before_its_effects_and_free_a_failed_ones_subject() {
+        let streamed = AfterAnswer::of(ended(JobState::Completed, 200, true));
+        assert_eq!(streamed.steps(), vec![Step::CheckContract]);
+        let answered = AfterAnswer::of(ended(JobState::Completed, 200, false));
+        assert_eq!(answered.steps(), vec![Step::SubjectAnswered, Step::PlanEffects, Step::RunEffects]);
+        assert_eq!(AfterAnswer::of(ended(JobState::Dead, 503, false)).steps(), vec![Step::ReleaseSubject]);
+        assert_eq!(AfterAnswer::of(ended(JobState::Failed, 503, false)).steps(), vec![]);
+        assert_eq!(AfterCheck::Effects.steps(), answered.steps());
+        let broken = AfterCheck::of("triage", Some("no label".into())).steps();
+        assert_eq!(broken[0], Step::ReleaseSubject, "the subject is freed first");
+        assert!(matches!(&broken[1], Step::DeadLetter(detail) if detail.ends_with("no label")));
+        assert_eq!(broken.len(), 2, "no effect follows a broken answer");
     }
 
     #[test]

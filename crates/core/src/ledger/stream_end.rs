@@ -83,6 +83,30 @@ impl StreamEnd {
     }
 }
 
+/// What time and the object's memory settled on a job before a request is
+/// admitted ([`settle_by_time`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// The job changed: it is written (a compare-and-swap on the version read).
+    pub changed: bool,
+    /// A stream interrupted with no pump here to close it: the attempt
+    /// whose stored events get the gateway's closing event.
+    pub close_stream: Option<u32>,
+}
+
+/// Settles what time and the object's memory decide: leases that ran out
+/// ([`Job::expire`]), and a stream whose pump is not running here
+/// (`pump_here` false: the runtime that ran it is gone), interrupted at
+/// once; an interrupted stream's stored events are then closed by the
+/// gateway's event (no pump will).
+pub fn settle_by_time(job: &mut Job, now_ms: u64, pump_here: bool) -> Settled {
+    let mut changed = job.expire(now_ms);
+    changed |= !pump_here && job.settle_orphaned_stream(now_ms);
+    let interrupted = changed && !pump_here && job.state() == crate::job::JobState::Interrupted;
+    let close_stream = job.replayed_attempt().map(|attempt| attempt.number).filter(|_| interrupted);
+    Settled { changed, close_stream }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -136,5 +160,29 @@ mod tests {
         assert!(!StreamEnd::LostJob.record(&mut other, ticket, 3, None).expect("nothing"));
         assert_eq!(other, before);
         assert!(StreamEnd::LostJob.aborts_upstream());
+    }
+
+    #[test]
+    fn a_stream_without_its_pump_is_interrupted_and_closed_by_the_gateway() {
+        let (mut job, _) = streaming_job();
+        let mut kept = job.clone();
+        assert_eq!(settle_by_time(&mut kept, 4, true), Settled { changed: false, close_stream: None }, "its pump runs");
+        assert_eq!(settle_by_time(&mut job, 4, false), Settled { changed: true, close_stream: Some(1) });
+        assert_eq!(job.state(), JobState::Interrupted);
+        assert_eq!(settle_by_time(&mut job, 5, false), Settled { changed: false, close_stream: None }, "once");
+    }
+
+    #[test]
+    fn a_lease_run_out_is_settled_and_closed_only_when_no_pump_is_here() {
+        let (job, _) = streaming_job();
+        let late = job.lease_until_ms().expect("a lease") + 1;
+        let mut here = job.clone();
+        let settled = settle_by_time(&mut here, late, true);
+        assert!(settled.changed, "the lease ran out");
+        assert_eq!(settled.close_stream, None, "the pump here closes its own stream");
+        let mut gone = job;
+        assert!(settle_by_time(&mut gone, late, false).close_stream.is_some());
+        let mut fresh = super::super::test_job::new();
+        assert_eq!(settle_by_time(&mut fresh, 10, false), Settled { changed: false, close_stream: None });
     }
 }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures_util::StreamExt;
 use futures_util::future::{Either, select};
-use onejob_core::job::{AttemptTicket, Job, JobState};
-use onejob_core::ledger::stream_end::StreamEnd as End;
+use onejob_core::job::{AttemptTicket, Job};
+use onejob_core::ledger::stream_end::{self, StreamEnd as End};
 use onejob_core::ledger::stream_read::{Arrived, StreamReader};
 use onejob_core::sse::{Dialect, interrupted_event};
 use worker::{Delay, Result};
@@ -233,28 +233,22 @@ impl Pump {
     }
 }
 
-/// Applies what time and the object's memory decide before any request is
-/// admitted: leases that ran out ([`Job::expire`]), and a stream whose pump
-/// is not running (`pump_here` false: the runtime that ran it is gone),
-/// which is interrupted at once, its stored events closed with the gateway's
-/// error event. Writes only if something changed.
+/// Performs what time and the object's memory settle before any request
+/// is admitted ([`stream_end::settle_by_time`]): the job written if it
+/// changed, after a stream no pump will close is closed with the gateway's
+/// error event. `pump_here` false: the runtime that ran the pump is gone.
 pub fn settle_by_time(store: &Store, job: &mut Job, now: u64, pump_here: bool) -> Result<()> {
     let read = job.version();
-    let mut changed = job.expire(now);
-    changed |= !pump_here && job.settle_orphaned_stream(now);
-    if !changed {
-        return Ok(());
-    }
-    if job.state() == JobState::Interrupted
-        && !pump_here
-        && let Some(attempt) = job.replayed_attempt().map(|a| a.number)
-    {
+    let settled = stream_end::settle_by_time(job, now, pump_here);
+    if let Some(attempt) = settled.close_stream {
         let stored = store.count_events(attempt)?;
         let first = store.load_events(attempt, 0, 1)?;
         let dialect = first.first().map_or(Dialect::OpenAi, |event| Dialect::of_first_event(event));
         let event = interrupted_event("the gateway lost the stream (its runtime was restarted)", dialect);
         store.append_events(attempt, stored, &[event])?;
     }
-    store.update_job(read, job)?;
+    if settled.changed {
+        store.update_job(read, job)?;
+    }
     Ok(())
 }

@@ -22,7 +22,7 @@ use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
     self as machine, Action, Command, Defined, EffectDeadLetter, Event, Inputs, Refusal, Run, Then,
 };
-use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp};
+use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Step};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use serde_json::json;
 use worker::{Delay, Response, Result};
@@ -117,33 +117,25 @@ impl Ledger {
         let outcome = async {
             let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
             let claim = subject.as_deref().map(|subject| claim_of(submission, &run.job_type, subject));
-            match AfterAnswer::of(result) {
-                AfterAnswer::CheckThenEffects { check_contract } => {
-                    let checked = if check_contract {
-                        AfterCheck::of(&run.job_type, self.broken_answer(config)?)
-                    } else {
-                        AfterCheck::Effects
-                    };
-                    if let AfterCheck::DeadLetter(detail) = checked {
-                        if let Some(claim) = &claim {
-                            ops::release_subject(&self.env, claim).await?;
-                        }
+            let mut steps = VecDeque::from(AfterAnswer::of(result).steps());
+            while let Some(step) = steps.pop_front() {
+                match (step, &claim) {
+                    (Step::CheckContract, _) => {
+                        steps.extend(AfterCheck::of(&run.job_type, self.broken_answer(config)?).steps())
+                    }
+                    (Step::ReleaseSubject, Some(claim)) => ops::release_subject(&self.env, claim).await?,
+                    (Step::SubjectAnswered, Some(claim)) => ops::subject_answered(&self.env, claim).await?,
+                    (Step::ReleaseSubject | Step::SubjectAnswered, None) => {}
+                    (Step::DeadLetter(detail), _) => {
                         let facts = DeadFacts::of_broken_contract(result.status, detail, result.attempt);
                         let recorded_ms = ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
-                        return ops::alert_if_due(&self.env, config, "contract", recorded_ms).await;
+                        ops::alert_if_due(&self.env, config, "contract", recorded_ms).await?;
                     }
-                    if let Some(claim) = &claim {
-                        ops::subject_answered(&self.env, claim).await?;
-                    }
-                    self.plan_effects(config)?;
-                    self.run_effects(config).await
+                    (Step::PlanEffects, _) => self.plan_effects(config)?,
+                    (Step::RunEffects, _) => self.run_effects(config).await?,
                 }
-                AfterAnswer::ReleaseSubject => match &claim {
-                    Some(claim) => ops::release_subject(&self.env, claim).await,
-                    None => Ok(()),
-                },
-                AfterAnswer::Nothing => Ok(()),
             }
+            Ok::<(), worker::Error>(())
         };
         if let Err(error) = outcome.await {
             // The alarm picks the effects up again (they are planned from storage).
