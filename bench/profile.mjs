@@ -11,6 +11,9 @@
 //   BENCH_SIZE=32768                    (the chat body's bytes; default 1024)
 //   BENCH_PROFILE_TARGET=passthrough    (profile bench/passthrough instead)
 //   BENCH_PROFILE_TOP=40                (how many of onejob's functions to list)
+//   BENCH_PROFILE_REPLAYS=1             (profile replays instead: each key's first
+//                                      call is made before perf starts, then
+//                                      replayed at once, as a retry would be)
 //
 // Needs `perf` (linux-perf) and perf_event_paranoid ≤ 2. An A/B of two builds
 // tells a change's cost only when it is larger than the run's noise (about
@@ -33,6 +36,7 @@ const calls = Number(process.argv[2] ?? 1500);
 const size = Number(process.env.BENCH_SIZE ?? 1024);
 const top = Number(process.env.BENCH_PROFILE_TOP ?? 40);
 const target = process.env.BENCH_PROFILE_TARGET === "passthrough" ? "passthrough" : "onejob";
+const replays = target === "onejob" && Boolean(process.env.BENCH_PROFILE_REPLAYS);
 try {
   execFileSync("perf", ["--version"], { stdio: "ignore" });
 } catch {
@@ -100,6 +104,18 @@ run.llm.scriptAll(["ok*"]);
 try {
   const body = (i) => chatBody(size, `profile ${i}`, { turns: false });
   for (let i = 0; i < 50; i++) await timed(stack, newKey(), body(i)); // warm: compiled, optimised
+  // Replays: the jobs, made first (outside the profile), then each call below replays one.
+  const keys = Array.from({ length: calls }, () => newKey());
+  if (replays) {
+    let made = 0;
+    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
+      while (made < calls) {
+        const n = made++;
+        await timed(stack, keys[n], body(1000 + n));
+      }
+    }));
+    await sleep(600);
+  }
   const pids = processesOf(stack).filter((p) => p.workerd && !p.proxy).map((p) => p.pid);
   const perf = spawn("perf", ["record", "-F", "999", "-g", "-o", data, "-p", pids.join(",")], { stdio: "ignore" });
   await sleep(500);
@@ -111,7 +127,7 @@ try {
     Array.from({ length: CONCURRENCY }, async () => {
       while (next < calls) {
         const n = next++;
-        await timed(stack, newKey(), body(1000 + n));
+        await timed(stack, keys[n], body(1000 + n));
       }
     }),
   );
@@ -122,7 +138,8 @@ try {
   await new Promise((resolve) => perf.on("exit", resolve));
   const samples = stacksOf(data);
   const share = (test) => samples.filter((s) => s.some(test)).length / samples.length;
-  console.log(`${target}: ${calls} first calls of ${size} B at concurrency ${CONCURRENCY} (upstream 0 ms), ${(calls / seconds).toFixed(0)} req/s; load average ${load} at the start`);
+  const what = replays ? "replays (the Ledger's, at once)" : "first calls";
+  console.log(`${target}: ${calls} ${what} of ${size} B at concurrency ${CONCURRENCY} (upstream 0 ms), ${(calls / seconds).toFixed(0)} req/s; load average ${load} at the start`);
   console.log(`runtime CPU per call ${cpuMs.toFixed(2)} ms (with perf sampling it); ${samples.length} samples`);
   console.log("\nshare of the runtime's samples (inclusive), and its ms per call:");
   for (const [label, pattern] of PARTS) {
