@@ -13,7 +13,9 @@
 //                          (a variant's configuration or build), in the same rounds
 //
 // It prints, for A, B and the pass-through: first-call p50 at 50 ms upstream
-// (1 KB, 32 KB, 256 KB), first-call p50 at 0 ms (1 KB), throughput at
+// (1 KB, 32 KB, 256 KB), first-call p50 at 0 ms (1 KB) and, after each of
+// A's and B's, a replay at once (beside the pass-through's call at 0 ms: a
+// replay's own share of a call's time under wrangler dev), throughput at
 // concurrency 16 on distinct keys and the CPU per request of each stack's
 // workerd (the worker's runtime and wrangler's proxy, as bench/edge.mjs
 // counts it, and the runtime alone); then B's guarantees: a 1000-way storm
@@ -69,7 +71,18 @@ try {
 
   for (const [label, bytes] of SIZES) report(`first call ${label}`, await firstCalls(stacks, NAMES, (i) => body(bytes, `${label} ${i}`)));
   llm.scriptAll(["ok*"]);
-  report("first call 0 ms 1 KB", await firstCalls(stacks, NAMES, (i) => body(1024, `zero ${i}`)));
+  // A and B replay each of these at once (the Ledger answers): beside the
+  // pass-through's call in the same rounds, a replay's own share of the
+  // time any call through this runtime takes.
+  const replays = { A: [], B: [] };
+  const replay = (name) => async (key, sent) => replays[name].push((await timed(stacks[name], key, sent)).ms);
+  const zero = await firstCalls(stacks, NAMES, (i) => body(1024, `zero ${i}`), { A: replay("A"), B: replay("B") });
+  report("first call 0 ms 1 KB", zero);
+  const floor = p50(zero.passthrough);
+  const [ra, rb] = [p50(replays.A), p50(replays.B)];
+  console.log(
+    `${"replay (Ledger) 1 KB".padEnd(22)} p50 A ${f1(ra)}  B ${f1(rb)}  pass-through call at 0 ms ${f1(floor)} ms   A/pt ${x(ra / floor)}  B/pt ${x(rb / floor)}   a replay's own share: A ${(ra - floor).toFixed(1)} ms, B ${(rb - floor).toFixed(1)} ms`,
+  );
   llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
 
   const bodies = Array.from({ length: throughputTotal + 8 }, (_, i) => body(1024, `throughput ${i}`));
