@@ -89,3 +89,85 @@ impl JobView {
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
+
+/// How much of a stored answer an operator's view of the job shows.
+pub const RESULT_PREVIEW_BYTES: usize = 64 * 1024;
+
+/// A job as an operator sees it: the tenant's view, whose it is and what it
+/// asked for, and its stored answer ([`StoredResult`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdminJob<'a> {
+    /// The view its tenant gets.
+    #[serde(flatten)]
+    pub view: JobView,
+    /// Its tenant.
+    pub tenant: &'a str,
+    /// Its user, if a user token asked.
+    pub user: Option<&'a str>,
+    /// The model asked for.
+    pub model: Option<&'a str>,
+    /// Its stored answer (none before one is stored).
+    pub result: Option<StoredResult>,
+}
+
+/// A stored answer as an operator's view shows it: its body as text, cut to
+/// [`RESULT_PREVIEW_BYTES`] (bytes that are not UTF-8 shown as U+FFFD).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StoredResult {
+    /// Its status (a stream's: 200).
+    pub status: u16,
+    /// Its content type.
+    pub content_type: String,
+    /// Its body's first [`RESULT_PREVIEW_BYTES`] bytes.
+    pub body: String,
+}
+
+impl StoredResult {
+    /// The preview of an answer of `status` and `content_type` whose body is
+    /// `body` (a stream's: its events, in order).
+    pub fn preview<'b>(status: u16, content_type: &str, body: impl IntoIterator<Item = &'b [u8]>) -> Self {
+        let mut kept = Vec::new();
+        for part in body {
+            let room = RESULT_PREVIEW_BYTES - kept.len();
+            kept.extend_from_slice(&part[..part.len().min(room)]);
+        }
+        Self { status, content_type: content_type.to_owned(), body: String::from_utf8_lossy(&kept).into_owned() }
+    }
+}
+
+#[cfg(test)]
+mod admin_job_tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn an_operator_sees_the_stored_answer_cut_to_its_preview() {
+        let small = StoredResult::preview(201, "application/json", [b"{\"ok\":".as_slice(), b"true}"]);
+        assert_eq!(
+            small,
+            StoredResult { status: 201, content_type: "application/json".into(), body: "{\"ok\":true}".into() }
+        );
+        let big = vec![b'a'; RESULT_PREVIEW_BYTES - 1];
+        let cut = StoredResult::preview(200, "text/event-stream", [big.as_slice(), b"bc", b"d"]);
+        assert_eq!(cut.body.len(), RESULT_PREVIEW_BYTES);
+        assert!(cut.body.ends_with("ab"), "the events in order, up to the preview's size");
+        assert_eq!(StoredResult::preview(200, "text/plain", [[0xff_u8].as_slice()]).body, "\u{fffd}");
+    }
+
+    #[test]
+    fn an_operators_view_is_the_tenants_with_owner_model_and_result() {
+        let key = crate::key::IdempotencyKey::parse("order-4711-checkout").expect("key");
+        let view = JobView::new(key, &crate::ledger::test_job::new());
+        let admin = AdminJob { view: view.clone(), tenant: "acme", user: None, model: Some("m"), result: None };
+        let value = serde_json::to_value(&admin).expect("json");
+        let mut expected = serde_json::to_value(&view).expect("json");
+        let object = expected.as_object_mut().expect("an object");
+        object.insert("tenant".into(), "acme".into());
+        object.insert("user".into(), serde_json::Value::Null);
+        object.insert("model".into(), "m".into());
+        object.insert("result".into(), serde_json::Value::Null);
+        assert_eq!(value, expected);
+    }
+}

@@ -1,9 +1,10 @@
 //! What operators do to a job (send its message again, replay, resolve)
 //! and what they read of it (its dead-letter facts, its admin view).
 
-use onejob_core::ledger::operator::{self, AdminJob, ReplayStep, Resolution, Resolved, StoredResult};
+use onejob_core::ledger::operator::{self, ReplayStep, Resolution, Resolved};
 use onejob_core::protocol::{JobView, ProblemType};
 use onejob_core::sse;
+use onejob_core::view::{AdminJob, StoredResult};
 use worker::{Response, Result};
 
 use crate::answer::StoredResponse;
