@@ -134,6 +134,12 @@ pub fn defer(mut job: Job, wait_ms: u64, now_ms: u64) -> Deferral {
     Deferral { read, job }
 }
 
+/// A delivery refused by a spent quota (`problem`): the job waits until
+/// the problem says it may run (the next day; at once when it says nothing).
+pub fn over_quota(job: Job, problem: &crate::wire::Problem, now_ms: u64) -> Deferral {
+    defer(job, problem.retry_after_ms.unwrap_or(0), now_ms)
+}
+
 /// What follows a delivery's drive, from the job as stored after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfterDrive {
@@ -310,6 +316,17 @@ mod tests {
             AfterDrive { deferral: None, job: Some(dead), verdict: Verdict::Dead }
         );
         assert_eq!(after_drive(None, Some(1), NOW), AfterDrive { deferral: None, job: None, verdict: Verdict::Ack });
+    }
+
+    #[test]
+    fn a_delivery_over_its_quota_defers_the_job_until_the_problem_says() {
+        use crate::wire::{Problem, ProblemType};
+        let spent = Problem::new(ProblemType::QuotaExceeded, "spent").with_retry_after_ms(3_600_000);
+        let deferral = over_quota(job(4), &spent, NOW);
+        assert_eq!(deferral.read, job(4).version());
+        assert_eq!(deferral.job.not_before_ms(), NOW + 3_600_000);
+        let unsaid = Problem::new(ProblemType::QuotaExceeded, "spent");
+        assert_eq!(over_quota(job(4), &unsaid, NOW).job.not_before_ms(), NOW);
     }
 
     #[test]

@@ -169,7 +169,7 @@ impl Ledger {
     /// A delivery that runs the job (if its request is there): it takes
     /// the message, asks the quota, drives one attempt and judges what
     /// follows ([`delivery::after_drive`]).
-    async fn run_delivery(&self, config: &Config, store: &Store, mut job: Job, now: u64) -> Result<Verdict> {
+    async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<Verdict> {
         let Some((submission, body)) = store.load_request()? else { return Ok(Verdict::Ack) };
         let submission: Submission = serde_json::from_str(&submission)?;
         // This delivery runs the job from here: a duplicate that arrives
@@ -186,7 +186,7 @@ impl Ledger {
         if let Some(problem) = self.over_quota(config, &submission).await {
             drop(lock);
             // Over budget: the job waits for the next day (the alarm sends it again then).
-            self.defer(config, &mut job, problem.retry_after_ms.unwrap_or(0))?;
+            self.deferred(config, store, &delivery::over_quota(job, &problem, now_ms()))?;
             return Ok(Verdict::Ack);
         }
         // The caller is the queue: its response is not what matters, the job is.
@@ -194,9 +194,8 @@ impl Ledger {
         let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
         // No attempt could be made (no route, every provider's breaker
         // open): the job waits for the next probe.
-        if let Some(Deferral { read, job }) = after.deferral.as_ref() {
-            store.update_job(*read, job)?;
-            self.arm(config, job);
+        if let Some(deferral) = after.deferral.as_ref() {
+            self.deferred(config, store, deferral)?;
         }
         if let Some(job) = after.job.as_ref() {
             self.dead_letter_once(job).await?;
@@ -218,13 +217,11 @@ impl Ledger {
         Ok(())
     }
 
-    /// A background job's next attempt waits `wait_ms` (a CAS write; the
-    /// alarm sends it again then).
-    pub(super) fn defer(&self, config: &Config, job: &mut Job, wait_ms: u64) -> Result<()> {
-        let read = job.version();
-        job.defer_until(now_ms() + wait_ms, now_ms());
-        self.store().update_job(read, job)?;
-        self.arm(config, job);
+    /// A background job's next attempt deferred as the core says (a CAS
+    /// write; the alarm sends it again then).
+    fn deferred(&self, config: &Config, store: &Store, deferral: &Deferral) -> Result<()> {
+        store.update_job(deferral.read, &deferral.job)?;
+        self.arm(config, &deferral.job);
         Ok(())
     }
 
