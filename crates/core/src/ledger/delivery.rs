@@ -85,34 +85,38 @@ pub fn no_attempt_wait_ms(job: &Job, asked_ms: Option<u64>) -> Option<u64> {
 
 /// What a delivery does, judged against the job as read (settled by time)
 /// and whether a drive runs here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Run nothing: answer `verdict`. Before it, the job is dead-lettered
-    /// if it needs an operator (`dead_letter`: there is a job to look at;
-    /// its runtime may have died before the dead letter went out, and after
-    /// its lease nothing else looks again before retention), and a finished
-    /// job type's answer is followed up (`follow_up`, see [`follows_up`]).
+    /// Run nothing: answer `verdict`. Before it, the job (if any) is
+    /// dead-lettered if it needs an operator (its runtime may have died
+    /// before the dead letter went out, and after its lease nothing else
+    /// looks again before retention), and a finished job type's answer is
+    /// followed up (`follow_up`, see [`follows_up`]).
     Settle {
         /// The consumer's verdict.
         verdict: Verdict,
-        /// Dead-letter the job if it needs an operator (sent once).
-        dead_letter: bool,
+        /// The job to dead-letter if it needs an operator (sent once).
+        dead_letter: Option<Job>,
         /// Follow the job's answer up: what follows it, effects due.
         follow_up: bool,
     },
-    /// Run the job: this delivery takes its message and drives one attempt
-    /// (if the job and its request are there; else acknowledge).
-    Run,
+    /// Run this job: the delivery takes its message and drives one attempt
+    /// (if its request is there; else it acknowledges the message).
+    Run(Job),
 }
 
 /// What a delivery does with `job` at `now_ms` (`driving`: a drive runs here).
-pub fn plan(job: Option<&Job>, now_ms: u64, driving: bool) -> Plan {
-    let judged = crate::background::on_delivery(job, now_ms, driving);
-    match without_run(judged, job, now_ms) {
-        Some(verdict) => {
-            Plan::Settle { verdict, dead_letter: job.is_some(), follow_up: follows_up(judged, job, driving) }
-        }
-        None => Plan::Run,
+pub fn plan(job: Option<Job>, now_ms: u64, driving: bool) -> Plan {
+    let judged = crate::background::on_delivery(job.as_ref(), now_ms, driving);
+    match (without_run(judged, job.as_ref(), now_ms), job) {
+        (None, Some(job)) => Plan::Run(job),
+        // Judged to run, there is a job: only the arm above; nothing to run
+        // without one (`on_delivery` acknowledges it).
+        (verdict, job) => Plan::Settle {
+            verdict: verdict.unwrap_or(Verdict::Ack),
+            follow_up: follows_up(judged, job.as_ref(), driving),
+            dead_letter: job,
+        },
     }
 }
 
@@ -268,37 +272,34 @@ mod tests {
 
     #[test]
     fn a_delivery_that_runs_nothing_settles_and_looks_at_the_job_once() {
-        assert_eq!(
-            plan(None, NOW, false),
-            Plan::Settle { verdict: Verdict::Ack, dead_letter: false, follow_up: false }
-        );
+        assert_eq!(plan(None, NOW, false), Plan::Settle { verdict: Verdict::Ack, dead_letter: None, follow_up: false });
         let dead = failed(1);
         assert_eq!(
-            plan(Some(&dead), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Dead, dead_letter: true, follow_up: false }
+            plan(Some(dead.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Dead, dead_letter: Some(dead), follow_up: false }
         );
         let mut completed = job(4);
         let ticket = completed.claim(completed.version(), NOW, "p", None).unwrap();
         completed.complete(ticket, NOW + 10, AttemptReport::default()).unwrap();
         assert_eq!(
-            plan(Some(&completed), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Ack, dead_letter: true, follow_up: true }
+            plan(Some(completed.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed.clone()), follow_up: true }
         );
         assert_eq!(
-            plan(Some(&completed), NOW + 20, true),
-            Plan::Settle { verdict: Verdict::Ack, dead_letter: true, follow_up: false },
+            plan(Some(completed.clone()), NOW + 20, true),
+            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed), follow_up: false },
             "a drive here follows up itself"
         );
         // Backing off: handed back for the rest of the backoff.
         let mut retrying = failed(4);
         retrying.defer_until(NOW + 5_000, NOW + 20);
         assert_eq!(
-            plan(Some(&retrying), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Retry { delay_ms: 4_980 }, dead_letter: true, follow_up: false }
+            plan(Some(retrying.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Retry { delay_ms: 4_980 }, dead_letter: Some(retrying), follow_up: false }
         );
         // Claimable: it runs; driven here: acknowledged.
-        assert_eq!(plan(Some(&job(4)), NOW, false), Plan::Run);
-        assert!(matches!(plan(Some(&job(4)), NOW, true), Plan::Settle { verdict: Verdict::Ack, .. }));
+        assert_eq!(plan(Some(job(4)), NOW, false), Plan::Run(job(4)));
+        assert!(matches!(plan(Some(job(4)), NOW, true), Plan::Settle { verdict: Verdict::Ack, .. }));
     }
 
     #[test]

@@ -1301,28 +1301,28 @@ impl World {
         self.count("deliveries");
         let driving = self.objects[j].memory.driving.is_some();
         let job = self.settle_by_time(j, driving);
-        let plan = delivery::plan(job.as_ref(), self.now, driving);
-        self.trace.line(|| format!("        delivery planned {plan:?}"));
-        match (plan, job) {
+        let plan = delivery::plan(job, self.now, driving);
+        self.trace.line(|| format!("        delivery planned {}", short_delivery(&plan)));
+        match plan {
             // A job that needs an operator is dead-lettered by whatever finds
             // it so, a delivery that ran nothing too: its runtime may have
             // died between the write that made it so and the dead letter,
             // and once a blocked job's lease is over no alarm comes before
             // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
             // (A follow-up is the effects' simulation's.)
-            (delivery::Plan::Settle { verdict, dead_letter, .. }, _) => {
-                if dead_letter && !edge_as_is() {
+            delivery::Plan::Settle { verdict, dead_letter, .. } => {
+                if dead_letter.is_some() && !edge_as_is() {
                     self.dead_letter_once(j);
                 }
                 self.delivered(j, verdict);
                 self.verdict(message, j, verdict);
             }
-            (delivery::Plan::Run, Some(job)) if self.objects[j].storage.background_request => {
+            delivery::Plan::Run(job) if self.objects[j].storage.background_request => {
                 self.objects[j].storage.outbox.taken(self.now);
                 self.arm(j);
                 self.start_drive(j, Owner::Delivery(message), true, job, true);
             }
-            (delivery::Plan::Run, _) => {
+            delivery::Plan::Run(_) => {
                 self.delivered(j, Verdict::Ack);
                 self.verdict(message, j, Verdict::Ack);
             }
@@ -1682,6 +1682,15 @@ fn edge_as_is() -> bool {
 
 fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
     object.storage.job.as_ref().map(Job::fingerprint)
+}
+
+fn short_delivery(plan: &delivery::Plan) -> String {
+    match plan {
+        delivery::Plan::Settle { verdict, dead_letter, follow_up } => {
+            format!("Settle({verdict:?}, dead letter {}, follow up {follow_up})", dead_letter.is_some())
+        }
+        delivery::Plan::Run(job) => format!("Run(v{})", job.version()),
+    }
 }
 
 fn short_plan(plan: &Plan) -> String {

@@ -18,7 +18,7 @@ use crate::http;
 use crate::ledger::store::Store;
 use crate::queue;
 
-use super::{Ledger, alarms, pump};
+use super::{Ledger, alarms};
 
 impl Ledger {
     /// A background submission nobody drives ([`Plan::Adopt`]): a new job
@@ -145,13 +145,9 @@ impl Ledger {
         let store = self.store();
         let now = now_ms();
         let driving = self.memory.borrow().is_driving();
-        let mut job = store.load_job()?;
-        if let Some(job) = job.as_mut() {
-            pump::settle_by_time(&store, job, now, driving)?;
-        }
-        let verdict = match (delivery::plan(job.as_ref(), now, driving), job) {
-            (Plan::Settle { verdict, dead_letter, follow_up }, job) => {
-                if let Some(job) = job.as_ref().filter(|_| dead_letter) {
+        let verdict = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
+            Plan::Settle { verdict, dead_letter, follow_up } => {
+                if let Some(job) = dead_letter.as_ref() {
                     self.dead_letter_once(job).await?;
                 }
                 if follow_up {
@@ -159,8 +155,7 @@ impl Ledger {
                 }
                 verdict
             }
-            (Plan::Run, Some(job)) => self.run_delivery(config, &store, job, now).await?,
-            (Plan::Run, None) => Verdict::Ack,
+            Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
         };
         self.delivered(config, &verdict)?;
         Response::from_json(&verdict)

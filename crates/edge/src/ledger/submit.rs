@@ -63,10 +63,7 @@ impl Ledger {
         let store = self.store();
         let now = now_ms();
         let driving = self.memory.borrow().is_driving();
-        let mut stored = store.load_job()?;
-        if let Some(job) = stored.as_mut() {
-            pump::settle_by_time(&store, job, now, driving)?;
-        }
+        let stored = self.read_settled(&store, now, driving)?;
         let creating = self.memory.borrow().creating().cloned();
         let read = Read { stored, creating, driving, streaming: self.live.borrow().is_some() };
         let key = submission.key.as_str();
@@ -113,6 +110,16 @@ impl Ledger {
                 Ok(self.drive(config, lock, &store, job, stored, &submission, &body).await?.response)
             }
         }
+    }
+
+    /// The stored job as of `now`, what time settled in it written first
+    /// (`driving`: a drive, or a stream's pump, runs here).
+    pub(super) fn read_settled(&self, store: &Store, now: u64, driving: bool) -> Result<Option<Job>> {
+        let mut stored = store.load_job()?;
+        if let Some(job) = stored.as_mut() {
+            pump::settle_by_time(store, job, now, driving)?;
+        }
+        Ok(stored)
     }
 
     /// Drives the job under `lock` (the answer, and when to ask again), then fans the one result out to every
