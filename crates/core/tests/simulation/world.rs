@@ -135,6 +135,10 @@ struct Memory {
     driving: Option<u32>,
     waiters: Vec<usize>,
     pump: Option<Pump>,
+    /// A background submission kept while a drive (not a pump) holds the
+    /// lock, adopted when that drive ends without finishing the job (the
+    /// edge's `Coordination::adopt_later`): its fingerprint.
+    adopt_later: Option<&'static Fingerprint>,
 }
 
 /// A streamed answer as kept.
@@ -318,7 +322,8 @@ impl World {
             let spec: JobSpec = world.sc.jobs[job].clone();
             for caller in spec.callers {
                 let at = T0 + caller.at_ms;
-                let id = world.add_caller(job, caller, spec.background);
+                let background = spec.background || caller.background;
+                let id = world.add_caller(job, caller, background);
                 world.schedule(at, Ev::Send { caller: id });
             }
         }
@@ -652,9 +657,15 @@ impl World {
                 self.answer(caller, Res::of(response, true, None));
             }
             Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
-            // Driven here: the drive runs it (a submission kept to adopt
-            // after it is not simulated: a caller's drive makes the attempts).
-            Plan::Accept { .. } => {
+            // Driven here: the drive runs it; kept (the first one, under a
+            // drive, not a stream's pump) to adopt if it does not finish it.
+            Plan::Accept { adopt_later, .. } => {
+                let fingerprint = self.caller_fingerprint(caller);
+                let memory = &mut self.objects[j].memory;
+                if adopt_later && memory.driving.is_some_and(|id| id != PUMP) && memory.adopt_later.is_none() {
+                    memory.adopt_later = Some(fingerprint);
+                    self.count("adopt later");
+                }
                 let res = accepted(self);
                 self.answer(caller, res);
             }
@@ -1138,23 +1149,34 @@ impl World {
             }
             memory.pump = Some(Pump { ticket, subscribers, chunks_left, breaks });
             memory.driving = Some(PUMP);
+            // A streamed answer is the caller's: nothing is adopted after it.
+            memory.adopt_later = None;
             let tick = self.rng.range(10, (self.sc.policy.attempt_lease_ms() / 3).max(10));
             let incarnation = self.objects[j].incarnation;
             self.schedule(self.now + tick, Ev::PumpTick { job: j, incarnation });
             return;
         }
-        let waiters = if holds_lock {
+        let (waiters, later) = if holds_lock {
             let memory = &mut self.objects[j].memory;
             memory.driving = None;
-            std::mem::take(&mut memory.waiters)
+            (std::mem::take(&mut memory.waiters), memory.adopt_later.take())
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let asked_ms = match &ending {
             Ending::Problem { problem, .. } => problem.retry_after_ms,
             Ending::Answer { retry_after_ms, .. } => *retry_after_ms,
             _ => None,
         };
+        // A background submission came in meanwhile: adopted when the job
+        // is not finished (the core's `after_result`), as the edge does.
+        if let Some(fingerprint) = later {
+            let state = self.objects[j].storage.job.as_ref().map_or(JobState::Pending, Job::state);
+            if submit::after_result(state, asked_ms, true).adopt {
+                self.count("adopted after a drive");
+                self.adopt(j, fingerprint);
+            }
+        }
         let res = self.result_of(j, ending);
         match owner {
             Owner::Caller(caller) => self.answer(caller, res.clone()),
@@ -1511,7 +1533,7 @@ impl World {
         self.crash(j, "drain restart");
         let policy = self.sc.policy;
         let other_payload = object_fingerprint(&self.objects[j]).is_some_and(|fp| fp == fingerprint(j, true));
-        let spec = CallerSpec { at_ms: 0, wait_ms: 60_000, tries: 3, other_payload };
+        let spec = CallerSpec { at_ms: 0, wait_ms: 60_000, tries: 3, other_payload, background: false };
         let caller = self.add_caller(j, spec, false);
         let at = self.now + policy.attempt_lease_ms() + policy.unknown_lease_ms() + self.sc.backoff.cap_ms() + 1;
         self.schedule(at, Ev::Send { caller });
