@@ -14,8 +14,7 @@ use onejob_core::key::IdempotencyKey;
 use onejob_core::ledger::operator;
 use onejob_core::ledger::submit::{self, Check, Plan, Read, Refused, Request, Run};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
-use onejob_core::providers::Api;
-use onejob_core::providers::NoRoute;
+use onejob_core::providers::{Api, NoRoute};
 use onejob_core::sse::Dialect;
 use worker::{Delay, Response, Result};
 
@@ -69,8 +68,11 @@ impl Ledger {
         let key = submission.key.as_str();
         let arrival = Arrival { key, fingerprint: &submission.fingerprint, wait_ms: submission.wait_ms };
         let request = Request { arrival, keyless: submission.keyless, background: submission.background };
-        let model = || handoff::model_of(&body);
-        let no_route = || driver::route_of(config, &submission.target, model().as_deref()).err().map(NoRoute::problem);
+        // Asked only for a new job: its request's model, and a route serving it.
+        let no_route = || {
+            let model = handoff::model_of(&body);
+            driver::route_of(config, &submission.target, model.as_deref()).err().map(NoRoute::problem)
+        };
         let decision = submit::decide(read, request, now, config.settings.policy, no_route);
         if let Some(renewed) = &decision.renewed {
             self.replace_ended(&store, renewed)?;
