@@ -83,6 +83,104 @@ pub fn no_attempt_wait_ms(job: &Job, asked_ms: Option<u64>) -> Option<u64> {
     job.attempts().is_empty().then(|| asked_ms.unwrap_or(0).max(NO_ATTEMPT_WAIT_MS))
 }
 
+/// What a delivery does, judged against the job as read (settled by time)
+/// and whether a drive runs here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// Run nothing: answer `verdict`. Before it, the job (if any) is
+    /// dead-lettered if it needs an operator (its runtime may have died
+    /// before the dead letter went out, and after its lease nothing else
+    /// looks again before retention), and a finished job type's answer is
+    /// followed up (`follow_up`, see [`follows_up`]).
+    Settle {
+        /// The consumer's verdict.
+        verdict: Verdict,
+        /// The job to dead-letter if it needs an operator (sent once).
+        dead_letter: Option<Job>,
+        /// Follow the job's answer up: what follows it, effects due.
+        follow_up: bool,
+    },
+    /// Run this job: the delivery takes its message and drives one attempt
+    /// (if its request is there; else it acknowledges the message).
+    Run(Job),
+}
+
+/// What a delivery does with `job` at `now_ms` (`driving`: a drive runs here).
+pub fn plan(job: Option<Job>, now_ms: u64, driving: bool) -> Plan {
+    let judged = crate::background::on_delivery(job.as_ref(), now_ms, driving);
+    match (without_run(judged, job.as_ref(), now_ms), job) {
+        (None, Some(job)) => Plan::Run(job),
+        // Judged to run, there is a job: only the arm above; nothing to run
+        // without one (`on_delivery` acknowledges it).
+        (verdict, job) => Plan::Settle {
+            verdict: verdict.unwrap_or(Verdict::Ack),
+            follow_up: follows_up(judged, job.as_ref(), driving),
+            dead_letter: job,
+        },
+    }
+}
+
+/// A background job's next attempt deferred: the job to write over version
+/// `read` (compare-and-swap), then the alarm armed for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Deferral {
+    /// The version it was read at.
+    pub read: u64,
+    /// The job, waiting.
+    pub job: Job,
+}
+
+/// `job`'s next attempt waits `wait_ms` from `now_ms` (a spent quota: until
+/// the next day; no attempt made: [`no_attempt_wait_ms`]).
+pub fn defer(mut job: Job, wait_ms: u64, now_ms: u64) -> Deferral {
+    let read = job.version();
+    job.defer_until(now_ms.saturating_add(wait_ms), now_ms);
+    Deferral { read, job }
+}
+
+/// A delivery refused by a spent quota (`problem`): the job waits until
+/// the problem says it may run (the next day; at once when it says nothing).
+pub fn over_quota(job: Job, problem: &crate::wire::Problem, now_ms: u64) -> Deferral {
+    defer(job, problem.retry_after_ms.unwrap_or(0), now_ms)
+}
+
+/// What follows a delivery's drive, from the job as stored after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AfterDrive {
+    /// A run that made no attempt (no route, every breaker open): the job
+    /// waits for the next probe.
+    pub deferral: Option<Deferral>,
+    /// The job as it stands then: dead-lettered if it needs an operator.
+    pub job: Option<Job>,
+    /// The consumer's verdict ([`after_run`]).
+    pub verdict: Verdict,
+}
+
+/// What follows a delivery's drive of `job` (as stored after it), whose
+/// answer asked to wait `asked_ms`.
+pub fn after_drive(job: Option<Job>, asked_ms: Option<u64>, now_ms: u64) -> AfterDrive {
+    let wait_ms = job.as_ref().and_then(|job| no_attempt_wait_ms(job, asked_ms));
+    let (deferral, job) = match (job, wait_ms) {
+        (Some(job), Some(wait_ms)) => {
+            let deferral = defer(job, wait_ms, now_ms);
+            let job = Some(deferral.job.clone());
+            (Some(deferral), job)
+        }
+        (job, _) => (None, job),
+    };
+    let verdict = after_run(job.as_ref(), now_ms);
+    AfterDrive { deferral, job, verdict }
+}
+
+/// What the outbox records of a message once its delivery's verdict is
+/// given: handed back to be delivered again after a delay, or taken.
+pub fn record(outbox: &mut crate::background::Outbox, verdict: Verdict, now_ms: u64) {
+    match verdict {
+        Verdict::Retry { delay_ms } => outbox.requeued(now_ms, delay_ms),
+        Verdict::Ack | Verdict::Dead => outbox.taken(now_ms),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -170,5 +268,77 @@ mod tests {
         assert_eq!(redelivery_delay_s(1_000), 2);
         assert_eq!(redelivery_delay_s(2_500), 3);
         assert_eq!(redelivery_delay_s(u64::MAX), MAX_REDELIVERY_DELAY_S);
+    }
+
+    #[test]
+    fn a_delivery_that_runs_nothing_settles_and_looks_at_the_job_once() {
+        assert_eq!(plan(None, NOW, false), Plan::Settle { verdict: Verdict::Ack, dead_letter: None, follow_up: false });
+        let dead = failed(1);
+        assert_eq!(
+            plan(Some(dead.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Dead, dead_letter: Some(dead), follow_up: false }
+        );
+        let mut completed = job(4);
+        let ticket = completed.claim(completed.version(), NOW, "p", None).unwrap();
+        completed.complete(ticket, NOW + 10, AttemptReport::default()).unwrap();
+        assert_eq!(
+            plan(Some(completed.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed.clone()), follow_up: true }
+        );
+        assert_eq!(
+            plan(Some(completed.clone()), NOW + 20, true),
+            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed), follow_up: false },
+            "a drive here follows up itself"
+        );
+        // Backing off: handed back for the rest of the backoff.
+        let mut retrying = failed(4);
+        retrying.defer_until(NOW + 5_000, NOW + 20);
+        assert_eq!(
+            plan(Some(retrying.clone()), NOW + 20, false),
+            Plan::Settle { verdict: Verdict::Retry { delay_ms: 4_980 }, dead_letter: Some(retrying), follow_up: false }
+        );
+        // Claimable: it runs; driven here: acknowledged.
+        assert_eq!(plan(Some(job(4)), NOW, false), Plan::Run(job(4)));
+        assert!(matches!(plan(Some(job(4)), NOW, true), Plan::Settle { verdict: Verdict::Ack, .. }));
+    }
+
+    #[test]
+    fn a_drive_that_made_no_attempt_defers_the_job_then_answers_its_verdict() {
+        let after = after_drive(Some(job(4)), Some(5_000), NOW);
+        let deferral = after.deferral.expect("deferred");
+        assert_eq!(deferral.read, job(4).version());
+        assert_eq!(deferral.job.not_before_ms(), NOW + NO_ATTEMPT_WAIT_MS);
+        assert_eq!(after.job.as_ref(), Some(&deferral.job));
+        assert_eq!(after.verdict, Verdict::Ack);
+        // An attempt was made: the job as it is, its verdict.
+        let dead = failed(1);
+        assert_eq!(
+            after_drive(Some(dead.clone()), None, NOW),
+            AfterDrive { deferral: None, job: Some(dead), verdict: Verdict::Dead }
+        );
+        assert_eq!(after_drive(None, Some(1), NOW), AfterDrive { deferral: None, job: None, verdict: Verdict::Ack });
+    }
+
+    #[test]
+    fn a_delivery_over_its_quota_defers_the_job_until_the_problem_says() {
+        use crate::wire::{Problem, ProblemType};
+        let spent = Problem::new(ProblemType::QuotaExceeded, "spent").with_retry_after_ms(3_600_000);
+        let deferral = over_quota(job(4), &spent, NOW);
+        assert_eq!(deferral.read, job(4).version());
+        assert_eq!(deferral.job.not_before_ms(), NOW + 3_600_000);
+        let unsaid = Problem::new(ProblemType::QuotaExceeded, "spent");
+        assert_eq!(over_quota(job(4), &unsaid, NOW).job.not_before_ms(), NOW);
+    }
+
+    #[test]
+    fn the_outbox_records_a_handed_back_message_as_queued_and_any_other_as_taken() {
+        use crate::background::{Message, Outbox};
+        let mut outbox = Outbox::default();
+        record(&mut outbox, Verdict::Retry { delay_ms: 500 }, NOW);
+        assert_eq!(outbox.message(), Message::Queued { due_ms: NOW + 500 });
+        record(&mut outbox, Verdict::Dead, NOW + 1);
+        assert_eq!(outbox.message(), Message::Taken { at_ms: NOW + 1 });
+        record(&mut outbox, Verdict::Ack, NOW + 2);
+        assert_eq!(outbox.message(), Message::Taken { at_ms: NOW + 2 });
     }
 }

@@ -22,11 +22,17 @@
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
 //!   its end, when to write and renew the lease, its size and usage).
+//! - [`submit`]: what a submission does and in which order — refused,
+//!   replayed, following a stream, waiting, run (a new job, a keyless job
+//!   renewed), a background one accepted or adopted — what a drive asks
+//!   before its claim (quota, subject, its request kept) and what follows
+//!   its result, and what an adoption writes and sends.
 //! - [`wake`]: what the alarm does when it rings, and when it rings next.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
-//! - [`delivery`]: what the queue consumer does with a background job's
-//!   message once the Ledger judged or ran its delivery.
+//! - [`delivery`]: what a queue delivery does (settle or run), what follows
+//!   its run (a deferral, a dead letter), and what the queue consumer does
+//!   with the message.
 
 pub mod attempts;
 pub mod coordination;
@@ -38,6 +44,7 @@ pub mod follow_up;
 pub mod operator;
 pub mod stream_end;
 pub mod stream_read;
+pub mod submit;
 pub mod wake;
 
 /// What the Ledger's unit tests share: a fresh job with the usual policy.

@@ -107,6 +107,10 @@ pub struct CallerSpec {
     pub tries: u32,
     /// It sends another payload under the same key (a 422 is due).
     pub other_payload: bool,
+    /// A `Prefer: respond-async` submitter to a foreground job: accepted
+    /// (kept to adopt if a drive runs the job), and the job adopted when it
+    /// is left unfinished.
+    pub background: bool,
 }
 
 /// One job (one idempotency key of the tenant).
@@ -211,6 +215,7 @@ impl Scenario {
                         wait_ms: if rng.chance(250) { 0 } else { rng.range(500, 30_000) },
                         tries: rng.range(1, 4) as u32,
                         other_payload: i > 0 && rng.chance(80),
+                        background: i > 0 && !background && !stream && rng.chance(80),
                     })
                     .collect();
                 JobSpec { model: format!("m{job}"), background, stream, callers }

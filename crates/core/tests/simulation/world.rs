@@ -7,9 +7,10 @@
 //!
 //! The Ledger shell ([`World::perform`]) does what the Durable Object must:
 //! it performs the [`Command`]s of the real [`Drive`] in order, answers a
-//! `Persist` before any other event, and decides every request and delivery
-//! with the core's own [`admission::admit`], [`background::on_delivery`]
-//! and [`delivery`] functions. The invariants are checked as it goes and
+//! `Persist` before any other event, and decides every request, adoption
+//! and delivery with the core's own [`submit::decide`], [`submit::adopt`],
+//! [`delivery::plan`] and [`delivery::after_drive`] (the shell's sequence as
+//! the edge performs it). The invariants are checked as it goes and
 //! after every step ([`World::check_all`]).
 
 use std::cmp::Reverse;
@@ -25,6 +26,7 @@ use onejob_core::job::{AttemptOutcome, AttemptReport, AttemptTicket, Job, JobSta
 use onejob_core::ledger::attempts::{self, Attempted, StoredResponse};
 use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::ledger::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
+use onejob_core::ledger::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::Api;
 
@@ -133,6 +135,10 @@ struct Memory {
     driving: Option<u32>,
     waiters: Vec<usize>,
     pump: Option<Pump>,
+    /// A background submission kept while a drive (not a pump) holds the
+    /// lock, adopted when that drive ends without finishing the job (the
+    /// edge's `Coordination::adopt_later`): its fingerprint.
+    adopt_later: Option<&'static Fingerprint>,
 }
 
 /// A streamed answer as kept.
@@ -316,7 +322,8 @@ impl World {
             let spec: JobSpec = world.sc.jobs[job].clone();
             for caller in spec.callers {
                 let at = T0 + caller.at_ms;
-                let id = world.add_caller(job, caller, spec.background);
+                let background = spec.background || caller.background;
+                let id = world.add_caller(job, caller, background);
                 world.schedule(at, Ev::Send { caller: id });
             }
         }
@@ -537,23 +544,42 @@ impl World {
         Some(job)
     }
 
-    /// The job a request is admitted against: stored, or the one a drive here is creating.
-    fn job_for_admission(&mut self, j: usize) -> (Option<Job>, bool, bool) {
+    /// What the shell reads before the core decides a request: the job as
+    /// stored (settled by time), the one a drive here is creating, who drives.
+    fn read_for_decision(&mut self, j: usize) -> Read {
         let driving = self.objects[j].memory.driving;
-        let job = self.settle_by_time(j, driving.is_some());
-        let stored = job.is_some();
-        let job = job.or_else(|| {
-            driving.and_then(|id| self.objects[j].memory.drives.get(&id)).map(|slot| slot.drive.job().clone())
-        });
-        (job, stored, driving.is_some())
+        let stored = self.settle_by_time(j, driving.is_some());
+        let creating =
+            driving.and_then(|id| self.objects[j].memory.drives.get(&id)).map(|slot| slot.drive.job().clone());
+        let streaming = self.objects[j].memory.pump.is_some();
+        Read { stored, creating, driving: driving.is_some(), streaming }
     }
 
-    fn check_key_reuse(&mut self, job: Option<&Job>, fingerprint: &Fingerprint, admitted: &Admission) {
+    /// The core's decision about a request of `caller` (keyed: never renewed).
+    fn decide(&mut self, caller: usize, background: bool) -> (Plan, bool) {
+        let j = self.callers[caller].job;
+        let fingerprint = self.caller_fingerprint(caller);
+        let read = self.read_for_decision(j);
+        let (stored, seen) = (read.stored.is_some(), read.stored.clone().or_else(|| read.creating.clone()));
+        let arrival = Arrival { key: KEY, fingerprint, wait_ms: self.callers[caller].spec.wait_ms };
+        let request = Request { arrival, keyless: None, background };
+        // Every simulated route serves every model.
+        let decision = submit::decide(read, request, self.now, self.sc.policy, || None);
+        self.trace.line(|| format!("        decide caller {caller}: {}", short_plan(&decision.plan)));
+        if decision.renewed.is_some() {
+            // Only a keyless request renews a job; these callers are keyed.
+            self.violate("renew-of-keyed", format!("job {j}: a keyed request renewed it"));
+        }
+        self.check_key_reuse(seen.as_ref(), fingerprint, &decision.plan);
+        (decision.plan, stored)
+    }
+
+    fn check_key_reuse(&mut self, job: Option<&Job>, fingerprint: &Fingerprint, plan: &Plan) {
         let Some(job) = job else { return };
         let reused = job.fingerprint() != fingerprint;
-        let refused = matches!(admitted, Admission::Refuse(p) if p.kind == ProblemType::KeyReused);
+        let refused = matches!(plan, Plan::Refuse { problem, .. } if problem.kind == ProblemType::KeyReused);
         if reused != refused {
-            self.violate("key-reuse", format!("another payload under the key: {reused}, admitted {admitted:?}"));
+            self.violate("key-reuse", format!("another payload under the key: {reused}, decided {plan:?}"));
         }
     }
 
@@ -563,51 +589,40 @@ impl World {
             return;
         }
         let j = self.callers[caller].job;
-        let fingerprint = self.caller_fingerprint(caller);
-        let (job, stored, driving) = self.job_for_admission(j);
-        let wait_ms = self.callers[caller].spec.wait_ms;
-        let arrival = Arrival { key: KEY, fingerprint, wait_ms };
-        let admitted = admission::admit(job.as_ref(), arrival, self.now, driving);
-        self.trace.line(|| format!("        admit caller {caller}: {}", short_admission(&admitted)));
-        self.check_key_reuse(job.as_ref(), fingerprint, &admitted);
-        match admitted {
-            Admission::Replay => {
-                if !stored || !job.as_ref().is_some_and(|j| j.state().is_terminal()) {
-                    self.violate(
-                        "replay-of-finished",
-                        format!("job {j} replayed unfinished: {:?}", job.map(|j| j.state())),
-                    );
+        let (plan, stored) = self.decide(caller, false);
+        match plan {
+            Plan::Replay { job, .. } => {
+                if !stored || !job.state().is_terminal() {
+                    self.violate("replay-of-finished", format!("job {j} replayed unfinished: {:?}", job.state()));
                     return;
                 }
                 self.count("replays");
                 let response = self.finished_result(j);
                 self.answer(caller, Res::of(response, true, None));
             }
-            Admission::Wait => {
-                let seq = self.callers[caller].seq;
-                let memory = &mut self.objects[j].memory;
-                if let Some(pump) = memory.pump.as_mut() {
+            Plan::FollowStream => {
+                if let Some(pump) = self.objects[j].memory.pump.as_mut() {
                     pump.subscribers.push(caller);
-                } else {
-                    memory.waiters.push(caller);
-                    self.schedule(self.now + wait_ms, Ev::WaitOver { caller, seq });
                 }
                 self.count("waiters");
             }
-            Admission::Refuse(problem) => self.answer(caller, Res::problem(&problem)),
-            // Only a keyless request renews a job (`admit_keyless`); these callers are keyed.
-            Admission::Renew => self.violate("renew-of-keyed", format!("job {j}: a keyed request renewed it")),
-            Admission::Run => {
-                let (job, stored) = match job {
-                    Some(job) => (job, stored),
-                    None => {
-                        let job = Job::new(fingerprint.clone(), self.now, self.sc.policy);
-                        // The retention alarm, set when the job is created.
-                        self.set_alarm(j, job.expires_ms());
-                        (job, false)
-                    }
-                };
+            Plan::Wait => {
+                let seq = self.callers[caller].seq;
+                self.objects[j].memory.waiters.push(caller);
+                let wait_ms = self.callers[caller].spec.wait_ms;
+                self.schedule(self.now + wait_ms, Ev::WaitOver { caller, seq });
+                self.count("waiters");
+            }
+            Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
+            Plan::Run(Run { job, stored, created }) => {
+                if created {
+                    // The retention alarm, set when the job is created.
+                    self.set_alarm(j, job.expires_ms());
+                }
                 self.start_drive(j, Owner::Caller(caller), false, job, stored);
+            }
+            Plan::Accept { .. } | Plan::Adopt { .. } => {
+                self.violate("background-of-foreground", format!("job {j}: a foreground request was {plan:?}"))
             }
         }
     }
@@ -620,7 +635,7 @@ impl World {
         let memory = &mut self.objects[c.job].memory;
         let Some(at) = memory.waiters.iter().position(|w| *w == caller) else { return };
         memory.waiters.remove(at);
-        self.answer(caller, Res::problem(&admission::in_progress(KEY, admission::DEFAULT_RETRY_AFTER_MS)));
+        self.answer(caller, Res::problem(&submit::wait_over(KEY).0));
     }
 
     /// A background submission (`Prefer: respond-async`).
@@ -629,58 +644,62 @@ impl World {
             return;
         }
         let j = self.callers[caller].job;
-        let fingerprint = self.caller_fingerprint(caller);
-        let (job, stored, driving) = self.job_for_admission(j);
-        let arrival = Arrival { key: KEY, fingerprint, wait_ms: self.callers[caller].spec.wait_ms };
-        let admitted = admission::admit(job.as_ref(), arrival, self.now, driving);
-        self.trace.line(|| format!("        admit submitter {caller}: {}", short_admission(&admitted)));
-        self.check_key_reuse(job.as_ref(), fingerprint, &admitted);
+        let (plan, stored) = self.decide(caller, true);
         let accepted = |world: &mut Self| {
             let poll = world.rng.range(1_000, 15_000);
             let body = b"{\"accepted\":true}".to_vec();
             Res::of(StoredResponse { status: 202, content_type: "application/json".into(), body }, false, Some(poll))
         };
-        match admitted {
-            Admission::Replay if stored => {
+        match plan {
+            Plan::Replay { .. } if stored => {
                 self.count("replays");
                 let response = self.finished_result(j);
                 self.answer(caller, Res::of(response, true, None));
             }
-            Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
-                self.answer(caller, Res::problem(&problem))
-            }
-            _ if driving => {
+            Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
+            // Driven here: the drive runs it; kept (the first one, under a
+            // drive, not a stream's pump) to adopt if it does not finish it.
+            Plan::Accept { adopt_later, .. } => {
+                let fingerprint = self.caller_fingerprint(caller);
+                let memory = &mut self.objects[j].memory;
+                if adopt_later && memory.driving.is_some_and(|id| id != PUMP) && memory.adopt_later.is_none() {
+                    memory.adopt_later = Some(fingerprint);
+                    self.count("adopt later");
+                }
                 let res = accepted(self);
                 self.answer(caller, res);
             }
-            _ => {
+            Plan::Adopt { .. } => {
+                let fingerprint = self.caller_fingerprint(caller);
                 self.adopt(j, fingerprint);
                 let res = accepted(self);
                 self.answer(caller, res);
             }
+            other => self.violate("background-plan", format!("job {j}: a background submission was {other:?}")),
         }
     }
 
-    /// Makes the job a background job (created if there is none) and sends its message.
+    /// Makes the job a background job (created if there is none) and sends
+    /// its message, as the core's [`submit::adopt`] says.
     fn adopt(&mut self, j: usize, fingerprint: &Fingerprint) {
-        let mut job = match self.objects[j].storage.job.clone() {
-            Some(job) => job,
-            None => {
-                let job = Job::new(fingerprint.clone(), self.now, self.sc.policy);
-                if self.write(j, job.clone(), None, "adopt").is_err() {
-                    return self.violate("cas", "inserting a new job failed".into());
+        let stored = self.objects[j].storage.job.clone();
+        let Adoption { job, steps } = submit::adopt(stored, fingerprint, self.now, self.sc.policy);
+        for step in steps {
+            match step {
+                AdoptStep::Insert(new) => {
+                    if self.write(j, new, None, "adopt").is_err() {
+                        return self.violate("cas", "inserting a new job failed".into());
+                    }
                 }
-                job
+                AdoptStep::SaveMeta => {}
+                AdoptStep::SaveRequest => self.objects[j].storage.background_request = true,
+                AdoptStep::Update { read } => {
+                    if self.write(j, job.clone(), Some(read), "adopt").is_err() {
+                        return self.violate("cas", "marking the job background failed".into());
+                    }
+                }
+                AdoptStep::Enqueue => self.enqueue(j),
             }
-        };
-        if !job.is_background() && !job.state().is_terminal() {
-            let read = job.version();
-            job.run_in_background(self.now);
-            self.objects[j].storage.background_request = true;
-            if self.write(j, job, Some(read), "adopt").is_err() {
-                return self.violate("cas", "marking the job background failed".into());
-            }
-            self.enqueue(j);
         }
         self.arm(j);
     }
@@ -1130,23 +1149,34 @@ impl World {
             }
             memory.pump = Some(Pump { ticket, subscribers, chunks_left, breaks });
             memory.driving = Some(PUMP);
+            // A streamed answer is the caller's: nothing is adopted after it.
+            memory.adopt_later = None;
             let tick = self.rng.range(10, (self.sc.policy.attempt_lease_ms() / 3).max(10));
             let incarnation = self.objects[j].incarnation;
             self.schedule(self.now + tick, Ev::PumpTick { job: j, incarnation });
             return;
         }
-        let waiters = if holds_lock {
+        let (waiters, later) = if holds_lock {
             let memory = &mut self.objects[j].memory;
             memory.driving = None;
-            std::mem::take(&mut memory.waiters)
+            (std::mem::take(&mut memory.waiters), memory.adopt_later.take())
         } else {
-            Vec::new()
+            (Vec::new(), None)
         };
         let asked_ms = match &ending {
             Ending::Problem { problem, .. } => problem.retry_after_ms,
             Ending::Answer { retry_after_ms, .. } => *retry_after_ms,
             _ => None,
         };
+        // A background submission came in meanwhile: adopted when the job
+        // is not finished (the core's `after_result`), as the edge does.
+        if let Some(fingerprint) = later {
+            let state = self.objects[j].storage.job.as_ref().map_or(JobState::Pending, Job::state);
+            if submit::after_result(state, asked_ms, true).adopt {
+                self.count("adopted after a drive");
+                self.adopt(j, fingerprint);
+            }
+        }
         let res = self.result_of(j, ending);
         match owner {
             Owner::Caller(caller) => self.answer(caller, res.clone()),
@@ -1293,27 +1323,28 @@ impl World {
         self.count("deliveries");
         let driving = self.objects[j].memory.driving.is_some();
         let job = self.settle_by_time(j, driving);
-        let judged = background::on_delivery(job.as_ref(), self.now, driving);
-        self.trace.line(|| format!("        delivery judged {judged:?}"));
-        if let Some(verdict) = delivery::without_run(judged, job.as_ref(), self.now) {
+        let plan = delivery::plan(job, self.now, driving);
+        self.trace.line(|| format!("        delivery planned {}", short_delivery(&plan)));
+        match plan {
             // A job that needs an operator is dead-lettered by whatever finds
             // it so, a delivery that ran nothing too: its runtime may have
             // died between the write that made it so and the dead letter,
             // and once a blocked job's lease is over no alarm comes before
             // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
-            if !edge_as_is() {
-                self.dead_letter_once(j);
+            // (A follow-up is the effects' simulation's.)
+            delivery::Plan::Settle { verdict, dead_letter, .. } => {
+                if dead_letter.is_some() && !edge_as_is() {
+                    self.dead_letter_once(j);
+                }
+                self.delivered(j, verdict);
+                self.verdict(message, j, verdict);
             }
-            self.delivered(j, verdict);
-            return self.verdict(message, j, verdict);
-        }
-        match job {
-            Some(job) if self.objects[j].storage.background_request => {
+            delivery::Plan::Run(job) if self.objects[j].storage.background_request => {
                 self.objects[j].storage.outbox.taken(self.now);
                 self.arm(j);
                 self.start_drive(j, Owner::Delivery(message), true, job, true);
             }
-            _ => {
+            delivery::Plan::Run(_) => {
                 self.delivered(j, Verdict::Ack);
                 self.verdict(message, j, Verdict::Ack);
             }
@@ -1321,22 +1352,19 @@ impl World {
     }
 
     /// After a delivery's drive: the job waits if no attempt could be made,
-    /// is dead-lettered if it needs an operator, and the queue is told.
+    /// is dead-lettered if it needs an operator, and the queue is told
+    /// ([`delivery::after_drive`]).
     fn delivery_done(&mut self, j: usize, message: usize, asked_ms: Option<u64>) {
-        if let Some(mut job) = self.objects[j].storage.job.clone()
-            && let Some(wait_ms) = delivery::no_attempt_wait_ms(&job, asked_ms)
-        {
-            let read = job.version();
-            job.defer_until(self.now + wait_ms, self.now);
+        let after = delivery::after_drive(self.objects[j].storage.job.clone(), asked_ms, self.now);
+        if let Some(delivery::Deferral { read, job }) = after.deferral {
             if self.write(j, job, Some(read), "defer").is_err() {
                 self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
             }
             self.arm(j);
         }
         self.dead_letter_once(j);
-        let verdict = delivery::after_run(self.objects[j].storage.job.as_ref(), self.now);
-        self.delivered(j, verdict);
-        self.verdict(message, j, verdict);
+        self.delivered(j, after.verdict);
+        self.verdict(message, j, after.verdict);
     }
 
     fn delivered(&mut self, j: usize, verdict: Verdict) {
@@ -1344,10 +1372,7 @@ impl World {
         if st.job.is_none() {
             return;
         }
-        match verdict {
-            Verdict::Retry { delay_ms } => st.outbox.requeued(self.now, delay_ms),
-            Verdict::Ack | Verdict::Dead => st.outbox.taken(self.now),
-        }
+        delivery::record(&mut st.outbox, verdict, self.now);
         if self.objects[j].memory.driving.is_none() {
             self.arm(j);
         }
@@ -1508,7 +1533,7 @@ impl World {
         self.crash(j, "drain restart");
         let policy = self.sc.policy;
         let other_payload = object_fingerprint(&self.objects[j]).is_some_and(|fp| fp == fingerprint(j, true));
-        let spec = CallerSpec { at_ms: 0, wait_ms: 60_000, tries: 3, other_payload };
+        let spec = CallerSpec { at_ms: 0, wait_ms: 60_000, tries: 3, other_payload, background: false };
         let caller = self.add_caller(j, spec, false);
         let at = self.now + policy.attempt_lease_ms() + policy.unknown_lease_ms() + self.sc.backoff.cap_ms() + 1;
         self.schedule(at, Ev::Send { caller });
@@ -1681,9 +1706,21 @@ fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
     object.storage.job.as_ref().map(Job::fingerprint)
 }
 
-fn short_admission(admitted: &Admission) -> String {
-    match admitted {
-        Admission::Refuse(problem) => format!("Refuse({} {})", problem.status(), problem.kind.slug()),
+fn short_delivery(plan: &delivery::Plan) -> String {
+    match plan {
+        delivery::Plan::Settle { verdict, dead_letter, follow_up } => {
+            format!("Settle({verdict:?}, dead letter {}, follow up {follow_up})", dead_letter.is_some())
+        }
+        delivery::Plan::Run(job) => format!("Run(v{})", job.version()),
+    }
+}
+
+fn short_plan(plan: &Plan) -> String {
+    match plan {
+        Plan::Refuse { problem, .. } => format!("Refuse({} {})", problem.status(), problem.kind.slug()),
+        Plan::Replay { .. } => "Replay".into(),
+        Plan::Run(run) => format!("Run(v{}, stored {})", run.job.version(), run.stored),
+        Plan::Accept { adopt_later, .. } => format!("Accept(adopt later {adopt_later})"),
         other => format!("{other:?}"),
     }
 }

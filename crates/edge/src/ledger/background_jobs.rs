@@ -2,12 +2,11 @@
 //! (judged by the core), the outbox that sends each job's message until a
 //! delivery takes it, and dead letters.
 
-use onejob_core::admission::Admission;
 use onejob_core::background::{self, Outbox};
-use onejob_core::fingerprint::Fingerprint;
 use onejob_core::job::{Job, JobState};
-use onejob_core::ledger::delivery::{self, Verdict};
-use onejob_core::protocol::{JobView, ProblemType};
+use onejob_core::ledger::delivery::{self, Deferral, Plan, Verdict};
+use onejob_core::ledger::submit::{self, AdoptStep, Adoption};
+use onejob_core::protocol::JobView;
 use worker::{Response, Result};
 
 use crate::api::handoff::{self, JobMeta, Submission};
@@ -19,95 +18,53 @@ use crate::http;
 use crate::ledger::store::Store;
 use crate::queue;
 
-use super::{Ledger, alarms, pump, stored};
+use super::{Ledger, alarms};
 
 impl Ledger {
-    /// A background submission: `202` with the job, its message sent once
-    /// (by the request that creates the job); a finished job is replayed.
+    /// A background submission nobody drives ([`Plan::Adopt`]): a new job
+    /// of a type run once per subject claims its subject first; then the job
+    /// is adopted and answered `202`.
+    ///
+    /// [`Plan::Adopt`]: onejob_core::ledger::submit::Plan::Adopt
     pub(super) async fn submit_background(
         &self,
         config: &Config,
         submission: &Submission,
         body: &[u8],
-        job: Option<Job>,
-        admitted: Admission,
-        fingerprint: Fingerprint,
+        subject_first: bool,
     ) -> Result<Response> {
-        let store = self.store();
         let key = submission.key.as_str();
-        let now = now_ms();
-        match admitted {
-            Admission::Replay => match job.as_ref() {
-                Some(job) => {
-                    let answer = self.run_answer(config, submission, stored::finished_result(&store, job)?, true);
-                    self.count_saved(submission, false);
-                    answer
-                }
-                None => Err(EdgeError::broken("replay without a job").into()),
-            },
-            Admission::Refuse(problem) if problem.kind == ProblemType::KeyReused => {
-                http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
-            }
-            // Being run right now (or created a moment ago by a request
-            // still writing it): the running attempt finishes it, and nothing
-            // may write the job under it. If that run does not finish it,
-            // the job becomes a background job afterwards (see `drive`).
-            _ if self.memory.borrow().is_driving() => {
-                let job = job.unwrap_or_else(|| Job::new(fingerprint, now, config.settings.policy));
-                if !job.is_background() {
-                    self.memory.borrow_mut().adopt_later((submission.clone(), body.to_vec()));
-                }
-                self.accepted(&store, key, &job)
-            }
-            _ => {
-                // A new job of a type run once per subject: the subject first.
-                if job.is_none()
-                    && let Some(problem) = self.subject_taken(config, submission).await
-                {
-                    return http::problem_about(&problem, key, JobState::Pending);
-                }
-                let job = self.adopt(config, submission, body, fingerprint).await?;
-                self.accepted(&store, key, &job)
-            }
+        if subject_first && let Some(problem) = self.subject_taken(config, submission).await {
+            return http::problem_about(&problem, key, JobState::Pending);
         }
+        let job = self.adopt(config, submission, body).await?;
+        self.accepted(&self.store(), key, &job)
     }
 
-    /// Makes the job (created if there is none) a background job and sends
-    /// its message, unless it already is one (queued or running: never a
-    /// second message) or is finished. Returns the job as it stands.
-    pub(super) async fn adopt(
-        &self,
-        config: &Config,
-        submission: &Submission,
-        body: &[u8],
-        fingerprint: Fingerprint,
-    ) -> Result<Job> {
+    /// Makes the job a background job as the core's [`submit::adopt`] says
+    /// (created if there is none, one message) and arms the alarm for it.
+    /// Returns the job as it stands.
+    pub(super) async fn adopt(&self, config: &Config, submission: &Submission, body: &[u8]) -> Result<Job> {
         let store = self.store();
-        let now = now_ms();
-        let mut job = match store.load_job()? {
-            Some(job) => job,
-            None => {
-                let job = Job::new(fingerprint, now, config.settings.policy);
-                store.insert_job(&job)?;
-                let model = handoff::model_of(body);
-                store.save_meta(&JobMeta {
+        let Adoption { job, steps } =
+            submit::adopt(store.load_job()?, &submission.fingerprint, now_ms(), config.settings.policy);
+        for step in steps {
+            match step {
+                AdoptStep::Insert(new) => store.insert_job(&new)?,
+                AdoptStep::SaveMeta => store.save_meta(&JobMeta {
                     tenant: submission.tenant.clone(),
                     user: submission.user.clone(),
                     key: submission.key.to_string(),
-                    model,
+                    model: handoff::model_of(body),
                     metered: 0,
-                })?;
-                job
+                })?,
+                AdoptStep::SaveRequest => {
+                    let background = Submission { background: true, ..submission.clone() };
+                    store.save_request(&serde_json::to_string(&background)?, body)?;
+                }
+                AdoptStep::Update { read } => store.update_job(read, &job)?,
+                AdoptStep::Enqueue => self.enqueue(config, &job, false).await?,
             }
-        };
-        if !job.is_background() && !job.state().is_terminal() {
-            let read = job.version();
-            job.run_in_background(now);
-            let mut background = submission.clone();
-            background.background = true;
-            store.save_request(&serde_json::to_string(&background)?, body)?;
-            store.update_job(read, &job)?;
-            self.enqueue(config, &job, false).await?;
         }
         self.arm(config, &job);
         Ok(job)
@@ -183,87 +140,70 @@ impl Ledger {
         alarms::next(job, &outbox, config.settings.outbox_delay_ms, self.effects_due(config))
     }
 
-    /// A queue delivery: the core judges it; at most one attempt runs.
+    /// A queue delivery: the core judges it ([`delivery::plan`]); at most one attempt runs.
     pub(super) async fn deliver(&self, config: &Config) -> Result<Response> {
         let store = self.store();
         let now = now_ms();
-        let mut job = store.load_job()?;
-        if let Some(job) = job.as_mut() {
-            pump::settle_by_time(&store, job, now, self.memory.borrow().is_driving())?;
-        }
-        let judged = background::on_delivery(job.as_ref(), now, self.memory.borrow().is_driving());
-        let verdict = match delivery::without_run(judged, job.as_ref(), now) {
-            Some(verdict) => {
-                // A job that needs an operator is dead-lettered now, once: its
-                // runtime may have died before the dead letter went out, and
-                // after its lease nothing else looks again before retention
-                // (found by the simulation: SIM_EDGE_AS_IS=1, seed 232426).
-                if let Some(job) = job.as_ref() {
+        let driving = self.memory.borrow().is_driving();
+        let verdict = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
+            Plan::Settle { verdict, dead_letter, follow_up } => {
+                if let Some(job) = dead_letter.as_ref() {
                     self.dead_letter_once(job).await?;
                 }
-                // A redelivery of a finished job type's job: what follows its
-                // answer, and effects due or claimed by a runtime that is
-                // gone, are settled now.
-                if delivery::follows_up(judged, job.as_ref(), self.memory.borrow().is_driving()) {
+                if follow_up {
                     self.follow_up(config).await?;
                 }
                 verdict
             }
-            None => match (job, store.load_request()?) {
-                (Some(mut job), Some((submission, body))) => {
-                    let submission: Submission = serde_json::from_str(&submission)?;
-                    // This delivery runs the job from here: a duplicate that
-                    // arrives while the quota is asked must find it taken.
-                    let Some(lock) = self.coordination().lock(None) else {
-                        return Err(EdgeError::broken("a delivery judged to run a job another drive holds").into());
-                    };
-                    // It took the message: from here the attempt's lease
-                    // covers the job, not the outbox. The alarm is set for
-                    // soon: if it finds the job being run, it looks again
-                    // when the lease ends (a crash mid-call is sent again then).
-                    store.change_outbox(&mut |outbox| outbox.taken(now))?;
-                    self.arm(config, &job);
-                    if let Some(problem) = self.over_quota(config, &submission).await {
-                        drop(lock);
-                        // Over budget: the job waits for the next day (the
-                        // alarm sends it again then).
-                        self.defer(config, &mut job, problem.retry_after_ms.unwrap_or(0))?;
-                        Verdict::Ack
-                    } else {
-                        // The caller is the queue: its response is not what matters, the job is.
-                        let asked_ms =
-                            self.drive(config, lock, &store, job, true, &submission, &body).await?.retry_after_ms;
-                        let mut job = store.load_job()?;
-                        // No attempt could be made (no route, every provider's
-                        // breaker open): the job waits for the next probe.
-                        if let Some(waiting) = job.as_mut()
-                            && let Some(wait_ms) = delivery::no_attempt_wait_ms(waiting, asked_ms)
-                        {
-                            self.defer(config, waiting, wait_ms)?;
-                        }
-                        if let Some(job) = job.as_ref() {
-                            self.dead_letter_once(job).await?;
-                        }
-                        delivery::after_run(job.as_ref(), now_ms())
-                    }
-                }
-                _ => Verdict::Ack,
-            },
+            Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
         };
         self.delivered(config, &verdict)?;
         Response::from_json(&verdict)
     }
 
+    /// A delivery that runs the job (if its request is there): it takes
+    /// the message, asks the quota, drives one attempt and judges what
+    /// follows ([`delivery::after_drive`]).
+    async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<Verdict> {
+        let Some((submission, body)) = store.load_request()? else { return Ok(Verdict::Ack) };
+        let submission: Submission = serde_json::from_str(&submission)?;
+        // This delivery runs the job from here: a duplicate that arrives
+        // while the quota is asked must find it taken.
+        let Some(lock) = self.coordination().lock(None) else {
+            return Err(EdgeError::broken("a delivery judged to run a job another drive holds").into());
+        };
+        // It took the message: from here the attempt's lease covers the job,
+        // not the outbox. The alarm is set for soon: if it finds the job
+        // being run, it looks again when the lease ends (a crash mid-call is
+        // sent again then).
+        store.change_outbox(&mut |outbox| outbox.taken(now))?;
+        self.arm(config, &job);
+        if let Some(problem) = self.over_quota(config, &submission).await {
+            drop(lock);
+            // Over budget: the job waits for the next day (the alarm sends it again then).
+            self.deferred(config, store, &delivery::over_quota(job, &problem, now_ms()))?;
+            return Ok(Verdict::Ack);
+        }
+        // The caller is the queue: its response is not what matters, the job is.
+        let asked_ms = self.drive(config, lock, store, job, true, &submission, &body).await?.retry_after_ms;
+        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
+        // No attempt could be made (no route, every provider's breaker
+        // open): the job waits for the next probe.
+        if let Some(deferral) = after.deferral.as_ref() {
+            self.deferred(config, store, deferral)?;
+        }
+        if let Some(job) = after.job.as_ref() {
+            self.dead_letter_once(job).await?;
+        }
+        Ok(after.verdict)
+    }
+
     /// What the queue does with a delivered message is what the outbox
-    /// knows of it: acknowledged (taken), or handed back to be delivered
-    /// again after a delay. A fresh object is left as it is (no tables).
+    /// knows of it ([`delivery::record`]). A fresh object is left as it is (no tables).
     pub(super) fn delivered(&self, config: &Config, verdict: &Verdict) -> Result<()> {
         let store = self.store();
         let Some(job) = store.load_job()? else { return Ok(()) };
-        store.change_outbox(&mut |outbox| match *verdict {
-            Verdict::Retry { delay_ms } => outbox.requeued(now_ms(), delay_ms),
-            Verdict::Ack | Verdict::Dead => outbox.taken(now_ms()),
-        })?;
+        store.change_outbox(&mut |outbox| delivery::record(outbox, *verdict, now_ms()))?;
         // A driver here arms the alarm when it is done (a stream's watchdog
         // must not be replaced meanwhile).
         if !self.memory.borrow().is_driving() {
@@ -272,13 +212,11 @@ impl Ledger {
         Ok(())
     }
 
-    /// A background job's next attempt waits `wait_ms` (a CAS write; the
-    /// alarm sends it again then).
-    pub(super) fn defer(&self, config: &Config, job: &mut Job, wait_ms: u64) -> Result<()> {
-        let read = job.version();
-        job.defer_until(now_ms() + wait_ms, now_ms());
-        self.store().update_job(read, job)?;
-        self.arm(config, job);
+    /// A background job's next attempt deferred as the core says (a CAS
+    /// write; the alarm sends it again then).
+    fn deferred(&self, config: &Config, store: &Store, deferral: &Deferral) -> Result<()> {
+        store.update_job(deferral.read, &deferral.job)?;
+        self.arm(config, &deferral.job);
         Ok(())
     }
 

@@ -21,23 +21,18 @@
 use onejob_core::job::Job;
 use worker::Result;
 
-use crate::env::clock::now_ms;
-use crate::env::config::Config;
-use crate::error::EdgeError;
 use crate::ledger::store::Store;
 
 use super::{Ledger, alarms};
 
 impl Ledger {
-    /// Replaces the ended job `ended` with a new one (not stored yet: its
-    /// first claim writes it) and sets the alarm to the new job's retention.
-    /// Nothing awaits here.
-    pub(super) fn renew(&self, config: &Config, store: &Store, ended: &Job) -> Result<Job> {
-        let renewed = ended
-            .renew(now_ms(), config.settings.policy)
-            .ok_or_else(|| EdgeError::broken("renewing a job that has not ended"))?;
+    /// Replaces the ended job with `renewed`, the new job the core made of
+    /// it ([`onejob_core::ledger::submit::Decision::renewed`]; not stored
+    /// yet: its first claim writes it): the ended job's rows are deleted and
+    /// the alarm set to the new job's retention. Nothing awaits here.
+    pub(super) fn replace_ended(&self, store: &Store, renewed: &Job) -> Result<()> {
         store.clear_job()?;
-        alarms::set_in_background(&self.state, alarms::retention(&renewed));
-        Ok(renewed)
+        alarms::set_in_background(&self.state, alarms::retention(renewed));
+        Ok(())
     }
 }

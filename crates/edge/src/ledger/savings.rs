@@ -41,14 +41,26 @@ impl Ledger {
     /// stays the authority).
     ///
     /// [`ResultCache::caches_replay`]: onejob_core::result_cache::ResultCache::caches_replay
-    pub(super) fn after_replay(&self, config: &Config, submission: &Submission, job: &Job, result: &JobResult) {
+    /// `cache`: the core's say ([`Plan::Replay`]): a background submission's
+    /// replay is only counted.
+    ///
+    /// [`Plan::Replay`]: onejob_core::ledger::submit::Plan::Replay
+    pub(super) fn after_replay(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        job: &Job,
+        result: &JobResult,
+        cache: bool,
+    ) {
         let replayed = Replayed {
             finished: result.state.is_terminal(),
             job_type: submission.run.is_some(),
             keyless: submission.keyless.is_some(),
             streamed: result.content_type.starts_with(sse::MEDIA_TYPE),
         };
-        let cached = (config.settings.result_cache.caches_replay(replayed)
+        let cached = (cache
+            && config.settings.result_cache.caches_replay(replayed)
             && self.cached_version.replace(Some(job.version())) != Some(job.version()))
         .then(|| {
             let ttl_s = job.expires_ms().saturating_sub(now_ms()) / 1000;

@@ -8,12 +8,13 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
-use onejob_core::admission::{self, Admission, Arrival};
-use onejob_core::job::{Job, JobState};
+use onejob_core::admission::Arrival;
+use onejob_core::job::Job;
 use onejob_core::key::IdempotencyKey;
 use onejob_core::ledger::operator;
+use onejob_core::ledger::submit::{self, Check, Plan, Read, Refused, Request, Run};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
-use onejob_core::providers::Api;
+use onejob_core::providers::{Api, NoRoute};
 use onejob_core::sse::Dialect;
 use worker::{Delay, Response, Result};
 
@@ -55,85 +56,72 @@ impl Ledger {
         http::with_cors(response)
     }
 
-    /// A keyed request: the core admits it, the Ledger performs the decision.
+    /// A keyed request: the core decides what it does ([`submit::decide`]),
+    /// the Ledger performs it. From reading the job to the claim nothing awaits.
     pub(super) async fn submit(&self, config: &Config, mut submission: Submission, body: Vec<u8>) -> Result<Response> {
-        let fingerprint = submission.fingerprint.clone();
         let store = self.store();
         let now = now_ms();
-        // From here to the claim nothing awaits: no other request interleaves.
-        let mut job = store.load_job()?;
-        let mut stored = job.is_some();
-        if job.is_none() {
-            job = self.memory.borrow().creating().cloned();
-        }
-        if let Some(job) = job.as_mut() {
-            pump::settle_by_time(&store, job, now, self.memory.borrow().is_driving())?;
-        }
-        let key = submission.key.as_str();
-        let arrival = Arrival { key, fingerprint: &fingerprint, wait_ms: submission.wait_ms };
         let driving = self.memory.borrow().is_driving();
-        let mut admitted = match submission.keyless {
-            Some(keyless) => admission::admit_keyless(job.as_ref(), arrival, now, driving, keyless),
-            None => admission::admit(job.as_ref(), arrival, now, driving),
+        let stored = self.read_settled(&store, now, driving)?;
+        let creating = self.memory.borrow().creating().cloned();
+        let read = Read { stored, creating, driving, streaming: self.live.borrow().is_some() };
+        let key = submission.key.as_str();
+        let arrival = Arrival { key, fingerprint: &submission.fingerprint, wait_ms: submission.wait_ms };
+        let request = Request { arrival, keyless: submission.keyless, background: submission.background };
+        // Asked only for a new job: its request's model, and a route serving it.
+        let no_route = || {
+            let model = handoff::model_of(&body);
+            driver::route_of(config, &submission.target, model.as_deref()).err().map(NoRoute::problem)
         };
-        // A keyless request past its ended job's window: a new job replaces
-        // it, run as any new job (see `keyless`; still nothing awaits).
-        if admitted == Admission::Renew
-            && let Some(ended) = job.take()
-        {
-            job = Some(self.renew(config, &store, &ended)?);
-            (admitted, stored) = (Admission::Run, false);
+        let decision = submit::decide(read, request, now, config.settings.policy, no_route);
+        if let Some(renewed) = &decision.renewed {
+            self.replace_ended(&store, renewed)?;
         }
-        // A new job for a model no route serves is refused before anything
-        // is written (a finished job of it is still replayed).
-        if admitted == Admission::Run
-            && job.is_none()
-            && let Err(no_route) = driver::route_of(config, &submission.target, handoff::model_of(&body).as_deref())
-        {
-            return http::problem_about(&no_route.problem(), key, JobState::Pending);
-        }
-        if submission.background {
-            return self.submit_background(config, &submission, &body, job, admitted, fingerprint).await;
-        }
-        match admitted {
-            Admission::Replay => match job.as_ref() {
-                Some(job) => {
-                    let result = stored::finished_result(&store, job)?;
-                    self.after_replay(config, &submission, job, &result);
-                    self.run_answer(config, &submission, result, true)
-                }
-                None => Err(EdgeError::broken("replay without a job").into()),
-            },
-            Admission::Wait => match pump::subscribe(&self.live, &store, 0)? {
-                // A duplicate of a streaming job follows the stream from its first event.
-                Some(subscription) => {
-                    self.count_saved(&submission, true);
-                    subscription.into_response(key, true, false)
-                }
-                None => self.wait_for_driver(config, &submission).await,
-            },
-            Admission::Refuse(problem) => {
-                http::problem_about(&problem, key, job.as_ref().map_or(JobState::Pending, Job::state))
+        match decision.plan {
+            Plan::Refuse { problem, state } => http::problem_about(&problem, key, state),
+            Plan::Replay { job, cache } => {
+                let result = stored::finished_result(&store, &job)?;
+                self.after_replay(config, &submission, &job, &result, cache);
+                self.run_answer(config, &submission, result, true)
             }
-            Admission::Renew => Err(EdgeError::broken("a renewal that replaced no job").into()),
-            Admission::Run => {
-                let (job, stored) = match job {
-                    Some(job) => (job, stored),
-                    None => {
-                        let job = Job::new(fingerprint, now, config.settings.policy);
-                        alarms::set_in_background(&self.state, alarms::retention(&job));
-                        (job, false)
-                    }
-                };
+            // A duplicate of a streaming job follows the stream from its first event.
+            Plan::FollowStream => {
+                let subscription = pump::subscribe(&self.live, &store, 0)?
+                    .ok_or_else(|| EdgeError::broken("a stream to follow that is not open"))?;
+                self.count_saved(&submission, true);
+                subscription.into_response(key, true, false)
+            }
+            Plan::Wait => self.wait_for_driver(config, &submission).await,
+            Plan::Accept { job, adopt_later } => {
+                if adopt_later {
+                    self.memory.borrow_mut().adopt_later((submission.clone(), body));
+                }
+                self.accepted(&store, key, &job)
+            }
+            Plan::Adopt { subject_first } => self.submit_background(config, &submission, &body, subject_first).await,
+            Plan::Run(Run { job, stored, created }) => {
+                if created {
+                    alarms::set_in_background(&self.state, alarms::retention(&job));
+                }
                 // A renewed keyless job calls its provider under its own key.
                 submission.generation = job.generation();
-                // Admitted to run: nobody drives the job (no await since admission).
+                // Admitted to run: nobody drives the job (no await since the decision).
                 let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
                 Ok(self.drive(config, lock, &store, job, stored, &submission, &body).await?.response)
             }
         }
+    }
+
+    /// The stored job as of `now`, what time settled in it written first
+    /// (`driving`: a drive, or a stream's pump, runs here).
+    pub(super) fn read_settled(&self, store: &Store, now: u64, driving: bool) -> Result<Option<Job>> {
+        let mut stored = store.load_job()?;
+        if let Some(job) = stored.as_mut() {
+            pump::settle_by_time(store, job, now, driving)?;
+        }
+        Ok(stored)
     }
 
     /// Drives the job under `lock` (the answer, and when to ask again), then fans the one result out to every
@@ -151,28 +139,25 @@ impl Ledger {
         submission: &Submission,
         body: &[u8],
     ) -> Result<DriveAnswer> {
-        // A new attempt draws on the tenant's (and user's) token budgets:
-        // refused before the claim once one is spent.
-        if let Some(problem) = self.over_quota(config, submission).await {
-            // Not worth retrying until tomorrow: x-should-retry false (the
-            // waiters get the body, which says when, without the header).
-            let mut result = JobResult::problem(&problem, job.state(), None);
-            result.retry_after_ms = None;
-            lock.finish(&result);
-            let response = http::problem_about(&problem, submission.key.as_str(), job.state())?;
-            return Ok(DriveAnswer { response, retry_after_ms: problem.retry_after_ms });
-        }
-        if !stored && submission.run.is_some() {
-            // A job type's subject is run once (`once_per`).
-            if let Some(problem) = self.subject_taken(config, submission).await {
-                let result = JobResult::problem(&problem, job.state(), None);
+        // Before the claim: the tenant's (and user's) token budgets, then a
+        // new job type's subject (`once_per`) and its request kept.
+        for check in submit::before_claim(stored, submission.run.is_some()) {
+            let refused = match check {
+                Check::Quota => self.over_quota(config, submission).await,
+                Check::Subject => self.subject_taken(config, submission).await,
+                Check::SaveRequest => {
+                    store.save_request(&serde_json::to_string(submission)?, body)?;
+                    None
+                }
+            };
+            if let Some(problem) = refused {
+                let refused = Refused::of(check, problem);
+                let mut result = JobResult::problem(&refused.problem, job.state(), None);
+                result.retry_after_ms = refused.waiters_retry_after_ms;
                 lock.finish(&result);
-                let response = http::problem_about(&problem, submission.key.as_str(), job.state())?;
-                return Ok(DriveAnswer { response, retry_after_ms: problem.retry_after_ms });
+                let response = http::problem_about(&refused.problem, submission.key.as_str(), job.state())?;
+                return Ok(DriveAnswer { response, retry_after_ms: refused.problem.retry_after_ms });
             }
-            // Its input and request are kept: the effects are planned from
-            // them, also after a restart.
-            store.save_request(&serde_json::to_string(submission)?, body)?;
         }
         let driver = Driver::new(config, &self.env, store, submission, body);
         let driven = driver.run(&mut job, stored).await;
@@ -238,19 +223,15 @@ impl Ledger {
         };
         // A job type's answer is in: its effects run before anyone is answered.
         self.after_answer(config, submission, run::ended_of(&result)).await;
-        let adopt = lock.finish(&result);
+        let later = lock.finish(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
-        if let Some((later, later_body)) = adopt
-            && !result.state.is_terminal()
-        {
-            self.adopt(config, &later, &later_body, later.fingerprint.clone()).await?;
+        let after = submit::after_result(result.state, result.retry_after_ms, later.is_some());
+        if let Some((later, later_body)) = later.filter(|_| after.adopt) {
+            self.adopt(config, &later, &later_body).await?;
         }
-        // When to ask again, as the answer's `retry-after-ms` says it (only
-        // for a job that is not finished).
-        let retry_after_ms = result.retry_after_ms.filter(|_| !result.state.is_terminal());
         let response = self.run_answer(config, submission, result, false)?;
-        Ok(DriveAnswer { response, retry_after_ms })
+        Ok(DriveAnswer { response, retry_after_ms: after.retry_after_ms })
     }
 
     pub(super) async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
@@ -260,7 +241,7 @@ impl Ledger {
         match select(receiver, Delay::from(Duration::from_millis(submission.wait_ms))).await {
             // Replayed: only a finished job's stored result is a replay.
             Either::Left((Ok(Handed::Result(result)), _)) => {
-                let replayed = result.state.is_terminal();
+                let replayed = submit::handed_is_replay(result.state);
                 if replayed {
                     self.count_saved(submission, true);
                 }
@@ -271,11 +252,10 @@ impl Ledger {
                 subscription.into_response(key, true, false)
             }
             // The wait ran out, or the driver failed without a result.
-            _ => http::problem_about(
-                &admission::in_progress(key, admission::DEFAULT_RETRY_AFTER_MS),
-                key,
-                JobState::InFlight,
-            ),
+            _ => {
+                let (problem, state) = submit::wait_over(key);
+                http::problem_about(&problem, key, state)
+            }
         }
     }
 
@@ -319,18 +299,10 @@ impl Ledger {
     /// does not stop the job).
     pub(super) async fn over_quota(&self, config: &Config, submission: &Submission) -> Option<Problem> {
         let limits = config.settings_quota_limits(&submission.tenant);
-        if limits.tenant_tokens_per_day.is_none() && limits.user_tokens_per_day.is_none() {
+        if !submit::asks_meter(limits) {
             return None;
         }
         let allowed = meter::allows(&self.env, &submission.tenant, submission.user.as_deref(), limits).await;
-        if allowed.unwrap_or(true) {
-            return None;
-        }
-        let retry_after_ms = onejob_core::quota::until_next_day_ms(now_ms());
-        Some(
-            Problem::new(ProblemType::QuotaExceeded, "this tenant's or user's token budget for today is spent")
-                .with_key(submission.key.as_str())
-                .with_retry_after_ms(retry_after_ms),
-        )
+        submit::over_quota(allowed.ok(), submission.key.as_str(), now_ms())
     }
 }
