@@ -13,7 +13,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::admin::Admin;
+use crate::admin_route::{EffectAction, JobName, ResolveBody, ResolvedResponse};
 use crate::fingerprint::Fingerprint;
+use crate::front::{self, Caller, JobRoute, Refusal};
 use crate::key::{IdempotencyKey, StorageId};
 use crate::keyless::Keyless;
 use crate::telemetry::trace::Propagation;
@@ -70,6 +73,22 @@ pub struct OperatorRequest {
     /// Effect actions: the effect's name.
     #[serde(default)]
     pub effect: Option<String>,
+}
+
+impl OperatorRequest {
+    /// `admin`'s request about `job`, under the operator request's key
+    /// `request` (empty for a look or a kick), with nothing more to say.
+    pub fn of(admin: &Admin, job: &JobName, request: &str) -> Self {
+        OperatorRequest {
+            key: job.key.clone(),
+            by: admin.name.clone(),
+            request: request.to_owned(),
+            action: None,
+            status: None,
+            body: None,
+            effect: None,
+        }
+    }
 }
 
 /// A keyed request the gateway has authenticated and validated. Its key and
@@ -257,6 +276,59 @@ impl LedgerCall {
             self,
             Self::View(_) | Self::Stream(_) | Self::Cancel(_) | Self::Facts | Self::AdminView | Self::Enqueue(_)
         )
+    }
+
+    /// The call of a tenant's job route (`GET …/jobs/{key}`, its `stream`,
+    /// `cancel`, `approve`) for `caller`, once the core has read its key:
+    /// a stream's offset (`from`, or `Last-Event-ID`) and its `ids`, an
+    /// approval's approver (a `403` for a token without `approve`).
+    pub fn of_job_route(
+        route: JobRoute,
+        caller: &Caller,
+        key: &IdempotencyKey,
+        ids: Option<&str>,
+        from: Option<&str>,
+    ) -> Result<Self, Refusal> {
+        let query = JobQuery { key: key.to_string(), from: None, ids: false };
+        Ok(match route {
+            JobRoute::View => Self::View(query),
+            JobRoute::Stream => {
+                Self::Stream(JobQuery { from: Some(front::stream_from(from)?), ids: front::stream_ids(ids), ..query })
+            }
+            JobRoute::Cancel => Self::Cancel(query),
+            JobRoute::Approve => Self::Approve(OperatorRequest {
+                key: key.to_string(),
+                by: front::approver(caller.token.as_ref(), &caller.tenant, caller.user.as_deref())?,
+                request: String::new(),
+                action: None,
+                status: None,
+                body: None,
+                effect: None,
+            }),
+        })
+    }
+
+    /// An operator's resolve (a checked body) of the job the body names,
+    /// under the operator request's key `request`: the job and the call.
+    pub fn resolve(admin: &Admin, request: &str, body: ResolveBody) -> (JobName, Self) {
+        let job = body.job();
+        let response = body.response.unwrap_or(ResolvedResponse { status: None, body: None });
+        let call = Self::Resolve(OperatorRequest {
+            action: Some(body.action),
+            status: response.status,
+            body: response.body,
+            ..OperatorRequest::of(admin, &job, request)
+        });
+        (job, call)
+    }
+
+    /// An operator's `action` on the effect `effect` of `job`.
+    pub fn effect(admin: &Admin, job: &JobName, request: &str, effect: String, action: EffectAction) -> Self {
+        Self::Effect(OperatorRequest {
+            action: Some(action.as_str().to_owned()),
+            effect: Some(effect),
+            ..OperatorRequest::of(admin, job, request)
+        })
     }
 
     /// The call's URL (`https://ledger/<name>`) and body.

@@ -179,3 +179,100 @@ fn a_replay_reply_reads_back_as_written_and_as_the_effects_runner_writes_it() {
     let effects: ReplayReply = serde_json::from_str(r#"{"replayed":true,"effects":["notify"]}"#).unwrap();
     assert_eq!(effects.effects.as_deref(), Some(&["notify".to_owned()][..]));
 }
+
+fn caller(token: Option<bool>) -> Caller {
+    let token = token.map(|approve| crate::token::UserToken {
+        tenant: "acme".into(),
+        user: "u1".into(),
+        exp: 10,
+        iat: None,
+        nbf: None,
+        models: None,
+        paths: None,
+        approve,
+    });
+    Caller { tenant: "acme".into(), user: token.as_ref().map(|t| t.user.clone()), token }
+}
+
+fn key() -> IdempotencyKey {
+    IdempotencyKey::parse("test-0123456789abcdef").unwrap()
+}
+
+#[test]
+fn a_job_route_is_its_call_with_the_parameters_it_reads() {
+    let tenant = caller(None);
+    let view = LedgerCall::of_job_route(JobRoute::View, &tenant, &key(), Some("1"), Some("4")).unwrap();
+    assert!(matches!(view, LedgerCall::View(JobQuery { from: None, ids: false, .. })));
+    let cancel = LedgerCall::of_job_route(JobRoute::Cancel, &tenant, &key(), None, None).unwrap();
+    assert!(matches!(cancel, LedgerCall::Cancel(JobQuery { from: None, ids: false, .. })));
+    // A stream reads its offset (0 when none) and whether events carry ids.
+    let stream = LedgerCall::of_job_route(JobRoute::Stream, &tenant, &key(), Some("true"), Some(" 4 ")).unwrap();
+    assert!(matches!(stream, LedgerCall::Stream(JobQuery { from: Some(4), ids: true, .. })));
+    let stream = LedgerCall::of_job_route(JobRoute::Stream, &tenant, &key(), Some("yes"), None).unwrap();
+    assert!(matches!(stream, LedgerCall::Stream(JobQuery { from: Some(0), ids: false, .. })));
+    let bad = LedgerCall::of_job_route(JobRoute::Stream, &tenant, &key(), None, Some("-1")).unwrap_err();
+    assert_eq!(bad.problem().status(), 400);
+}
+
+#[test]
+fn an_approval_is_by_the_tenant_or_a_user_whose_token_may_approve() {
+    let approver = |caller: &Caller| match LedgerCall::of_job_route(JobRoute::Approve, caller, &key(), None, None) {
+        Ok(LedgerCall::Approve(request)) => Ok((request.by, request.key, request.request)),
+        Ok(other) => panic!("not an approval: {other:?}"),
+        Err(refused) => Err(refused.problem().status()),
+    };
+    assert_eq!(approver(&caller(None)), Ok(("tenant:acme".into(), key().to_string(), String::new())));
+    assert_eq!(approver(&caller(Some(true))), Ok(("user:u1".into(), key().to_string(), String::new())));
+    assert_eq!(approver(&caller(Some(false))), Err(403));
+}
+
+fn admin() -> Admin {
+    Admin { name: "admin:ops".into(), scope: crate::admin::Scope::All }
+}
+
+fn job() -> JobName {
+    JobName { tenant: "acme".into(), user: Some("u1".into()), key: "test-0123456789abcdef".into() }
+}
+
+#[test]
+fn an_operator_request_names_the_job_the_admin_and_its_own_key() {
+    let request = OperatorRequest::of(&admin(), &job(), "r-7");
+    assert_eq!(
+        (request.key.as_str(), request.by.as_str(), request.request.as_str()),
+        (job().key.as_str(), "admin:ops", "r-7")
+    );
+    assert!(request.action.is_none() && request.status.is_none() && request.body.is_none() && request.effect.is_none());
+}
+
+#[test]
+fn a_resolve_carries_its_action_and_the_response_to_keep() {
+    let body: ResolveBody = serde_json::from_value(serde_json::json!({
+        "tenant": "acme", "user": "u1", "key": "test-0123456789abcdef",
+        "action": "succeeded", "response": { "status": 200, "body": { "ok": true } }
+    }))
+    .unwrap();
+    let (named, call) = LedgerCall::resolve(&admin(), "r-1", body);
+    assert_eq!(named, job());
+    let LedgerCall::Resolve(request) = call else { panic!("not a resolve") };
+    assert_eq!(request.action.as_deref(), Some("succeeded"));
+    assert_eq!((request.status, request.body), (Some(200), Some(serde_json::json!({ "ok": true }))));
+    assert_eq!((request.by.as_str(), request.request.as_str()), ("admin:ops", "r-1"));
+    // A retry carries no response.
+    let body: ResolveBody =
+        serde_json::from_value(serde_json::json!({ "tenant": "acme", "key": "k", "action": "retry" })).unwrap();
+    let (named, call) = LedgerCall::resolve(&admin(), "r-2", body);
+    assert_eq!(named.user, None);
+    let LedgerCall::Resolve(request) = call else { panic!("not a resolve") };
+    assert_eq!((request.action.as_deref(), request.status, request.body), (Some("retry"), None, None));
+}
+
+#[test]
+fn an_effect_action_names_the_effect_and_what_to_do() {
+    for (action, spelled) in [(EffectAction::Resend, "resend"), (EffectAction::MarkDone, "mark_done")] {
+        let LedgerCall::Effect(request) = LedgerCall::effect(&admin(), &job(), "r-3", "notify".into(), action) else {
+            panic!("not an effect call")
+        };
+        assert_eq!((request.action.as_deref(), request.effect.as_deref()), (Some(spelled), Some("notify")));
+        assert_eq!(request.request, "r-3");
+    }
+}

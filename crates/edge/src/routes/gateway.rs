@@ -3,7 +3,7 @@
 //! reaches (or creates) a Ledger.
 
 use onejob_core::fingerprint::Fingerprint;
-use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, Refusal};
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{ProblemType, header, prefers_async};
 use onejob_core::providers::models_page;
@@ -12,7 +12,7 @@ use onejob_core::savings::AnswerKind;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::api::client;
-use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
+use crate::api::handoff::{self, RunOf, Submission};
 use crate::api::ledger::LedgerCall;
 use crate::cache;
 use crate::env::clock::now_ms;
@@ -247,7 +247,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
     let from = param("from").or(req.headers().get("Last-Event-ID")?);
     let call = front::expect(req.method().as_ref(), route.method()).and_then(|()| {
         let key = front::job_key(raw_key)?;
-        Ok((key.clone(), ledger_call(route, &caller, &key, param("ids").as_deref(), from.as_deref())?))
+        Ok((key.clone(), LedgerCall::of_job_route(route, &caller, &key, param("ids").as_deref(), from.as_deref())?))
     });
     let (key, call) = match call {
         Ok(call) => call,
@@ -256,33 +256,6 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
     // The tenant's own key may look at one of its users' jobs (`?user=`).
     let user = front::job_user(caller.token.is_some(), caller.user.as_deref(), param("user"));
     client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await
-}
-
-/// The Ledger call of a job route, once the core has read its parameters.
-fn ledger_call(
-    route: JobRoute,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    ids: Option<&str>,
-    from: Option<&str>,
-) -> std::result::Result<LedgerCall, Refusal> {
-    let query = JobQuery { key: key.to_string(), from: None, ids: false };
-    Ok(match route {
-        JobRoute::View => LedgerCall::View(query),
-        JobRoute::Stream => {
-            LedgerCall::Stream(JobQuery { from: Some(front::stream_from(from)?), ids: front::stream_ids(ids), ..query })
-        }
-        JobRoute::Cancel => LedgerCall::Cancel(query),
-        JobRoute::Approve => LedgerCall::Approve(OperatorRequest {
-            key: key.to_string(),
-            by: front::approver(caller.token.as_ref(), &caller.tenant, caller.user.as_deref())?,
-            request: String::new(),
-            action: None,
-            status: None,
-            body: None,
-            effect: None,
-        }),
-    })
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
