@@ -553,6 +553,30 @@ pub fn approver(token: Option<&UserToken>, tenant: &str, user: Option<&str>) -> 
     Ok(user.map_or_else(|| format!("tenant:{tenant}"), |user| format!("user:{user}")))
 }
 
+/// The demo's routes (`/demo/token`, `/demo/tickets`, `/demo/inbox`)
+/// answer only where the demo is on (`DEMO_TOKEN_ISSUER=on`; elsewhere a
+/// `404`, as any unknown route), and only a `GET`.
+pub fn demo_route(demo_on: bool, method: &str) -> Result<(), Refusal> {
+    if !demo_on {
+        return Err(refused(ProblemType::NotFound, "no such route"));
+    }
+    expect(method, Method::Get)
+}
+
+/// `GET /demo/token?user=<id>`'s answer at `now_s`: a one-hour user token of
+/// the demo's tenant for `user` (`400` unless 1 to 64 of `A-Z a-z 0-9 - _`;
+/// `404` when that tenant has no token secret), as `{token, expires_s}`.
+pub fn demo_token(user: Option<&str>, secrets: &TokenSecrets, now_s: u64) -> Result<serde_json::Value, Refusal> {
+    let Some(user) = crate::demo::token_user(user) else {
+        return Err(refused(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _"));
+    };
+    let Some(secret) = secrets.secret_of(crate::demo::TOKEN_TENANT) else {
+        return Err(refused(ProblemType::NotFound, "the dev tenant has no token secret"));
+    };
+    let claims = crate::demo::token_claims(user, now_s);
+    Ok(serde_json::json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp }))
+}
+
 /// `GET /onejob/problems/{slug}`: the problem type's documentation as text,
 /// so a `type` URI resolves to something a developer can read (`404` for
 /// no such type).

@@ -362,3 +362,30 @@ mod credentials {
         );
     }
 }
+
+#[test]
+fn the_demo_routes_answer_only_a_get_where_the_demo_is_on() {
+    assert_eq!(demo_route(true, "GET"), Ok(()));
+    let off = demo_route(false, "GET").unwrap_err();
+    assert_eq!((off.problem().status(), off.problem().detail), (404, "no such route".to_owned()));
+    // Off is off whatever the method: a 404, never a 405 that would show the route.
+    assert_eq!(demo_route(false, "POST").unwrap_err().problem().status(), 404);
+    let post = demo_route(true, "POST").unwrap_err();
+    assert_eq!(post.problem().status(), 405);
+    assert_eq!(post.headers(), vec![("Allow", "GET, OPTIONS".to_owned())]);
+}
+
+#[test]
+fn a_demo_token_is_a_verified_token_of_the_demo_tenant_for_a_well_formed_user() {
+    let secrets = TokenSecrets::from_var(Some(r#"{"dev":"0123456789abcdef0123456789abcdef"}"#)).unwrap();
+    let body = demo_token(Some("alice-1"), &secrets, 1_000).unwrap();
+    assert_eq!(body["expires_s"], 1_000 + crate::demo::TOKEN_TTL_S);
+    let read = token::verify(body["token"].as_str().unwrap(), &secrets, 1_001).unwrap();
+    assert_eq!((read.tenant.as_str(), read.user.as_str()), ("dev", "alice-1"));
+    for user in [None, Some(""), Some("a b"), Some(&*"x".repeat(65))] {
+        assert_eq!(demo_token(user, &secrets, 1_000).unwrap_err().problem().status(), 400, "{user:?}");
+    }
+    let none = TokenSecrets::from_var(None).unwrap();
+    let refused = demo_token(Some("alice"), &none, 1_000).unwrap_err().problem();
+    assert_eq!((refused.status(), refused.detail), (404, "the dev tenant has no token secret".to_owned()));
+}
