@@ -25,11 +25,12 @@
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
 //!   - [`breaker`]: a circuit breaker per provider, outside the retries.
 //!   - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
-//! - L2 `job`, `contract`, `providers`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
+//! - L2 `job`, `contract`, `providers`, `sse`, `upstream`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
 //!   - [`job`]: the job/attempt state machine with compare-and-swap.
 //!   - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //!   - [`providers`]: named upstreams, routes by model, the order of failover.
 //!   - [`sse`]: streamed answers cut into events; terminal, error and usage events.
+//!   - [`upstream`]: a provider's answer on arrival: streamed, too large to keep, or read whole.
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
@@ -106,5 +107,6 @@ pub mod telemetry;
 pub mod template;
 pub mod tenant;
 pub mod token;
+pub mod upstream;
 pub mod view;
 pub mod wire;
