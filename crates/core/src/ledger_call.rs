@@ -143,6 +143,42 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Submission {
+    /// A keyed request the gateway accepted, as its job's Ledger gets it,
+    /// reading the request's headers by name (`header`): how long a
+    /// duplicate waits (`Prefer: wait=N`, capped, else `coalesce_wait_ms`),
+    /// whether it runs in the background (`Prefer: respond-async`), and the
+    /// provider headers it passes on ([`PROVIDER_HEADERS`]). Not yet a
+    /// job type's run, keyless, traced or renewed.
+    pub fn new(
+        caller: Caller,
+        key: &IdempotencyKey,
+        fingerprint: &Fingerprint,
+        target: String,
+        content_type: String,
+        coalesce_wait_ms: u64,
+        header: &dyn Fn(&str) -> Option<String>,
+    ) -> Self {
+        let prefer = header(crate::wire::header::PREFER);
+        Submission {
+            tenant: caller.tenant,
+            user: caller.user,
+            key: key.clone(),
+            fingerprint: fingerprint.clone(),
+            target,
+            content_type,
+            wait_ms: front::wait_ms(prefer.as_deref(), coalesce_wait_ms),
+            background: prefer.is_some_and(|prefer| crate::wire::prefers_async(&prefer)),
+            provider_headers: PROVIDER_HEADERS
+                .iter()
+                .filter_map(|name| Some(((*name).to_owned(), header(name)?)))
+                .collect(),
+            run: None,
+            keyless: None,
+            generation: 0,
+            trace: None,
+        }
+    }
+
     /// Where its job lives: the storage id of (tenant, user, key).
     pub fn storage_id(&self) -> StorageId {
         StorageId::of(&self.tenant, self.user.as_deref(), &self.key)

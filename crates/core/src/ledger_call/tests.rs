@@ -276,3 +276,29 @@ fn an_effect_action_names_the_effect_and_what_to_do() {
         assert_eq!(request.request, "r-3");
     }
 }
+
+#[test]
+fn a_submission_reads_its_wait_its_mode_and_the_provider_headers_from_the_request() {
+    let fingerprint = submission().fingerprint;
+    let new = |headers: &[(&str, &str)]| {
+        let header = |name: &str| headers.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        let target = "/v1/messages".to_owned();
+        Submission::new(caller(Some(true)), &key(), &fingerprint, target, "application/json".into(), 30_000, &header)
+    };
+    let plain = new(&[]);
+    assert_eq!((plain.tenant.as_str(), plain.user.as_deref()), ("acme", Some("u1")));
+    assert_eq!((plain.wait_ms, plain.background), (30_000, false));
+    assert!(plain.provider_headers.is_empty() && plain.run.is_none() && plain.keyless.is_none());
+    assert_eq!((plain.generation, plain.trace.is_none()), (0, true));
+    let waits = new(&[("Prefer", "wait=5")]);
+    assert_eq!((waits.wait_ms, waits.background), (5_000, false));
+    let capped = new(&[("Prefer", "wait=100000")]);
+    assert_eq!(capped.wait_ms, crate::settings::MAX_WAIT_MS);
+    let background = new(&[("Prefer", "respond-async")]);
+    assert_eq!((background.wait_ms, background.background), (30_000, true));
+    let headers = new(&[("anthropic-version", "2023-06-01"), ("authorization", "Bearer x"), ("openai-beta", "b")]);
+    assert_eq!(
+        headers.provider_headers,
+        vec![("anthropic-version".to_owned(), "2023-06-01".to_owned()), ("openai-beta".to_owned(), "b".to_owned())]
+    );
+}

@@ -6,6 +6,4 @@
 //! machine's ([`onejob_core::ledger::dead_letter`]).
 
 pub use onejob_core::ledger::dead_letter::DeadFacts;
-pub use onejob_core::ledger_call::{
-    JobMessage, JobMeta, JobQuery, OperatorRequest, PROVIDER_HEADERS, RunOf, Submission, model_of,
-};
+pub use onejob_core::ledger_call::{JobMessage, JobMeta, JobQuery, OperatorRequest, RunOf, Submission, model_of};

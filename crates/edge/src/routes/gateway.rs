@@ -2,10 +2,9 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
-use onejob_core::fingerprint::Fingerprint;
 use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{ProblemType, header, prefers_async};
+use onejob_core::protocol::{ProblemType, header};
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
@@ -70,7 +69,9 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
         let job = job.map(|job| JobFacts { from_cache: true, ..job });
         return telemetry::finish(ctx, env, &config, traced, answer, job);
     }
-    let mut submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let wait = config.settings.coalesce_wait_ms;
+    let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
     submission.keyless = keyless;
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
@@ -156,15 +157,10 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
         facts.model = Some(job_type.model.clone());
         facts
     });
-    let mut submission = submission_of(
-        &req,
-        &config,
-        caller,
-        &key,
-        &fingerprint,
-        "/v1/chat/completions".into(),
-        "application/json".into(),
-    )?;
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let (target, content_type) = ("/v1/chat/completions".into(), "application/json".into());
+    let wait = config.settings.coalesce_wait_ms;
+    let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
     submission.run = Some(RunOf { job_type: type_name, input });
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
@@ -197,38 +193,6 @@ async fn read_keyed(
         Err(refused) => return Ok(Err(refused)),
     };
     Ok(Ok((key, content_type, body)))
-}
-
-/// The submission of a keyed request the gateway accepted.
-fn submission_of(
-    req: &Request,
-    config: &Config,
-    caller: Caller,
-    key: &IdempotencyKey,
-    fingerprint: &Fingerprint,
-    target: String,
-    content_type: String,
-) -> Result<Submission> {
-    let prefer = req.headers().get(header::PREFER)?;
-    let wait_ms = front::wait_ms(prefer.as_deref(), config.settings.coalesce_wait_ms);
-    Ok(Submission {
-        tenant: caller.tenant,
-        user: caller.user,
-        key: key.clone(),
-        fingerprint: fingerprint.clone(),
-        target,
-        content_type,
-        wait_ms,
-        background: prefer.is_some_and(|prefer| prefers_async(&prefer)),
-        provider_headers: handoff::PROVIDER_HEADERS
-            .iter()
-            .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))
-            .collect(),
-        run: None,
-        keyless: None,
-        generation: 0,
-        trace: None,
-    })
 }
 
 /// Hands a submission to the Ledger of its job.
