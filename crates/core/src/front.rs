@@ -6,11 +6,13 @@
 //! functions, and performs what they return.
 
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::admin::{Admin, AdminDirectory};
 use crate::canonical::canonicalize;
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
+use crate::job_type::{JobType, JobTypes};
 use crate::key::IdempotencyKey;
 use crate::keyless::{self, Keyless};
 use crate::providers::{ListedModel, check_api_path};
@@ -500,6 +502,50 @@ pub fn run_target(type_name: &str, accept: Option<&str>) -> (bool, String) {
     let route = run_route(type_name);
     let target = if stream { format!("{route}?stream") } else { route };
     (stream, target)
+}
+
+/// The job type a run names (its name percent-decoded), or the
+/// `unknown-job-type` problem.
+pub fn job_type<'a>(types: &'a JobTypes, name: &str) -> Result<&'a JobType, Refusal> {
+    types
+        .get(name)
+        .ok_or_else(|| refused(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES"))
+}
+
+/// A job type's run as its job: whether it streams, its fingerprint, its
+/// input and the chat request rendered from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunJob {
+    /// `Accept: text/event-stream`: the answer is streamed.
+    pub stream: bool,
+    /// The type's route (with `?stream` when streamed) and the input's canonical JSON.
+    pub fingerprint: Fingerprint,
+    /// The input, valid against the type's schema.
+    pub input: Value,
+    /// The chat request rendered from it.
+    pub body: Vec<u8>,
+}
+
+/// The job of a run of `job_type` with the body `input` (its size and
+/// media type already checked), in this order: what a user token reaches
+/// (`403`: the type's route and model), the input as JSON (`400`), the
+/// input against the type's schema (`400 invalid-input`, every violation
+/// listed).
+pub fn run_job(
+    job_type: &JobType,
+    token: Option<&UserToken>,
+    key: &IdempotencyKey,
+    input: &[u8],
+    accept: Option<&str>,
+) -> Result<RunJob, Refusal> {
+    let (stream, target) = run_target(&job_type.name, accept);
+    token_allows(token, &target, Some(&job_type.model))?;
+    let fingerprint = fingerprint(&target, input, "input")?;
+    let input: Value = serde_json::from_slice(input)
+        .map_err(|error| refused(ProblemType::InvalidJson, format!("the input is not valid JSON: {error}")))?;
+    check_input(&job_type.name, key, job_type.check_input(&input))?;
+    let body = job_type.render_request(&input, stream);
+    Ok(RunJob { stream, fingerprint, input, body })
 }
 
 /// `400 invalid-input` when a run's input breaks its job type's schema,

@@ -2,9 +2,9 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
-use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest};
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, RunJob};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{ProblemType, header};
+use onejob_core::protocol::header;
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
@@ -16,8 +16,8 @@ use crate::api::ledger::LedgerCall;
 use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
+use crate::http;
 use crate::http::body;
-use crate::http::{self, problem_of};
 use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
 use crate::routes::auth::Presented;
@@ -127,8 +127,9 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
     };
     let traced = telemetry::start(&req, &config);
     let type_name = front::percent_decode(type_name);
-    let Some(job_type) = config.job_types.get(&type_name) else {
-        return problem_of(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES");
+    let job_type = match front::job_type(&config.job_types, &type_name) {
+        Ok(job_type) => job_type,
+        Err(refused) => return http::refuse(&refused),
     };
     // A job type's effects happen once per intent: its runs are always keyed.
     let (key, _, input_bytes) = match read_keyed(&mut req, &config, false).await? {
@@ -138,18 +139,12 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
     };
     // `Accept: text/event-stream` streams the answer (the effects run once
     // it has ended).
-    let (stream, target) = front::run_target(&type_name, req.headers().get("Accept")?.as_deref());
-    let checked = front::token_allows(caller.token.as_ref(), &target, Some(&job_type.model))
-        .and_then(|()| front::fingerprint(&target, &input_bytes, "input"));
-    let fingerprint = match checked {
-        Ok(fingerprint) => fingerprint,
-        Err(refused) => return http::refuse(&refused),
-    };
-    let input: serde_json::Value = serde_json::from_slice(&input_bytes)?;
-    if let Err(refused) = front::check_input(&type_name, &key, job_type.check_input(&input)) {
-        return http::refuse(&refused);
-    }
-    let body = job_type.render_request(&input, stream);
+    let accept = req.headers().get("Accept")?;
+    let RunJob { fingerprint, input, body, .. } =
+        match front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, accept.as_deref()) {
+            Ok(run) => run,
+            Err(refused) => return http::refuse(&refused),
+        };
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     let route = front::run_route(&type_name);
     let job = traced.as_ref().map(|_| {
