@@ -209,6 +209,52 @@ fn shorten(name: &str) -> String {
     name.chars().take(64).collect()
 }
 
+/// One job as the jobs list shows it, read from its row in the operators'
+/// index: a job without a user (stored as `''`) has `"user": null`, and
+/// the `background` flag (stored as `0`/`1`) is a boolean. (Read from a
+/// row, written as the list's JSON: the two forms differ.)
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct IndexedJob {
+    /// The job's tenant.
+    pub tenant: String,
+    /// Its user, if a user token's.
+    #[serde(default, deserialize_with = "empty_is_none")]
+    pub user: Option<String>,
+    /// Its key (the column `job_key`).
+    #[serde(rename = "key", alias = "job_key")]
+    pub key: String,
+    /// Its state.
+    pub state: String,
+    /// The model asked for.
+    pub model: Option<String>,
+    /// The provider that answered last.
+    pub provider: Option<String>,
+    /// Its last error's class.
+    pub error_class: Option<String>,
+    /// How many attempts it made.
+    pub attempts: u32,
+    /// Tokens it used.
+    pub tokens: u64,
+    /// Its estimated cost.
+    pub cost_usd: f64,
+    /// Whether it runs in the background (the column holds `1`).
+    #[serde(deserialize_with = "one_is_true")]
+    pub background: bool,
+    /// When it was created.
+    pub created_ms: u64,
+    /// When it last changed.
+    pub updated_ms: u64,
+}
+
+fn empty_is_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let user: Option<String> = serde::Deserialize::deserialize(d)?;
+    Ok(user.filter(|user| !user.is_empty()))
+}
+
+fn one_is_true<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(<u8 as serde::Deserialize>::deserialize(d)? == 1)
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -272,5 +318,29 @@ mod tests {
             assert_eq!(query.error_class.as_deref(), Some(class));
         }
         assert_eq!(DeadLettersQuery::parse(&pairs(&[("limit", "1")])).unwrap_err().param, "limit");
+    }
+
+    #[test]
+    fn a_row_of_the_index_is_listed_with_a_null_user_and_a_boolean_flag() {
+        let row = |user: serde_json::Value, background: u8| {
+            serde_json::from_value::<IndexedJob>(serde_json::json!({
+                "tenant": "acme", "user": user, "job_key": "test-0123456789abcdef", "state": "completed",
+                "model": "m", "provider": null, "error_class": null, "attempts": 2, "tokens": 30,
+                "cost_usd": 0.5, "background": background, "created_ms": 1, "updated_ms": 2,
+            }))
+            .unwrap()
+        };
+        let listed = serde_json::to_value(row("".into(), 1)).unwrap();
+        assert_eq!(
+            listed,
+            serde_json::json!({
+                "tenant": "acme", "user": null, "key": "test-0123456789abcdef", "state": "completed",
+                "model": "m", "provider": null, "error_class": null, "attempts": 2, "tokens": 30,
+                "cost_usd": 0.5, "background": true, "created_ms": 1, "updated_ms": 2,
+            })
+        );
+        let user = row("u1".into(), 0);
+        assert_eq!((user.user.as_deref(), user.background), (Some("u1"), false));
+        assert_eq!(row(serde_json::Value::Null, 1).user, None);
     }
 }

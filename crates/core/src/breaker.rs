@@ -20,6 +20,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::classify::Decision;
+use crate::wire::{Problem, ProblemType};
 
 /// When a breaker opens and for how long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +225,61 @@ impl Breaker {
     }
 }
 
+/// A call to a provider's breaker object (`ProviderHealth`), by its path:
+/// `/permit` (may an attempt call the provider?), `/report` (how a call
+/// went) and `/view` (the providers' page).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HealthCall {
+    /// `/permit`: answered with a [`Permit`].
+    Permit,
+    /// `/report`: answered with nothing.
+    Report(Report),
+    /// `/view`: answered with a [`HealthView`].
+    View,
+}
+
+/// The body of `/report`: how one call went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// The call failed (transient or unknown): see [`is_failure`].
+    pub failed: bool,
+    /// It was let through as the half-open probe.
+    pub probe: bool,
+}
+
+impl HealthCall {
+    /// Reads a call from its path and body (only a report's is read): a
+    /// `404` for another path, a `500` for a report that cannot be read (a
+    /// caller of another version, or a bug; never a user's input).
+    pub fn decode(path: &str, body: &[u8]) -> Result<Self, Box<Problem>> {
+        let refused = |kind, detail| Box::new(Problem::new(kind, detail));
+        match path {
+            "/permit" => Ok(HealthCall::Permit),
+            "/view" => Ok(HealthCall::View),
+            "/report" => serde_json::from_slice(body)
+                .map(HealthCall::Report)
+                .map_err(|_| refused(ProblemType::Internal, "malformed health report")),
+            _ => Err(refused(ProblemType::NotFound, "unknown health route")),
+        }
+    }
+}
+
+impl Breaker {
+    /// Performs `call` at `now_ms`: the answer's JSON (`None` for a report,
+    /// answered empty). The caller stores the breaker if it changed.
+    pub fn answer(&mut self, call: HealthCall, policy: BreakerPolicy, now_ms: u64) -> Option<serde_json::Value> {
+        // A permit and a view always serialise.
+        match call {
+            HealthCall::Permit => serde_json::to_value(self.permit(policy, now_ms)).ok(),
+            HealthCall::Report(report) => {
+                self.report(policy, report.failed, report.probe, now_ms);
+                None
+            }
+            HealthCall::View => serde_json::to_value(self.view(now_ms)).ok(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -338,5 +394,36 @@ mod tests {
             b.report(POLICY, false, true, t);
         }
         assert_eq!(b.transitions().len(), TRANSITIONS_KEPT);
+    }
+
+    #[test]
+    fn a_health_call_is_read_from_its_path_and_a_reports_body() {
+        assert_eq!(HealthCall::decode("/permit", b""), Ok(HealthCall::Permit));
+        assert_eq!(HealthCall::decode("/view", b"ignored"), Ok(HealthCall::View));
+        let report = HealthCall::decode("/report", br#"{"failed":true,"probe":false}"#);
+        assert_eq!(report, Ok(HealthCall::Report(Report { failed: true, probe: false })));
+        let malformed = HealthCall::decode("/report", b"").unwrap_err();
+        assert_eq!((malformed.status(), malformed.detail.as_str()), (500, "malformed health report"));
+        let unknown = HealthCall::decode("/nope", b"").unwrap_err();
+        assert_eq!((unknown.status(), unknown.detail.as_str()), (404, "unknown health route"));
+        // What the client sends reads back.
+        let sent = serde_json::to_vec(&Report { failed: false, probe: true }).unwrap();
+        assert_eq!(HealthCall::decode("/report", &sent), Ok(HealthCall::Report(Report { failed: false, probe: true })));
+    }
+
+    #[test]
+    fn a_health_call_answers_a_permit_or_a_view_and_a_report_changes_the_breaker() {
+        let policy = BreakerPolicy { failures: 1, cooldown_ms: 1_000 };
+        let mut breaker = Breaker::new();
+        let permit = breaker.answer(HealthCall::Permit, policy, 0).unwrap();
+        assert_eq!(serde_json::from_value::<Permit>(permit).unwrap(), Permit::Call);
+        assert_eq!(breaker.answer(HealthCall::Report(Report { failed: true, probe: false }), policy, 10), None);
+        assert_eq!(breaker.state(), BreakerState::Open);
+        let permit = breaker.answer(HealthCall::Permit, policy, 20).unwrap();
+        assert_eq!(serde_json::from_value::<Permit>(permit).unwrap(), Permit::Skip { retry_after_ms: 990 });
+        let view = breaker.answer(HealthCall::View, policy, 20).unwrap();
+        assert_eq!(view, serde_json::to_value(breaker.view(20)).unwrap());
+        let view: HealthView = serde_json::from_value(view).unwrap();
+        assert_eq!((view.state, view.calls, view.failures, view.retry_after_ms), (BreakerState::Open, 1, 1, 990));
     }
 }

@@ -74,11 +74,37 @@ pub enum EffectTarget {
     Inbox { payload: Value, receipts: bool },
 }
 
+/// Where a destination is asked what it holds under a delivery id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiptSource<'a> {
+    /// A `d1` effect's row, in `table` of the database bound as `database`.
+    #[allow(missing_docs)]
+    Row { database: &'a str, table: &'a str },
+    /// The demo's inbox (only when it gives receipts).
+    Inbox,
+    /// `GET {receipt_url}/{delivery id}` of a webhook.
+    Url(&'a str),
+    /// None: a webhook without a receipt URL, an inbox without receipts.
+    None,
+}
+
 /// How a job type (or the variable its `env:NAME` names) spells the demo's
 /// mail inbox as a webhook effect's `url` and `receipt_url`.
 pub const INBOX_URL: &str = "demo:inbox";
 
 impl EffectTarget {
+    /// Where to ask what this destination holds under a delivery id.
+    pub fn receipt_source(&self) -> ReceiptSource<'_> {
+        match self {
+            EffectTarget::D1 { database, table, .. } => ReceiptSource::Row { database, table },
+            EffectTarget::Inbox { receipts: true, .. } => ReceiptSource::Inbox,
+            EffectTarget::Webhook { receipt_url: Some(url), .. } => ReceiptSource::Url(url),
+            EffectTarget::Webhook { receipt_url: None, .. } | EffectTarget::Inbox { receipts: false, .. } => {
+                ReceiptSource::None
+            }
+        }
+    }
+
     /// A webhook effect's target from its URLs as they stand (as written,
     /// or once the deployment resolved them): [`EffectTarget::Inbox`] when
     /// `url` is [`INBOX_URL`], else [`EffectTarget::Webhook`]. The inbox is

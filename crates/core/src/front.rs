@@ -6,11 +6,13 @@
 //! functions, and performs what they return.
 
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use crate::admin::{Admin, AdminDirectory};
 use crate::canonical::canonicalize;
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
+use crate::job_type::{JobType, JobTypes};
 use crate::key::IdempotencyKey;
 use crate::keyless::{self, Keyless};
 use crate::providers::{ListedModel, check_api_path};
@@ -502,6 +504,50 @@ pub fn run_target(type_name: &str, accept: Option<&str>) -> (bool, String) {
     (stream, target)
 }
 
+/// The job type a run names (its name percent-decoded), or the
+/// `unknown-job-type` problem.
+pub fn job_type<'a>(types: &'a JobTypes, name: &str) -> Result<&'a JobType, Refusal> {
+    types
+        .get(name)
+        .ok_or_else(|| refused(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES"))
+}
+
+/// A job type's run as its job: whether it streams, its fingerprint, its
+/// input and the chat request rendered from it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunJob {
+    /// `Accept: text/event-stream`: the answer is streamed.
+    pub stream: bool,
+    /// The type's route (with `?stream` when streamed) and the input's canonical JSON.
+    pub fingerprint: Fingerprint,
+    /// The input, valid against the type's schema.
+    pub input: Value,
+    /// The chat request rendered from it.
+    pub body: Vec<u8>,
+}
+
+/// The job of a run of `job_type` with the body `input` (its size and
+/// media type already checked), in this order: what a user token reaches
+/// (`403`: the type's route and model), the input as JSON (`400`), the
+/// input against the type's schema (`400 invalid-input`, every violation
+/// listed).
+pub fn run_job(
+    job_type: &JobType,
+    token: Option<&UserToken>,
+    key: &IdempotencyKey,
+    input: &[u8],
+    accept: Option<&str>,
+) -> Result<RunJob, Refusal> {
+    let (stream, target) = run_target(&job_type.name, accept);
+    token_allows(token, &target, Some(&job_type.model))?;
+    let fingerprint = fingerprint(&target, input, "input")?;
+    let input: Value = serde_json::from_slice(input)
+        .map_err(|error| refused(ProblemType::InvalidJson, format!("the input is not valid JSON: {error}")))?;
+    check_input(&job_type.name, key, job_type.check_input(&input))?;
+    let body = job_type.render_request(&input, stream);
+    Ok(RunJob { stream, fingerprint, input, body })
+}
+
 /// `400 invalid-input` when a run's input breaks its job type's schema,
 /// every violation listed.
 pub fn check_input(type_name: &str, key: &IdempotencyKey, violations: Vec<Violation>) -> Result<(), Refusal> {
@@ -551,6 +597,30 @@ pub fn approver(token: Option<&UserToken>, tenant: &str, user: Option<&str>) -> 
         return Err(refused(ProblemType::Forbidden, "approving needs the tenant's key or a token with approve"));
     }
     Ok(user.map_or_else(|| format!("tenant:{tenant}"), |user| format!("user:{user}")))
+}
+
+/// The demo's routes (`/demo/token`, `/demo/tickets`, `/demo/inbox`)
+/// answer only where the demo is on (`DEMO_TOKEN_ISSUER=on`; elsewhere a
+/// `404`, as any unknown route), and only a `GET`.
+pub fn demo_route(demo_on: bool, method: &str) -> Result<(), Refusal> {
+    if !demo_on {
+        return Err(refused(ProblemType::NotFound, "no such route"));
+    }
+    expect(method, Method::Get)
+}
+
+/// `GET /demo/token?user=<id>`'s answer at `now_s`: a one-hour user token of
+/// the demo's tenant for `user` (`400` unless 1 to 64 of `A-Z a-z 0-9 - _`;
+/// `404` when that tenant has no token secret), as `{token, expires_s}`.
+pub fn demo_token(user: Option<&str>, secrets: &TokenSecrets, now_s: u64) -> Result<serde_json::Value, Refusal> {
+    let Some(user) = crate::demo::token_user(user) else {
+        return Err(refused(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _"));
+    };
+    let Some(secret) = secrets.secret_of(crate::demo::TOKEN_TENANT) else {
+        return Err(refused(ProblemType::NotFound, "the dev tenant has no token secret"));
+    };
+    let claims = crate::demo::token_claims(user, now_s);
+    Ok(serde_json::json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp }))
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation as text,

@@ -25,11 +25,12 @@
 //!   - [`classify`]: which outcomes are retried, never retried, or unknown.
 //!   - [`breaker`]: a circuit breaker per provider, outside the retries.
 //!   - [`backoff`]: jittered delays, `Retry-After`, the retry budget.
-//! - L2 `job`, `contract`, `providers`, `sse`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
+//! - L2 `job`, `contract`, `providers`, `sse`, `upstream`, `template`, `effect`, `job_type`: the job machine, the upstreams, and server-defined job types.
 //!   - [`job`]: the job/attempt state machine with compare-and-swap.
 //!   - [`contract`]: a route's output contract (required keys, a JSON Schema subset).
 //!   - [`providers`]: named upstreams, routes by model, the order of failover.
 //!   - [`sse`]: streamed answers cut into events; terminal, error and usage events.
+//!   - [`upstream`]: a provider's answer on arrival: streamed, too large to keep, or read whole.
 //!   - [`template`]: `{{input.x}}` / `{{output.x}}` templates: rendering, and checking them against schemas.
 //!   - [`effect`]: writes and sends that happen once: claims, receipts, approvals, reconciliation.
 //!   - [`job_type`]: server-defined intents: input schema, prompt, output contract, effects.
@@ -55,11 +56,13 @@
 //!   - [`dead_letters`]: the operators' dead letters: a row, the list grouped by cause with its trend, the dead-letter alert.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
-//! - L5 `view`, `response`, `protocol`, `telemetry`: what a job looks like from outside.
+//! - L5 `view`, `response`, `protocol`, `telemetry`, `ledger_call`, `deployment`: what a job looks like from outside, the worker's call to a job's Ledger, and a deployment's configuration.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //!   - [`response`]: which headers the worker's responses carry (CORS, a preflight, a problem, a job's result, a stream).
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 //!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
+//!   - [`ledger_call`]: the worker's one call to a job's Ledger (`LedgerCall`), its payloads and their wire form.
+//!   - [`deployment`]: a deployment's configuration as its variables and secrets make it, each checked.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -77,6 +80,7 @@ pub mod classify;
 pub mod contract;
 pub mod dead_letters;
 pub mod demo;
+pub mod deployment;
 mod digest;
 pub mod effect;
 pub mod fingerprint;
@@ -87,6 +91,7 @@ pub mod job_type;
 pub mod key;
 pub mod keyless;
 pub mod ledger;
+pub mod ledger_call;
 pub mod pricing;
 pub mod protocol;
 pub mod provider_check;
@@ -104,5 +109,6 @@ pub mod telemetry;
 pub mod template;
 pub mod tenant;
 pub mod token;
+pub mod upstream;
 pub mod view;
 pub mod wire;

@@ -135,6 +135,34 @@ pub fn payload_columns(payload: &Value) -> Vec<String> {
     payload.as_object().map(|row| row.keys().cloned().collect()).unwrap_or_default()
 }
 
+/// One parameter of a `d1` effect's insert, as D1 binds it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlParam {
+    /// `NULL` (a JSON `null`, or a column the payload lacks).
+    Null,
+    /// An integer (a JSON boolean: `0` or `1`, as SQLite keeps booleans).
+    Int(i32),
+    /// A number (D1 binds every JavaScript number as one).
+    Number(f64),
+    /// Text: a JSON string as it is, an object or a list as its JSON.
+    Text(String),
+}
+
+/// The parameters of `columns` (see [`payload_columns`]) from a `d1`
+/// effect's payload, in order (`?5` on, see [`sql::insert`]).
+pub fn sql_params(payload: &Value, columns: &[String]) -> Vec<SqlParam> {
+    columns
+        .iter()
+        .map(|column| match payload.get(column).unwrap_or(&Value::Null) {
+            Value::Null => SqlParam::Null,
+            Value::Bool(b) => SqlParam::Int(i32::from(*b)),
+            Value::Number(n) => SqlParam::Number(n.as_f64().unwrap_or(0.0)),
+            Value::String(s) => SqlParam::Text(s.clone()),
+            other => SqlParam::Text(other.to_string()),
+        })
+        .collect()
+}
+
 /// The SQL of a `d1` effect's table. Table and column names come from the
 /// job type, checked as SQL names when it was read
 /// ([`crate::job_type::is_sql_name`]), never from a request; they are
@@ -280,5 +308,26 @@ mod tests {
              ?3, ?4, ?5, ?6) ON CONFLICT (source, delivery_id) DO NOTHING RETURNING *"
         );
         assert_eq!(sql::select("mail"), "SELECT * FROM \"mail\" WHERE source = ?1 AND delivery_id = ?2");
+    }
+
+    #[test]
+    fn a_payloads_values_are_bound_as_d1_keeps_them() {
+        use super::{SqlParam, payload_columns, sql_params};
+        let payload = serde_json::json!({
+            "id": "t-1", "count": 3, "ratio": 0.5, "urgent": true, "done": false, "note": null,
+            "tags": ["a", "b"], "meta": {"k": 1},
+        });
+        let columns = payload_columns(&payload);
+        let params: Vec<(String, SqlParam)> = columns.iter().cloned().zip(sql_params(&payload, &columns)).collect();
+        let param = |name: &str| params.iter().find(|(c, _)| c == name).map(|(_, p)| p.clone()).unwrap();
+        assert_eq!(param("id"), SqlParam::Text("t-1".into()));
+        assert_eq!(param("count"), SqlParam::Number(3.0));
+        assert_eq!(param("ratio"), SqlParam::Number(0.5));
+        assert_eq!((param("urgent"), param("done")), (SqlParam::Int(1), SqlParam::Int(0)));
+        assert_eq!(param("note"), SqlParam::Null);
+        assert_eq!(param("tags"), SqlParam::Text(r#"["a","b"]"#.into()));
+        assert_eq!(param("meta"), SqlParam::Text(r#"{"k":1}"#.into()));
+        // A column the payload lacks is NULL.
+        assert_eq!(sql_params(&payload, &["absent".to_owned()]), vec![SqlParam::Null]);
     }
 }

@@ -272,3 +272,23 @@ fn a_state_s_name_is_its_wire_name() {
         assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
     }
 }
+
+#[test]
+fn a_destination_is_asked_for_its_receipt_where_it_keeps_one() {
+    let d1 = EffectTarget::D1 { database: "TICKETS".into(), table: "t".into(), columns: serde_json::Map::new() };
+    assert_eq!(d1.receipt_source(), ReceiptSource::Row { database: "TICKETS", table: "t" });
+    let webhook = |receipt_url: Option<&str>| EffectTarget::Webhook {
+        url: "https://hooks.example/in".into(),
+        receipt_url: receipt_url.map(str::to_owned),
+        secret: None,
+        payload: serde_json::Value::Null,
+    };
+    assert_eq!(
+        webhook(Some("https://hooks.example/r")).receipt_source(),
+        ReceiptSource::Url("https://hooks.example/r")
+    );
+    assert_eq!(webhook(None).receipt_source(), ReceiptSource::None);
+    let inbox = |receipts| EffectTarget::Inbox { payload: serde_json::Value::Null, receipts };
+    assert_eq!(inbox(true).receipt_source(), ReceiptSource::Inbox);
+    assert_eq!(inbox(false).receipt_source(), ReceiptSource::None);
+}

@@ -362,3 +362,83 @@ mod credentials {
         );
     }
 }
+
+#[test]
+fn the_demo_routes_answer_only_a_get_where_the_demo_is_on() {
+    assert_eq!(demo_route(true, "GET"), Ok(()));
+    let off = demo_route(false, "GET").unwrap_err();
+    assert_eq!((off.problem().status(), off.problem().detail), (404, "no such route".to_owned()));
+    // Off is off whatever the method: a 404, never a 405 that would show the route.
+    assert_eq!(demo_route(false, "POST").unwrap_err().problem().status(), 404);
+    let post = demo_route(true, "POST").unwrap_err();
+    assert_eq!(post.problem().status(), 405);
+    assert_eq!(post.headers(), vec![("Allow", "GET, OPTIONS".to_owned())]);
+}
+
+#[test]
+fn a_demo_token_is_a_verified_token_of_the_demo_tenant_for_a_well_formed_user() {
+    let secrets = TokenSecrets::from_var(Some(r#"{"dev":"0123456789abcdef0123456789abcdef"}"#)).unwrap();
+    let body = demo_token(Some("alice-1"), &secrets, 1_000).unwrap();
+    assert_eq!(body["expires_s"], 1_000 + crate::demo::TOKEN_TTL_S);
+    let read = token::verify(body["token"].as_str().unwrap(), &secrets, 1_001).unwrap();
+    assert_eq!((read.tenant.as_str(), read.user.as_str()), ("dev", "alice-1"));
+    for user in [None, Some(""), Some("a b"), Some(&*"x".repeat(65))] {
+        assert_eq!(demo_token(user, &secrets, 1_000).unwrap_err().problem().status(), 400, "{user:?}");
+    }
+    let none = TokenSecrets::from_var(None).unwrap();
+    let refused = demo_token(Some("alice"), &none, 1_000).unwrap_err().problem();
+    assert_eq!((refused.status(), refused.detail), (404, "the dev tenant has no token secret".to_owned()));
+}
+
+fn summarise() -> JobTypes {
+    let definition = serde_json::json!({
+        "summarise": {
+            "model": "demo",
+            "input": {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"}}},
+            "prompt": {"system": "Summarise.", "user": "{{input.text}}"},
+            "output": {"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}},
+        }
+    });
+    JobTypes::from_json(&definition.to_string()).unwrap()
+}
+
+#[test]
+fn a_run_names_a_job_type_the_deployment_has() {
+    let types = summarise();
+    assert_eq!(job_type(&types, "summarise").unwrap().model, "demo");
+    let unknown = job_type(&types, "nope").unwrap_err().problem();
+    assert_eq!(unknown.kind, ProblemType::UnknownJobType);
+}
+
+#[test]
+fn a_runs_job_is_its_types_route_and_input_streamed_or_not() {
+    let types = summarise();
+    let summarise = job_type(&types, "summarise").unwrap();
+    let key = IdempotencyKey::parse("run-0123456789abcdef").unwrap();
+    let input = br#"{ "text": "hello" }"#;
+    let run = run_job(summarise, None, &key, input, None).unwrap();
+    assert!(!run.stream);
+    assert_eq!(run.input, serde_json::json!({"text": "hello"}));
+    assert_eq!(run.fingerprint, Fingerprint::of_url("POST", "/onejob/v1/run/summarise", Body::Json(input)).unwrap());
+    let body: Value = serde_json::from_slice(&run.body).unwrap();
+    assert_eq!(body["model"], "demo");
+    // Streamed is another intent: another fingerprint, a streamed request.
+    let streamed = run_job(summarise, None, &key, input, Some("text/event-stream")).unwrap();
+    assert!(streamed.stream);
+    assert_ne!(streamed.fingerprint, run.fingerprint);
+    assert_eq!(serde_json::from_slice::<Value>(&streamed.body).unwrap()["stream"], true);
+}
+
+#[test]
+fn a_run_is_refused_for_a_token_that_does_not_reach_it_bad_json_or_an_input_off_its_schema() {
+    let types = summarise();
+    let summarise = job_type(&types, "summarise").unwrap();
+    let key = IdempotencyKey::parse("run-0123456789abcdef").unwrap();
+    // This token reaches only /v1/*.
+    let forbidden = run_job(summarise, Some(&token(false)), &key, br#"{"text":"x"}"#, None).unwrap_err().problem();
+    assert_eq!(forbidden.status(), 403);
+    let not_json = run_job(summarise, None, &key, b"{", None).unwrap_err().problem();
+    assert_eq!(not_json.kind, ProblemType::InvalidJson);
+    let off_schema = run_job(summarise, None, &key, br#"{"text": 3}"#, None).unwrap_err().problem();
+    assert_eq!((off_schema.kind, off_schema.status()), (ProblemType::InvalidInput, 400));
+}

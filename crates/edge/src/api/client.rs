@@ -27,9 +27,10 @@ pub fn init(body: Option<String>) -> RequestInit {
 
 /// Makes `call` to the Ledger that owns `storage_id`.
 pub async fn ledger(env: &Env, storage_id: &StorageId, call: &LedgerCall) -> Result<Response> {
+    let (url, body) = call.encode();
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(js_sys::Uint8Array::from(call.encode().as_slice()).into()));
-    self::call(env, binding::LEDGER, storage_id.as_str(), &call.url(), &init).await
+    init.with_method(Method::Post).with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+    self::call(env, binding::LEDGER, storage_id.as_str(), &url, &init).await
 }
 
 /// Makes `call` to the Ledger of `job` (a tenant's or a user's).

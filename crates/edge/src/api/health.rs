@@ -3,23 +3,13 @@
 //! provider's breaker first ([`permit`]) and tells it how the call went
 //! ([`report`]); the providers' page reads it ([`view`]).
 
-pub use onejob_core::breaker::HealthView;
 use onejob_core::breaker::Permit;
+pub use onejob_core::breaker::{HealthView, Report};
 use onejob_core::providers::Provider;
-use serde::{Deserialize, Serialize};
 use worker::{Env, Response, Result};
 
 use crate::api::client;
 use crate::env::binding;
-
-/// `POST /report`.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-pub struct Report {
-    /// The call failed (transient or unknown): see [`onejob_core::breaker::is_failure`].
-    pub failed: bool,
-    /// It was let through as the half-open probe.
-    pub probe: bool,
-}
 
 /// Asks `provider`'s breaker whether to call it. A provider without a
 /// breaker, or a breaker that cannot be reached, is called (the breaker

@@ -4,26 +4,23 @@
 //! (`DEMO_TOKEN_ISSUER=on`); elsewhere they are `404`, as any unknown route.
 
 use onejob_core::demo;
-use onejob_core::protocol::ProblemType;
-use onejob_core::token;
+use onejob_core::front;
 use serde_json::{Value, json};
-use worker::{Env, Method, Request, Response, Result};
+use worker::{Env, Request, Response, Result};
 
 use crate::demo::inbox;
+use crate::env::clock::now_ms;
 use crate::env::{binding, config};
-use crate::http::{self, problem_of};
+use crate::http;
 
 /// `GET /demo/tickets` and `/demo/inbox` (see [`rows`]), only where the
 /// demo is on (`DEMO_TOKEN_ISSUER=on`).
 pub async fn read_out(req: &Request, env: &Env, what: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    if !config.demo_token_issuer {
-        return problem_of(ProblemType::NotFound, "no such route");
+    match front::demo_route(config.demo_token_issuer, req.method().as_ref()) {
+        Ok(()) => rows(env, what).await,
+        Err(refused) => http::refuse(&refused),
     }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
-    rows(env, what).await
 }
 
 /// `GET /demo/tickets` and `GET /demo/inbox`: the triage job type's rows
@@ -53,21 +50,12 @@ async fn rows(env: &Env, what: &str) -> Result<Response> {
 /// anyone, as a real app's backend would hand one to its signed-in users).
 pub fn token(req: Request, env: &Env) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    if !config.demo_token_issuer {
-        return problem_of(ProblemType::NotFound, "no such route");
-    }
-    if req.method() != Method::Get {
-        return http::method_not_allowed(&req.method(), &Method::Get);
-    }
     let url = req.url()?;
     let user = url.query_pairs().find(|(n, _)| n == "user").map(|(_, v)| v.into_owned());
-    let Some(user) = demo::token_user(user.as_deref()) else {
-        return problem_of(ProblemType::InvalidQuery, "user must be 1 to 64 of A-Z a-z 0-9 - _");
-    };
-    let Some(secret) = config.token_secrets.secret_of(demo::TOKEN_TENANT) else {
-        return problem_of(ProblemType::NotFound, "the dev tenant has no token secret");
-    };
-    let claims = demo::token_claims(user, crate::env::clock::now_ms() / 1000);
-    let body = json!({ "token": token::mint(&claims, secret), "expires_s": claims.exp });
-    http::with_cors(Response::from_json(&body)?)
+    let answer = front::demo_route(config.demo_token_issuer, req.method().as_ref())
+        .and_then(|()| front::demo_token(user.as_deref(), &config.token_secrets, now_ms() / 1000));
+    match answer {
+        Ok(body) => http::with_cors(Response::from_json(&body)?),
+        Err(refused) => http::refuse(&refused),
+    }
 }

@@ -18,8 +18,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use onejob_core::effect::receipt::{self, Answered, WEBHOOK_TIMEOUT_MS, sql};
-use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found};
+use onejob_core::effect::receipt::{self, Answered, SqlParam, WEBHOOK_TIMEOUT_MS, sql};
+use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found, ReceiptSource};
 use onejob_core::ledger::effects::Performed;
 use serde_json::Value;
 use wasm_bindgen::JsValue;
@@ -51,18 +51,15 @@ pub async fn perform(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, sour
     }
 }
 
-/// What the destination holds under `effect`'s delivery id.
+/// What the destination holds under `effect`'s delivery id, asked where it
+/// keeps its receipts ([`EffectTarget::receipt_source`]).
 pub async fn ask(env: &Env, spec: Option<&EffectSpec>, effect: &Effect, source: &str) -> Found {
     let Some(spec) = spec else { return Found::NoReceiptSource };
-    match &spec.target {
-        EffectTarget::D1 { database, table, .. } => find_row(env, database, table, effect, source).await,
-        EffectTarget::Inbox { receipts: true, .. } => {
-            receipt::found_of_lookup(demo::mail_receipt(env, &effect.delivery_id).await, None)
-        }
-        EffectTarget::Webhook { receipt_url: Some(url), .. } => receipt(url, &effect.delivery_id).await,
-        EffectTarget::Webhook { receipt_url: None, .. } | EffectTarget::Inbox { receipts: false, .. } => {
-            Found::NoReceiptSource
-        }
+    match spec.target.receipt_source() {
+        ReceiptSource::Row { database, table } => find_row(env, database, table, effect, source).await,
+        ReceiptSource::Inbox => receipt::found_of_lookup(demo::mail_receipt(env, &effect.delivery_id).await, None),
+        ReceiptSource::Url(url) => receipt(url, &effect.delivery_id).await,
+        ReceiptSource::None => Found::NoReceiptSource,
     }
 }
 
@@ -100,7 +97,7 @@ async fn insert_row(
         effect.fingerprint.as_str().into(),
         JsValue::from(now_ms() as f64),
     ];
-    args.extend(columns.iter().map(|c| sql_value(effect.payload.get(c).unwrap_or(&Value::Null))));
+    args.extend(receipt::sql_params(&effect.payload, &columns).into_iter().map(sql_value));
     let rows = db.prepare(sql::insert(table, &columns)).bind(&args)?.all().await?.results::<Value>()?;
     Ok(rows.into_iter().next())
 }
@@ -115,14 +112,13 @@ async fn find_row(env: &Env, database: &str, table: &str, effect: &Effect, sourc
     receipt::found_of_row(found.await, &effect.fingerprint)
 }
 
-/// A payload value as a D1 parameter (objects and lists as JSON text).
-fn sql_value(value: &Value) -> JsValue {
-    match value {
-        Value::Null => JsValue::NULL,
-        Value::Bool(b) => JsValue::from(i32::from(*b)),
-        Value::Number(n) => JsValue::from(n.as_f64().unwrap_or(0.0)),
-        Value::String(s) => JsValue::from(s.as_str()),
-        other => JsValue::from(other.to_string()),
+/// A payload value as a D1 parameter ([`receipt::sql_params`] decides which).
+fn sql_value(param: SqlParam) -> JsValue {
+    match param {
+        SqlParam::Null => JsValue::NULL,
+        SqlParam::Int(n) => JsValue::from(n),
+        SqlParam::Number(n) => JsValue::from(n),
+        SqlParam::Text(text) => JsValue::from(text),
     }
 }
 

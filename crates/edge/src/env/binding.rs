@@ -7,10 +7,6 @@ pub const LEDGER: &str = "LEDGER";
 pub const RESULTS: &str = "RESULTS";
 /// The `ProviderHealth` Durable Object namespace (one breaker per provider).
 pub const PROVIDER_HEALTH: &str = "PROVIDER_HEALTH";
-/// The tenant directory: key digest → tenant id.
-pub const TENANTS: &str = "TENANTS";
-/// The admin keys: key digest → name and scope.
-pub const ADMIN_KEYS: &str = "ADMIN_KEYS";
 /// The queue of background jobs.
 pub const JOBS: &str = "JOBS";
 /// The dead-letter queue.

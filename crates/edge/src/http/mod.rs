@@ -58,14 +58,6 @@ pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
     with_cors(response)
 }
 
-/// `405` for a route that takes only `allowed` (and the CORS preflight),
-/// with the `Allow` header RFC 9110 §15.5.6 requires.
-pub fn method_not_allowed(used: &worker::Method, allowed: &worker::Method) -> Result<Response> {
-    let mut response = problem_of(ProblemType::MethodNotAllowed, format!("{used} is not allowed here; use {allowed}"))?;
-    response.headers_mut().set("Allow", &format!("{allowed}, OPTIONS"))?;
-    Ok(response)
-}
-
 /// A request the core refused before any I/O ([`Refusal`]): its problem,
 /// and the `Allow` header of a `405`.
 pub fn refuse(refusal: &Refusal) -> Result<Response> {

@@ -13,11 +13,9 @@
 
 use std::cell::RefCell;
 
-use onejob_core::breaker::Breaker;
-use onejob_core::protocol::ProblemType;
+use onejob_core::breaker::{Breaker, HealthCall};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::api::health::Report;
 use crate::env::clock::now_ms;
 use crate::env::config;
 use crate::http;
@@ -44,24 +42,15 @@ impl DurableObject for ProviderHealth {
         // Everything that awaits comes before the breaker is read: from the
         // read to the write below nothing else may run (an await on the body
         // would let another request in, and one of two updates be lost).
-        let report = match req.path().as_str() {
-            "/report" => match req.json::<Report>().await {
-                Ok(report) => Some(report),
-                Err(_) => return http::problem_of(ProblemType::Internal, "malformed health report"),
-            },
-            _ => None,
+        let call = match HealthCall::decode(&req.path(), &req.bytes().await?) {
+            Ok(call) => call,
+            Err(refused) => return http::problem(&refused),
         };
         let mut breaker = self.load().await?;
-        let now = now_ms();
         let before = breaker.clone();
-        let answer = match (req.path().as_str(), report) {
-            ("/permit", _) => Response::from_json(&breaker.permit(policy, now))?,
-            ("/report", Some(report)) => {
-                breaker.report(policy, report.failed, report.probe, now);
-                Response::empty()?
-            }
-            ("/view", _) => Response::from_json(&breaker.view(now))?,
-            _ => return http::problem_of(ProblemType::NotFound, "unknown health route"),
+        let answer = match breaker.answer(call, policy, now_ms()) {
+            Some(body) => Response::from_json(&body)?,
+            None => Response::empty()?,
         };
         if breaker != before {
             if breaker.state() != before.state() {

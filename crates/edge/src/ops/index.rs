@@ -4,10 +4,9 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::admin_query::{JobsQuery, cursor_of};
+use onejob_core::admin_query::{IndexedJob, JobsQuery, cursor_of};
 use onejob_core::job::Job;
 use onejob_core::savings::Spent;
-use serde::{Deserialize, Serialize};
 use wasm_bindgen::JsValue;
 use worker::{Delay, Env, Result};
 
@@ -105,26 +104,6 @@ fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> serde_json::Value {
         job.updated_ms(),
         job.version(),
     ])
-}
-
-/// One job in the operators' list.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct IndexedJob {
-    pub tenant: String,
-    #[serde(default)]
-    pub user: String,
-    #[serde(rename = "key", alias = "job_key")]
-    pub key: String,
-    pub state: String,
-    pub model: Option<String>,
-    pub provider: Option<String>,
-    pub error_class: Option<String>,
-    pub attempts: u32,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub background: u8,
-    pub created_ms: u64,
-    pub updated_ms: u64,
 }
 
 /// A page of the jobs list, newest first, and the cursor of the next.

@@ -55,17 +55,6 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
         }
         AdminRoute::Jobs(filter) => {
             let (jobs, next) = ops::jobs(env, &filter).await?;
-            let jobs: Vec<serde_json::Value> = jobs
-                .into_iter()
-                .map(|job| {
-                    serde_json::json!({
-                        "tenant": job.tenant, "user": (!job.user.is_empty()).then_some(job.user), "key": job.key,
-                        "state": job.state, "model": job.model, "provider": job.provider, "error_class": job.error_class,
-                        "attempts": job.attempts, "tokens": job.tokens, "cost_usd": job.cost_usd,
-                        "background": job.background == 1, "created_ms": job.created_ms, "updated_ms": job.updated_ms,
-                    })
-                })
-                .collect();
             http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)
         }
         AdminRoute::Costs(query) => {
@@ -102,14 +91,7 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             if let Err(refused) = body.check(&admin) {
                 return http::refuse(&refused);
             }
-            let job = body.job();
-            let response = body.response.unwrap_or(admin_route::ResolvedResponse { status: None, body: None });
-            let call = LedgerCall::Resolve(OperatorRequest {
-                action: Some(body.action),
-                status: response.status,
-                body: response.body,
-                ..operator_request(&admin, &job, &request)
-            });
+            let (job, call) = LedgerCall::resolve(&admin, &request, body);
             let resolve = async {
                 let (status, answer) = forward(env, &job, &call).await?;
                 // Settled: off the dead-letter list.
@@ -121,34 +103,16 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             once(env, &admin, &request, resolve).await
         }
         AdminRoute::Effect { request, job, effect, action } => {
-            let call = LedgerCall::Effect(OperatorRequest {
-                action: Some(action.as_str().to_owned()),
-                effect: Some(effect),
-                ..operator_request(&admin, &job, &request)
-            });
+            let call = LedgerCall::effect(&admin, &job, &request, effect, action);
             once(env, &admin, &request, forward(env, &job, &call)).await
         }
-    }
-}
-
-/// An operator's request about `job`, by `admin`, under the operator
-/// request's key (empty for a look or a kick).
-fn operator_request(admin: &Admin, job: &JobName, request: &str) -> OperatorRequest {
-    OperatorRequest {
-        key: job.key.clone(),
-        by: admin.name.clone(),
-        request: request.to_owned(),
-        action: None,
-        status: None,
-        body: None,
-        effect: None,
     }
 }
 
 /// An admin's request to one job's Ledger that carries no operator key
 /// (a look, a kick), answered as the Ledger answers it.
 async fn to_job(env: &Env, admin: &Admin, job: &JobName, call: fn(OperatorRequest) -> LedgerCall) -> Result<Response> {
-    let (status, body) = forward(env, job, &call(operator_request(admin, job, ""))).await?;
+    let (status, body) = forward(env, job, &call(OperatorRequest::of(admin, job, ""))).await?;
     json_response(status, &body)
 }
 
@@ -208,7 +172,7 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
             continue;
         }
         let (status, answer) =
-            forward(env, job, &LedgerCall::Replay(operator_request(admin, job, request_key))).await?;
+            forward(env, job, &LedgerCall::Replay(OperatorRequest::of(admin, job, request_key))).await?;
         if report.record(job, status, &answer) {
             ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
         }

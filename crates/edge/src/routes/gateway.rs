@@ -2,23 +2,22 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
-use onejob_core::fingerprint::Fingerprint;
-use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, Refusal};
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, RunJob};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::{ProblemType, header, prefers_async};
+use onejob_core::protocol::header;
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::api::client;
-use crate::api::handoff::{self, JobQuery, OperatorRequest, RunOf, Submission};
+use crate::api::handoff::{self, RunOf, Submission};
 use crate::api::ledger::LedgerCall;
 use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
+use crate::http;
 use crate::http::body;
-use crate::http::{self, problem_of};
 use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
 use crate::routes::auth::Presented;
@@ -70,7 +69,9 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
         let job = job.map(|job| JobFacts { from_cache: true, ..job });
         return telemetry::finish(ctx, env, &config, traced, answer, job);
     }
-    let mut submission = submission_of(&req, &config, caller, &key, &fingerprint, target, content_type)?;
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let wait = config.settings.coalesce_wait_ms;
+    let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
     submission.keyless = keyless;
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
@@ -126,8 +127,9 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
     };
     let traced = telemetry::start(&req, &config);
     let type_name = front::percent_decode(type_name);
-    let Some(job_type) = config.job_types.get(&type_name) else {
-        return problem_of(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES");
+    let job_type = match front::job_type(&config.job_types, &type_name) {
+        Ok(job_type) => job_type,
+        Err(refused) => return http::refuse(&refused),
     };
     // A job type's effects happen once per intent: its runs are always keyed.
     let (key, _, input_bytes) = match read_keyed(&mut req, &config, false).await? {
@@ -137,18 +139,12 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
     };
     // `Accept: text/event-stream` streams the answer (the effects run once
     // it has ended).
-    let (stream, target) = front::run_target(&type_name, req.headers().get("Accept")?.as_deref());
-    let checked = front::token_allows(caller.token.as_ref(), &target, Some(&job_type.model))
-        .and_then(|()| front::fingerprint(&target, &input_bytes, "input"));
-    let fingerprint = match checked {
-        Ok(fingerprint) => fingerprint,
-        Err(refused) => return http::refuse(&refused),
-    };
-    let input: serde_json::Value = serde_json::from_slice(&input_bytes)?;
-    if let Err(refused) = front::check_input(&type_name, &key, job_type.check_input(&input)) {
-        return http::refuse(&refused);
-    }
-    let body = job_type.render_request(&input, stream);
+    let accept = req.headers().get("Accept")?;
+    let RunJob { fingerprint, input, body, .. } =
+        match front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, accept.as_deref()) {
+            Ok(run) => run,
+            Err(refused) => return http::refuse(&refused),
+        };
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     let route = front::run_route(&type_name);
     let job = traced.as_ref().map(|_| {
@@ -156,15 +152,10 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
         facts.model = Some(job_type.model.clone());
         facts
     });
-    let mut submission = submission_of(
-        &req,
-        &config,
-        caller,
-        &key,
-        &fingerprint,
-        "/v1/chat/completions".into(),
-        "application/json".into(),
-    )?;
+    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let (target, content_type) = ("/v1/chat/completions".into(), "application/json".into());
+    let wait = config.settings.coalesce_wait_ms;
+    let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
     submission.run = Some(RunOf { job_type: type_name, input });
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
@@ -199,38 +190,6 @@ async fn read_keyed(
     Ok(Ok((key, content_type, body)))
 }
 
-/// The submission of a keyed request the gateway accepted.
-fn submission_of(
-    req: &Request,
-    config: &Config,
-    caller: Caller,
-    key: &IdempotencyKey,
-    fingerprint: &Fingerprint,
-    target: String,
-    content_type: String,
-) -> Result<Submission> {
-    let prefer = req.headers().get(header::PREFER)?;
-    let wait_ms = front::wait_ms(prefer.as_deref(), config.settings.coalesce_wait_ms);
-    Ok(Submission {
-        tenant: caller.tenant,
-        user: caller.user,
-        key: key.clone(),
-        fingerprint: fingerprint.clone(),
-        target,
-        content_type,
-        wait_ms,
-        background: prefer.is_some_and(|prefer| prefers_async(&prefer)),
-        provider_headers: handoff::PROVIDER_HEADERS
-            .iter()
-            .filter_map(|name| Some(((*name).to_owned(), req.headers().get(name).ok().flatten()?)))
-            .collect(),
-        run: None,
-        keyless: None,
-        generation: 0,
-        trace: None,
-    })
-}
-
 /// Hands a submission to the Ledger of its job.
 async fn submit(env: &Env, storage_id: &StorageId, submission: Submission, body: Vec<u8>) -> Result<Response> {
     client::ledger(env, storage_id, &LedgerCall::Submit { submission, body }).await
@@ -247,7 +206,7 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
     let from = param("from").or(req.headers().get("Last-Event-ID")?);
     let call = front::expect(req.method().as_ref(), route.method()).and_then(|()| {
         let key = front::job_key(raw_key)?;
-        Ok((key.clone(), ledger_call(route, &caller, &key, param("ids").as_deref(), from.as_deref())?))
+        Ok((key.clone(), LedgerCall::of_job_route(route, &caller, &key, param("ids").as_deref(), from.as_deref())?))
     });
     let (key, call) = match call {
         Ok(call) => call,
@@ -256,33 +215,6 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
     // The tenant's own key may look at one of its users' jobs (`?user=`).
     let user = front::job_user(caller.token.is_some(), caller.user.as_deref(), param("user"));
     client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await
-}
-
-/// The Ledger call of a job route, once the core has read its parameters.
-fn ledger_call(
-    route: JobRoute,
-    caller: &Caller,
-    key: &IdempotencyKey,
-    ids: Option<&str>,
-    from: Option<&str>,
-) -> std::result::Result<LedgerCall, Refusal> {
-    let query = JobQuery { key: key.to_string(), from: None, ids: false };
-    Ok(match route {
-        JobRoute::View => LedgerCall::View(query),
-        JobRoute::Stream => {
-            LedgerCall::Stream(JobQuery { from: Some(front::stream_from(from)?), ids: front::stream_ids(ids), ..query })
-        }
-        JobRoute::Cancel => LedgerCall::Cancel(query),
-        JobRoute::Approve => LedgerCall::Approve(OperatorRequest {
-            key: key.to_string(),
-            by: front::approver(caller.token.as_ref(), &caller.tenant, caller.user.as_deref())?,
-            request: String::new(),
-            action: None,
-            status: None,
-            body: None,
-            effect: None,
-        }),
-    })
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a

@@ -4,14 +4,14 @@
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
-use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType, header};
+use onejob_core::protocol::PROBLEM_CONTENT_TYPE;
 use onejob_core::providers::UpstreamRequest;
-use onejob_core::sse;
+use onejob_core::upstream::{self, HINT_HEADERS, MAX_RESPONSE_BYTES, Receive};
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::answer::{Reply, Streaming};
 use crate::env::clock::Sleep;
-use crate::upstream::{Call, CallResult, MAX_RESPONSE_BYTES, timed_out};
+use crate::upstream::{Call, CallResult, timed_out};
 
 /// Calls the provider at `base_url` once, until `timeout` (see [`super::call`]).
 pub async fn call(base_url: &str, api_key: Option<&str>, call: &Call, timeout: Sleep) -> CallResult {
@@ -26,17 +26,17 @@ pub async fn call(base_url: &str, api_key: Option<&str>, call: &Call, timeout: S
         let mut response = Fetch::Request(request).send_with_signal(&signal).await?;
         let header = |name: &str| response.headers().get(name).ok().flatten();
         let content_type = header("Content-Type").unwrap_or_default();
-        if wants_stream && (200..300).contains(&response.status_code()) && content_type.starts_with(sse::MEDIA_TYPE) {
-            return Ok(Received::Stream(content_type, response.stream()?));
-        }
-        // A declared length over the limit is refused before it is read.
-        if let Some(len) = header("Content-Length").and_then(|v| v.parse::<usize>().ok())
-            && len > MAX_RESPONSE_BYTES
-        {
-            return Ok(Received::TooLarge(len));
-        }
-        let body = response.bytes().await?;
-        Ok::<_, worker::Error>(Received::Whole(response, body))
+        let length = header("Content-Length");
+        Ok::<_, worker::Error>(
+            match Receive::of(wants_stream, response.status_code(), &content_type, length.as_deref()) {
+                Receive::Stream => Received::Stream(content_type, response.stream()?),
+                Receive::TooLarge(len) => Received::TooLarge(len),
+                Receive::Whole => {
+                    let body = response.bytes().await?;
+                    Received::Whole(response, body)
+                }
+            },
+        )
     });
     match select(sent, timeout).await {
         Either::Left((Ok(Received::Whole(response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
@@ -69,9 +69,6 @@ fn build_request(base_url: &str, api_key: Option<&str>, call: &Call) -> Result<R
     Request::new_with_init(&described.url, &init).map_err(|_| "cannot build the upstream request".to_owned())
 }
 
-/// The headers the retry rule reads, kept with the reply.
-const HINT_HEADERS: [&str; 3] = [header::RETRY_AFTER, header::RETRY_AFTER_MS, header::SHOULD_RETRY];
-
 /// What came back, before it is judged.
 enum Received {
     Whole(worker::Response, Vec<u8>),
@@ -79,14 +76,15 @@ enum Received {
     TooLarge(usize),
 }
 
-/// An answer over the size limit: kept as a final error (asking again would
-/// pay for the same answer).
+/// An answer over the size limit, as the core keeps it ([`upstream::too_large`]).
 fn too_large(len: usize) -> Reply {
-    let detail = format!("the provider's response of {len} bytes exceeds the {MAX_RESPONSE_BYTES}-byte limit");
-    let mut reply = Reply::json(502, Problem::new(ProblemType::UpstreamFailed, detail).to_json().into_bytes());
-    reply.content_type = PROBLEM_CONTENT_TYPE.into();
-    reply.hints.push((header::SHOULD_RETRY, "false".into()));
-    reply
+    let (problem, hints) = upstream::too_large(len);
+    Reply {
+        status: problem.status(),
+        content_type: PROBLEM_CONTENT_TYPE.into(),
+        body: problem.to_json().into_bytes(),
+        hints,
+    }
 }
 
 fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {

@@ -24,9 +24,6 @@ use crate::env::clock;
 
 mod http;
 
-/// Largest upstream body kept; a larger one is refused rather than stored.
-pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-
 /// How one call ended.
 pub enum CallResult {
     Reply(Reply),
