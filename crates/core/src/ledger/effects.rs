@@ -244,6 +244,11 @@ pub struct Run {
     /// Effects whose dead letter could not be recorded in this run: not
     /// tried again before the next run (the alarm's, [`next_look_ms`]).
     unrecorded_letters: Vec<String>,
+    /// The run awaited the outside world (a destination, a receipt, a
+    /// letter, a sleep) since it last loaded the effects: an approver or an
+    /// operator may have changed them meanwhile, so a dead letter found due
+    /// in them is only sent after loading them again.
+    stale: bool,
     phase: Phase,
 }
 
@@ -259,6 +264,7 @@ impl Run {
             wake: None,
             expected: 0,
             unrecorded_letters: Vec::new(),
+            stale: false,
             phase: Phase::New,
         }
     }
@@ -287,6 +293,7 @@ impl Run {
         match (self.phase, event) {
             (Phase::Loading, Event::Loaded(effects)) => {
                 self.effects = effects;
+                self.stale = false;
                 self.index = 0;
                 self.acted = false;
                 self.wake = None;
@@ -304,6 +311,7 @@ impl Run {
             }
             (Phase::Claiming, Event::Persisted(Ok(()))) => {
                 self.phase = Phase::Performing;
+                self.stale = true;
                 vec![Command::Perform { effect: self.effects[self.index].clone() }]
             }
             // Someone else changed it first: nothing is performed.
@@ -374,6 +382,7 @@ impl Run {
         let effect = &mut self.effects[self.index];
         if effect.state.needs_operator() {
             self.phase = Phase::Sending;
+            self.stale = true;
             return vec![Command::DeadLetter(EffectDeadLetter::of(effect))];
         }
         self.expected = effect.version;
@@ -400,6 +409,10 @@ impl Run {
             // A dead letter due since before a restart (or an operator's
             // action on it: then only the flag is cleared).
             if effect.dead_letter_due && !self.unrecorded_letters.contains(&effect.name) {
+                if self.stale {
+                    self.phase = Phase::Loading;
+                    return vec![Command::Load];
+                }
                 return self.send_dead_letter();
             }
             let read = effect.version;
@@ -421,6 +434,7 @@ impl Run {
                 // Ask the destination first.
                 Step::Reconcile => {
                     self.phase = Phase::Asking;
+                    self.stale = true;
                     return vec![Command::AskReceipt { effect: effect.clone() }];
                 }
                 Step::WaitUntil(at) => self.wake = Some(self.wake.map_or(at, |w| w.min(at))),
@@ -435,6 +449,7 @@ impl Run {
             }
             AfterPass::Sleep(ms) => {
                 self.phase = Phase::Sleeping;
+                self.stale = true;
                 vec![Command::Sleep { ms }]
             }
             AfterPass::Stop => {

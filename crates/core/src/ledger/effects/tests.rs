@@ -231,6 +231,30 @@ fn a_dead_letter_the_database_did_not_record_stays_due_and_is_sent_by_a_later_ru
 }
 
 #[test]
+fn a_letter_found_due_after_the_run_awaited_is_sent_only_from_the_effects_loaded_again() {
+    // Seed 16696 of the simulation: the run loaded `email` dead with its
+    // letter due, performed `a` first, and meanwhile an operator resent
+    // `email`; the letter then went out for an effect no longer dead.
+    let mut h = Harness::new(&["a", "email"]);
+    let dead = dead_letter_due();
+    let (claimed, _) = persisted(&h.loaded(vec![planned("a", false), dead.clone()], T0));
+    assert_eq!(h.on(Event::Persisted(Ok(())), T0), vec![Command::Perform { effect: claimed }]);
+    let (done, _) = persisted(&h.on(Event::Performed(Performed::Outcome(Outcome::Done(json!({})))), T0 + 5));
+    assert_eq!(h.on(Event::Persisted(Ok(())), T0 + 5), vec![Command::Load], "the letter waits for a fresh read");
+    let mut resent = dead.clone();
+    assert_eq!(resent.resend("ops", RETRY, T0 + 3), Ok(true));
+    let after = h.on(Event::Loaded(vec![done.clone(), resent]), T0 + 5);
+    assert!(dead_letters(&after).is_empty(), "no letter for an effect an operator resent: {after:?}");
+    // Still dead when read again: the letter goes, from what was read.
+    let mut again = Harness::new(&["a", "email"]);
+    persisted(&again.loaded(vec![planned("a", false), dead.clone()], T0));
+    again.on(Event::Persisted(Ok(())), T0);
+    again.on(Event::Performed(Performed::Outcome(Outcome::Done(json!({})))), T0 + 5);
+    assert_eq!(again.on(Event::Persisted(Ok(())), T0 + 5), vec![Command::Load]);
+    assert_eq!(dead_letters(&again.on(Event::Loaded(vec![done, dead]), T0 + 5)).len(), 1);
+}
+
+#[test]
 fn a_record_that_loses_its_write_is_no_dead_letter() {
     let mut h = Harness::new(&["email"]);
     h.loaded(vec![planned("email", false)], T0);
