@@ -288,6 +288,19 @@ pub fn after_result(state: JobState, retry_after_ms: Option<u64>, kept_later: bo
     AfterResult { adopt: kept_later && unfinished, retry_after_ms: retry_after_ms.filter(|_| unfinished) }
 }
 
+/// Whether a caller's drive of `job` (as the drive left it) is followed by
+/// what a delivery's drive is followed by: the job dead-lettered if it
+/// needs an operator, and the alarm set for its next look. A background
+/// job's queue message may have been taken while the caller drove it (a
+/// delivery that finds a drive here acknowledges its message and leaves
+/// the job to the alarm, [`crate::background::on_delivery`]): without
+/// this, a job the caller's drive left dead, or blocked as unknown, was
+/// looked at again only at its retention, and never dead-lettered. A
+/// stream's pump keeps its own watchdog alarm until it ends.
+pub fn tended_after_caller_drive(job: &Job) -> bool {
+    job.is_background() && !job.is_streaming()
+}
+
 /// What a waiting duplicate is answered when the drive hands it a result
 /// of `state`: a replay (and counted as saved) only when the job is finished.
 pub fn handed_is_replay(state: JobState) -> bool {
@@ -619,6 +632,20 @@ mod tests {
         for finished in [JobState::Completed, JobState::Dead] {
             assert_eq!(after_result(finished, Some(2_000), true), AfterResult { adopt: false, retry_after_ms: None });
         }
+    }
+
+    #[test]
+    fn a_callers_drive_of_a_background_job_is_tended_as_a_deliverys_is() {
+        // Simulation seeds 276991 and 282265: a delivery acknowledged during
+        // a caller's drive, which then left the job unknown (or dead), and
+        // nothing looked at it again before retention: no dead letter.
+        let mut job = new_job();
+        assert!(!tended_after_caller_drive(&job), "a caller's job keeps its retention alarm");
+        job.run_in_background(T0);
+        assert!(tended_after_caller_drive(&job));
+        let ticket = job.claim(job.version(), T0, "p", None).expect("claim");
+        job.mark_streaming(ticket, T0 + 1).expect("streaming");
+        assert!(!tended_after_caller_drive(&job), "the pump's watchdog stays");
     }
 
     #[test]

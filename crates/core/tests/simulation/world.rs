@@ -1179,7 +1179,14 @@ impl World {
         }
         let res = self.result_of(j, ending);
         match owner {
-            Owner::Caller(caller) => self.answer(caller, res.clone()),
+            Owner::Caller(caller) => {
+                // As the edge's submit: a background job's message may have been taken meanwhile.
+                if self.objects[j].storage.job.as_ref().is_some_and(submit::tended_after_caller_drive) {
+                    self.dead_letter_once(j);
+                    self.arm(j);
+                }
+                self.answer(caller, res.clone())
+            }
             Owner::Delivery(message) => self.delivery_done(j, message, asked_ms),
         }
         for waiter in waiters {

@@ -109,7 +109,13 @@ impl Ledger {
                 let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
-                Ok(self.drive(config, lock, &store, job, stored, &submission, &body).await?.response)
+                let answer = self.drive(config, lock, &store, job, stored, &submission, &body).await?;
+                // A background job's message may have been taken meanwhile: tended as after a delivery.
+                if let Some(job) = store.load_job()?.filter(submit::tended_after_caller_drive) {
+                    self.dead_letter_once(&job).await?;
+                    self.arm(config, &job);
+                }
+                Ok(answer.response)
             }
         }
     }
