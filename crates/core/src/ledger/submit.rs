@@ -343,13 +343,22 @@ pub struct Adoption {
 
 /// Makes the `stored` job (created if there is none) a background job with
 /// one message, unless it already is one (queued or running: never a second
-/// message) or is finished.
-pub fn adopt(stored: Option<Job>, fingerprint: &Fingerprint, now_ms: u64, policy: JobPolicy) -> Adoption {
+/// message) or is finished. The job created is `renewed` when the
+/// submission renewed a keyless job ([`Decision::renewed`]: its own
+/// generation, so its provider is called under a key of its own), else a
+/// new one.
+pub fn adopt(
+    stored: Option<Job>,
+    renewed: Option<Job>,
+    fingerprint: &Fingerprint,
+    now_ms: u64,
+    policy: JobPolicy,
+) -> Adoption {
     let mut steps = Vec::new();
     let mut job = match stored {
         Some(job) => job,
         None => {
-            let job = Job::new(fingerprint.clone(), now_ms, policy);
+            let job = renewed.unwrap_or_else(|| Job::new(fingerprint.clone(), now_ms, policy));
             steps.extend([AdoptStep::Insert(job.clone()), AdoptStep::SaveMeta]);
             job
         }
@@ -661,7 +670,7 @@ mod tests {
 
     #[test]
     fn adopting_creates_the_job_once_and_marks_it_background_with_one_message() {
-        let adoption = adopt(None, &fp(), T0, policy());
+        let adoption = adopt(None, None, &fp(), T0, policy());
         assert!(adoption.job.is_background());
         assert_eq!(
             adoption.steps,
@@ -674,15 +683,22 @@ mod tests {
             ]
         );
         // Adopting it again: already a background job, nothing to write or send.
-        let again = adopt(Some(adoption.job.clone()), &fp(), T0 + 5, policy());
+        let again = adopt(Some(adoption.job.clone()), None, &fp(), T0 + 5, policy());
         assert_eq!(again, Adoption { job: adoption.job, steps: vec![] });
         // A stored job that is not one yet.
-        let adoption = adopt(Some(running()), &fp(), T0 + 5, policy());
+        let adoption = adopt(Some(running()), None, &fp(), T0 + 5, policy());
         assert_eq!(
             adoption.steps,
             vec![AdoptStep::SaveRequest, AdoptStep::Update { read: running().version() }, AdoptStep::Enqueue]
         );
         // A finished job is left as it is.
-        assert_eq!(adopt(Some(completed()), &fp(), T0, policy()), Adoption { job: completed(), steps: vec![] });
+        assert_eq!(adopt(Some(completed()), None, &fp(), T0, policy()), Adoption { job: completed(), steps: vec![] });
+        // A keyless job renewed by a background submission: the renewal is
+        // created (its own generation), not a new job of generation 0.
+        let renewed = completed().renew(T0 + 60_000, policy()).unwrap();
+        let adoption = adopt(None, Some(renewed.clone()), &fp(), T0 + 60_000, policy());
+        assert_eq!(adoption.steps[0], AdoptStep::Insert(renewed));
+        assert_eq!(adoption.job.generation(), 1);
+        assert!(adoption.job.is_background());
     }
 }

@@ -683,7 +683,7 @@ impl World {
     /// its message, as the core's [`submit::adopt`] says.
     fn adopt(&mut self, j: usize, fingerprint: &Fingerprint) {
         let stored = self.objects[j].storage.job.clone();
-        let Adoption { job, steps } = submit::adopt(stored, fingerprint, self.now, self.sc.policy);
+        let Adoption { job, steps } = submit::adopt(stored, None, fingerprint, self.now, self.sc.policy);
         for step in steps {
             match step {
                 AdoptStep::Insert(new) => {

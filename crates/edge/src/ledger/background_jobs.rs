@@ -32,22 +32,30 @@ impl Ledger {
         submission: &Submission,
         body: &[u8],
         subject_first: bool,
+        renewed: Option<Job>,
     ) -> Result<Response> {
         let key = submission.key.as_str();
         if subject_first && let Some(problem) = self.subject_taken(config, submission).await {
             return http::problem_about(&problem, key, JobState::Pending);
         }
-        let job = self.adopt(config, submission, body).await?;
+        let job = self.adopt(config, submission, body, renewed).await?;
         self.accepted(&self.store(), key, &job)
     }
 
     /// Makes the job a background job as the core's [`submit::adopt`] says
     /// (created if there is none, one message) and arms the alarm for it.
     /// Returns the job as it stands.
-    pub(super) async fn adopt(&self, config: &Config, submission: &Submission, body: &[u8]) -> Result<Job> {
+    /// `renewed`: the keyless job a background submission renewed (created in place of a new one).
+    pub(super) async fn adopt(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        body: &[u8],
+        renewed: Option<Job>,
+    ) -> Result<Job> {
         let store = self.store();
-        let Adoption { job, steps } =
-            submit::adopt(store.load_job()?, &submission.fingerprint, now_ms(), config.settings.policy);
+        let (stored, policy) = (store.load_job()?, config.settings.policy);
+        let Adoption { job, steps } = submit::adopt(stored, renewed, &submission.fingerprint, now_ms(), policy);
         for step in steps {
             match step {
                 AdoptStep::Insert(new) => store.insert_job(&new)?,

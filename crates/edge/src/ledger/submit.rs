@@ -98,7 +98,9 @@ impl Ledger {
                 }
                 self.accepted(&store, key, &job)
             }
-            Plan::Adopt { subject_first } => self.submit_background(config, &submission, &body, subject_first).await,
+            Plan::Adopt { subject_first } => {
+                self.submit_background(config, &submission, &body, subject_first, decision.renewed).await
+            }
             Plan::Run(Run { job, stored, created }) => {
                 if created {
                     alarms::set_in_background(&self.state, alarms::retention(&job));
@@ -234,7 +236,7 @@ impl Ledger {
         // finished: the queue takes it from here.
         let after = submit::after_result(result.state, result.retry_after_ms, later.is_some());
         if let Some((later, later_body)) = later.filter(|_| after.adopt) {
-            self.adopt(config, &later, &later_body).await?;
+            self.adopt(config, &later, &later_body, None).await?;
         }
         let response = self.run_answer(config, submission, result, false)?;
         Ok(DriveAnswer { response, retry_after_ms: after.retry_after_ms })
