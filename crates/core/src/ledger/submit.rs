@@ -320,9 +320,13 @@ pub enum AdoptStep {
     Insert(Job),
     /// Keep the new job's meta (tenant, user, key, model).
     SaveMeta,
-    /// Keep the submission, marked background, and its body: what its
-    /// deliveries run.
-    SaveRequest,
+    /// Keep the submission, marked background and of the job's
+    /// `generation`, and its body: what its deliveries run (a keyless
+    /// job's renewal calls its provider under a key of its own).
+    SaveRequest {
+        /// The job's generation, which the kept submission's provider key is derived from.
+        generation: u32,
+    },
     /// Write the job, now a background job, over version `read`.
     Update {
         /// The version it was read at (compare-and-swap).
@@ -366,7 +370,8 @@ pub fn adopt(
     if !job.is_background() && !job.state().is_terminal() {
         let read = job.version();
         job.run_in_background(now_ms);
-        steps.extend([AdoptStep::SaveRequest, AdoptStep::Update { read }, AdoptStep::Enqueue]);
+        let generation = job.generation();
+        steps.extend([AdoptStep::SaveRequest { generation }, AdoptStep::Update { read }, AdoptStep::Enqueue]);
     }
     Adoption { job, steps }
 }
@@ -677,7 +682,7 @@ mod tests {
             vec![
                 AdoptStep::Insert(new_job()),
                 AdoptStep::SaveMeta,
-                AdoptStep::SaveRequest,
+                AdoptStep::SaveRequest { generation: 0 },
                 AdoptStep::Update { read: new_job().version() },
                 AdoptStep::Enqueue
             ]
@@ -689,7 +694,11 @@ mod tests {
         let adoption = adopt(Some(running()), None, &fp(), T0 + 5, policy());
         assert_eq!(
             adoption.steps,
-            vec![AdoptStep::SaveRequest, AdoptStep::Update { read: running().version() }, AdoptStep::Enqueue]
+            vec![
+                AdoptStep::SaveRequest { generation: 0 },
+                AdoptStep::Update { read: running().version() },
+                AdoptStep::Enqueue
+            ]
         );
         // A finished job is left as it is.
         assert_eq!(adopt(Some(completed()), None, &fp(), T0, policy()), Adoption { job: completed(), steps: vec![] });
@@ -699,6 +708,11 @@ mod tests {
         let adoption = adopt(None, Some(renewed.clone()), &fp(), T0 + 60_000, policy());
         assert_eq!(adoption.steps[0], AdoptStep::Insert(renewed));
         assert_eq!(adoption.job.generation(), 1);
+        assert!(
+            adoption.steps.contains(&AdoptStep::SaveRequest { generation: 1 }),
+            "its deliveries call the provider under the renewal's key: {:?}",
+            adoption.steps
+        );
         assert!(adoption.job.is_background());
     }
 }

@@ -692,7 +692,7 @@ impl World {
                     }
                 }
                 AdoptStep::SaveMeta => {}
-                AdoptStep::SaveRequest => self.objects[j].storage.background_request = true,
+                AdoptStep::SaveRequest { .. } => self.objects[j].storage.background_request = true,
                 AdoptStep::Update { read } => {
                     if self.write(j, job.clone(), Some(read), "adopt").is_err() {
                         return self.violate("cas", "marking the job background failed".into());

@@ -66,8 +66,8 @@ impl Ledger {
                     model: handoff::model_of(body),
                     metered: 0,
                 })?,
-                AdoptStep::SaveRequest => {
-                    let background = Submission { background: true, ..submission.clone() };
+                AdoptStep::SaveRequest { generation } => {
+                    let background = Submission { background: true, generation, ..submission.clone() };
                     store.save_request(&serde_json::to_string(&background)?, body)?;
                 }
                 AdoptStep::Update { read } => store.update_job(read, &job)?,

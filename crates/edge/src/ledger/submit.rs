@@ -112,14 +112,26 @@ impl Ledger {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
                 let answer = self.drive(config, lock, &store, job, stored, &submission, &body).await?;
-                // A background job's message may have been taken meanwhile: tended as after a delivery.
-                if let Some(job) = store.load_job()?.filter(submit::tended_after_caller_drive) {
-                    self.dead_letter_once(&job).await?;
-                    self.arm(config, &job);
+                // A background job's message may have been taken meanwhile:
+                // tended as after a delivery. The caller has its answer: a
+                // failure here is logged, not answered.
+                if let Err(error) = self.tend_after_caller_drive(config, &store).await {
+                    worker::console_error!("ledger: tending a background job after a caller's drive failed: {error}");
                 }
                 Ok(answer.response)
             }
         }
+    }
+
+    /// After a caller's drive, a background job is tended as after a
+    /// delivery's ([`submit::tended_after_caller_drive`]): dead-lettered if
+    /// it needs an operator, and the alarm set for its next look.
+    async fn tend_after_caller_drive(&self, config: &Config, store: &Store) -> Result<()> {
+        let Some(job) = store.load_job()?.filter(submit::tended_after_caller_drive) else { return Ok(()) };
+        let lettered = self.dead_letter_once(&job).await;
+        // Armed whatever the letter did (one that failed is sent by the next alarm or delivery).
+        self.arm(config, &job);
+        lettered
     }
 
     /// The stored job as of `now`, what time settled in it written first
