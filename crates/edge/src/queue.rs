@@ -1,8 +1,11 @@
 //! Background jobs on Cloudflare Queues: a job's message is sent by its
 //! Ledger ([`send_job`]); this worker consumes them ([`consume`]). Each
 //! delivery is judged by the job's Ledger (`/deliver`), so a redelivered or
-//! duplicate message does nothing; the Ledger answers what to do with the
-//! message. A job that died is sent to the dead-letter queue, whose consumer
+//! duplicate message does nothing; the Ledger answers a verdict, and what
+//! each verdict does to the message (ack, retry after a delay, a dead
+//! letter first) is the core's ([`delivery::on_verdict`]), as is which
+//! queue a batch is from ([`Queue::of`]): this reads, asks and performs. A
+//! job that died is sent to the dead-letter queue, whose consumer
 //! records it for operators ([`crate::ops`]).
 //!
 //! May import: `env`, `api`, `ops` and the core.
@@ -13,7 +16,7 @@ use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, R
 use crate::env::binding;
 use crate::env::config::Config;
 use crate::error::EdgeError;
-use onejob_core::ledger::delivery::{self, Verdict};
+use onejob_core::ledger::delivery::{self, Disposition, Next, Queue, Verdict};
 
 use crate::api::client;
 use crate::api::handoff::{DeadFacts, JobMessage};
@@ -26,47 +29,57 @@ pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Resul
     env.queue(binding::JOBS)?.send(message).await
 }
 
-/// `#[event(queue)]`: a batch of job messages or of dead letters.
+/// `#[event(queue)]`: a batch of job messages or of dead letters (which,
+/// [`Queue::of`] decides).
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result<()> {
-    let dead_letters = batch.queue() == binding::DEAD_LETTERS_QUEUE;
+    let queue = Queue::of(&batch.queue(), binding::DEAD_LETTERS_QUEUE);
     let messages = batch.messages()?;
     // Each message's job has its own Ledger: run them side by side.
     join_all(messages.iter().map(|message| async {
-        if dead_letters { record_dead_letter(&env, message).await } else { deliver(&env, message).await }
+        let disposition = match queue {
+            Queue::Jobs => deliver(&env, message).await,
+            Queue::DeadLetters => record_dead_letter(&env, message).await,
+        };
+        settle(message, disposition);
     }))
     .await;
     Ok(())
+}
+
+/// Performs what the core decided for `message`.
+fn settle(message: &Message<serde_json::Value>, disposition: Disposition) {
+    match disposition {
+        Disposition::Ack => message.ack(),
+        Disposition::Retry => message.retry(),
+        Disposition::RetryAfter(seconds) => {
+            message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(seconds).build());
+        }
+    }
 }
 
 fn job_of(message: &Message<serde_json::Value>) -> Option<JobMessage> {
     serde_json::from_value(message.body().clone()).ok()
 }
 
-async fn deliver(env: &Env, message: &Message<serde_json::Value>) {
+/// A job message: delivered to its job's Ledger, whose verdict says what
+/// becomes of the message ([`delivery::on_verdict`]).
+async fn deliver(env: &Env, message: &Message<serde_json::Value>) -> Disposition {
     let Some(job) = job_of(message) else {
         worker::console_warn!("onejob: dropping a malformed job message");
-        return message.ack();
+        return Disposition::MALFORMED;
     };
-    match ask_ledger(env, &job, &LedgerCall::Deliver)
+    let verdict = ask_ledger(env, &job, &LedgerCall::Deliver)
         .await
         .and_then(|body| Ok(serde_json::from_slice::<Verdict>(&body)?))
-    {
-        Ok(Verdict::Ack) => message.ack(),
-        Ok(Verdict::Retry { delay_ms }) => {
-            let seconds = delivery::redelivery_delay_s(delay_ms);
-            message.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(seconds).build());
-        }
-        Ok(Verdict::Dead) => match send_dead_letter(env, &job).await {
-            Ok(()) => message.ack(),
-            Err(error) => {
-                worker::console_error!("onejob: sending a dead letter failed: {error}");
-                message.retry();
-            }
-        },
-        Err(error) => {
-            worker::console_error!("onejob: a job delivery failed: {error}");
-            message.retry();
-        }
+        .inspect_err(|error| worker::console_error!("onejob: a job delivery failed: {error}"));
+    match delivery::on_verdict(verdict.ok()) {
+        Next::Settle(disposition) => disposition,
+        Next::SendDeadLetter => delivery::after_dead_letter(
+            send_dead_letter(env, &job)
+                .await
+                .inspect_err(|error| worker::console_error!("onejob: sending a dead letter failed: {error}"))
+                .is_ok(),
+        ),
     }
 }
 
@@ -76,17 +89,13 @@ pub async fn send_dead_letter(env: &Env, job: &JobMessage) -> Result<()> {
 }
 
 /// A dead letter: recorded for operators (see [`record`]); one whose
-/// recording failed is tried again a few seconds later.
-async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) {
-    let Some(job) = job_of(message) else { return message.ack() };
-    match record(env, &job).await {
-        Ok(()) => message.ack(),
-        Err(error) => {
-            worker::console_error!("onejob: recording a dead letter failed: {error}");
-            let delay = QueueRetryOptionsBuilder::new().with_delay_seconds(delivery::DEAD_LETTER_RETRY_S);
-            message.retry_with_options(&delay.build());
-        }
-    }
+/// recording failed is tried again a few seconds later ([`delivery::after_record`]).
+async fn record_dead_letter(env: &Env, message: &Message<serde_json::Value>) -> Disposition {
+    let Some(job) = job_of(message) else { return Disposition::MALFORMED };
+    let recorded = record(env, &job)
+        .await
+        .inspect_err(|error| worker::console_error!("onejob: recording a dead letter failed: {error}"));
+    delivery::after_record(recorded.is_ok())
 }
 
 /// Records the job's dead letter and alerts if one is due, if its Ledger

@@ -1,7 +1,9 @@
 //! What the queue consumer does with a background job's message once the
 //! job's Ledger has judged the delivery ([`crate::background::on_delivery`])
 //! or run it: one [`Verdict`], the message the Ledger answers the consumer
-//! with.
+//! with; and what the consumer then does to the message ([`Disposition`]:
+//! [`on_verdict`], [`after_dead_letter`], [`after_record`]) and which queue
+//! a batch is from ([`Queue`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +45,84 @@ pub fn redelivery_delay_s(delay_ms: u64) -> u32 {
 /// receiver, or D1, down for a while) waits before the next try, in
 /// seconds: it is tried again for as long as the queue's retries last.
 pub const DEAD_LETTER_RETRY_S: u32 = 5;
+
+/// The queue a batch comes from: the background jobs' or the dead letters'
+/// (any queue but the dead letters' carries job messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queue {
+    /// Job messages: each is delivered to its job's Ledger.
+    Jobs,
+    /// Dead letters: each is recorded for operators.
+    DeadLetters,
+}
+
+impl Queue {
+    /// The queue named `name`, where `dead_letters` is the dead letters' name.
+    pub fn of(name: &str, dead_letters: &str) -> Queue {
+        match name == dead_letters {
+            true => Queue::DeadLetters,
+            false => Queue::Jobs,
+        }
+    }
+}
+
+/// What the consumer does to a message: Cloudflare Queues' calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Acknowledge it: done.
+    Ack,
+    /// Hand it back for the queue's own redelivery.
+    Retry,
+    /// Hand it back, to be delivered again after this many seconds.
+    RetryAfter(u32),
+}
+
+impl Disposition {
+    /// A message that does not read as a job's: nothing can ever be done
+    /// with it, so it is acknowledged (dropped).
+    pub const MALFORMED: Disposition = Disposition::Ack;
+}
+
+/// What a job message's delivery does once its Ledger answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Settle the message so.
+    Settle(Disposition),
+    /// The job is dead: send its dead letter, then settle as
+    /// [`after_dead_letter`] says.
+    SendDeadLetter,
+}
+
+/// What the consumer does with a job message whose Ledger answered
+/// `verdict` (`None`: asking it failed, or its answer did not read): a
+/// failure is redelivered by the queue, a retry after the verdict's delay
+/// ([`redelivery_delay_s`]), a dead job's message goes to the dead letters.
+pub fn on_verdict(verdict: Option<Verdict>) -> Next {
+    match verdict {
+        Some(Verdict::Ack) => Next::Settle(Disposition::Ack),
+        Some(Verdict::Retry { delay_ms }) => Next::Settle(Disposition::RetryAfter(redelivery_delay_s(delay_ms))),
+        Some(Verdict::Dead) => Next::SendDeadLetter,
+        None => Next::Settle(Disposition::Retry),
+    }
+}
+
+/// A dead job's message once its dead letter was sent (`sent`), or not:
+/// done, or redelivered to send it again.
+pub fn after_dead_letter(sent: bool) -> Disposition {
+    match sent {
+        true => Disposition::Ack,
+        false => Disposition::Retry,
+    }
+}
+
+/// A dead letter once recorded (`recorded`), or not (an alert receiver, or
+/// D1, down for a while): done, or tried again [`DEAD_LETTER_RETRY_S`] later.
+pub fn after_record(recorded: bool) -> Disposition {
+    match recorded {
+        true => Disposition::Ack,
+        false => Disposition::RetryAfter(DEAD_LETTER_RETRY_S),
+    }
+}
 
 /// The verdict of a delivery that ran nothing: acknowledged, or handed back
 /// for the job's backoff; `None` when the delivery is to run the job (its
@@ -204,6 +284,35 @@ mod tests {
         let ticket = job.claim(job.version(), NOW, "p", None).unwrap();
         job.fail(ticket, NOW + 10, AttemptReport::default()).unwrap();
         job
+    }
+
+    #[test]
+    fn only_the_dead_letters_queue_carries_dead_letters() {
+        assert_eq!(Queue::of("onejob-dead-letters", "onejob-dead-letters"), Queue::DeadLetters);
+        assert_eq!(Queue::of("onejob-jobs", "onejob-dead-letters"), Queue::Jobs);
+        assert_eq!(Queue::of("", "onejob-dead-letters"), Queue::Jobs, "any other queue carries job messages");
+    }
+
+    #[test]
+    fn a_verdict_settles_its_message_or_sends_a_dead_letter_first() {
+        assert_eq!(on_verdict(Some(Verdict::Ack)), Next::Settle(Disposition::Ack));
+        assert_eq!(on_verdict(Some(Verdict::Retry { delay_ms: 2_500 })), Next::Settle(Disposition::RetryAfter(3)));
+        assert_eq!(on_verdict(Some(Verdict::Retry { delay_ms: 0 })), Next::Settle(Disposition::RetryAfter(1)));
+        assert_eq!(
+            on_verdict(Some(Verdict::Retry { delay_ms: u64::MAX })),
+            Next::Settle(Disposition::RetryAfter(MAX_REDELIVERY_DELAY_S))
+        );
+        assert_eq!(on_verdict(Some(Verdict::Dead)), Next::SendDeadLetter);
+        assert_eq!(on_verdict(None), Next::Settle(Disposition::Retry), "a failed delivery: the queue redelivers it");
+    }
+
+    #[test]
+    fn a_dead_letter_sent_or_recorded_is_done_else_tried_again() {
+        assert_eq!(after_dead_letter(true), Disposition::Ack);
+        assert_eq!(after_dead_letter(false), Disposition::Retry);
+        assert_eq!(after_record(true), Disposition::Ack);
+        assert_eq!(after_record(false), Disposition::RetryAfter(DEAD_LETTER_RETRY_S));
+        assert_eq!(Disposition::MALFORMED, Disposition::Ack, "a malformed message is dropped");
     }
 
     #[test]
