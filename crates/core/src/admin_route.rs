@@ -18,6 +18,9 @@ use crate::wire::ProblemType;
 /// The most jobs one replay of a cause touches.
 pub const MAX_REPLAY: u32 = 100;
 
+/// The most dead letters `GET dead-letters` lists.
+pub const DEAD_LETTERS_LISTED: u32 = 500;
+
 /// The detail of every `403` about a tenant an admin does not reach.
 const OUT_OF_REACH: &str = "this admin key does not reach that tenant";
 
@@ -489,6 +492,23 @@ pub fn keeps(status: u16) -> bool {
 /// statuses were kept, is a `200`).
 pub fn kept_answer(stored: &str) -> (u16, String) {
     serde_json::from_str::<(u16, String)>(stored).unwrap_or_else(|_| (200, stored.to_owned()))
+}
+
+/// A refusal met while a keyed request was performed (a replay's
+/// selection): the request's answer, its problem's status and body, kept as
+/// any other ([`keeps`]).
+pub fn refused_answer(refusal: &Refusal) -> (u16, String) {
+    let problem = refusal.problem();
+    (problem.status(), problem.to_json())
+}
+
+/// The headers of an operator answer with `status` besides CORS: its
+/// content type ([`content_type`]), and `Idempotent-Replayed: true` when
+/// it is a keyed request's kept answer, given again.
+pub fn answer_headers(status: u16, replayed: bool) -> Vec<(&'static str, &'static str)> {
+    let mut headers = vec![("Content-Type", content_type(status))];
+    headers.extend(replayed.then_some((crate::wire::header::IDEMPOTENT_REPLAYED, "true")));
+    headers
 }
 
 /// The content type of an operator answer with `status`.

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::admin_route::JobName;
 use crate::alert::{self, AlertPolicy};
 
 /// Milliseconds in an hour (a trend's bucket).
@@ -36,6 +37,14 @@ pub struct DeadLetter {
     pub first_seen_ms: u64,
     /// When it was last recorded.
     pub last_seen_ms: u64,
+}
+
+impl From<DeadLetter> for JobName {
+    /// The job a dead letter names, as a replay of its cause targets it
+    /// (an empty user: the tenant's own job).
+    fn from(letter: DeadLetter) -> JobName {
+        JobName { tenant: letter.tenant, user: (!letter.user.is_empty()).then_some(letter.user), key: letter.key }
+    }
 }
 
 /// A cause's dead letters: how many, when last, and a 24 h trend.
@@ -111,6 +120,14 @@ mod tests {
     use crate::alert::AlertFormat;
 
     const NOW: u64 = 100 * HOUR_MS;
+
+    #[test]
+    fn a_dead_letter_names_its_job_an_empty_user_none() {
+        let tenants = letter("timeout", "k1", NOW);
+        assert_eq!(JobName::from(tenants), JobName { tenant: "acme".into(), user: None, key: "k1".into() });
+        let users = DeadLetter { user: "u1".into(), ..letter("timeout", "k2", NOW) };
+        assert_eq!(JobName::from(users), JobName { tenant: "acme".into(), user: Some("u1".into()), key: "k2".into() });
+    }
 
     fn letter(class: &str, key: &str, last_seen_ms: u64) -> DeadLetter {
         DeadLetter {

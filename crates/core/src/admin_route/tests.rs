@@ -250,3 +250,27 @@ fn the_prices_note_names_the_table_and_the_overrides() {
     assert_eq!(note["overridden"], serde_json::json!(["my-model"]));
     assert_eq!(prices_note(&Prices::bundled())["overridden"], serde_json::json!([]));
 }
+
+#[test]
+fn a_refusal_met_while_performing_a_keyed_request_is_its_answer() {
+    let refusal = refused(ProblemType::Forbidden, OUT_OF_REACH);
+    let (status, body) = refused_answer(&refusal);
+    assert_eq!(status, 403);
+    assert_eq!(body, refusal.problem().to_json());
+    assert!(keeps(status), "kept as any other answer");
+    let selection = ReplayBody { tenant: Some("other".into()), user: None, key: Some(KEY.into()), error_class: None }
+        .selection(&acme())
+        .unwrap_err();
+    assert_eq!(refused_answer(&selection).0, 403);
+}
+
+#[test]
+fn an_answer_carries_its_content_type_and_a_kept_one_given_again_says_so() {
+    assert_eq!(answer_headers(200, false), vec![("Content-Type", "application/json")]);
+    assert_eq!(answer_headers(404, false), vec![("Content-Type", "application/problem+json")]);
+    assert_eq!(
+        answer_headers(409, true),
+        vec![("Content-Type", "application/problem+json"), ("Idempotent-Replayed", "true")]
+    );
+    assert_eq!(DEAD_LETTERS_LISTED, 500);
+}
