@@ -15,52 +15,96 @@
 
 use onejob_core::admin::Admin;
 use onejob_core::admin_route::{
-    self, AdminRequest, AdminRoute, JobName, MAX_REPLAY, ReplayBody, ReplayReport, ReplaySelection, ResolveBody,
+    self, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
+    ReplaySelection, ResolveBody,
 };
+use onejob_core::front::Refusal;
 use onejob_core::protocol::header;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{JobMessage, OperatorRequest};
 use crate::api::ledger::LedgerCall;
-use crate::env::config;
+use crate::env::config::{self, Config};
 use crate::http;
 use crate::http::body;
 use crate::ops;
 use crate::routes::auth::Presented;
 
+/// Why an operator route ends before its answer.
+#[derive(Debug)]
+enum RouteError {
+    /// The core refused the request: answered with its RFC 9457 problem
+    /// ([`http::refuse`]).
+    Refused(Refusal),
+    /// Its body was refused as it was read: [`body::read_json`]'s answer.
+    Answered(Response),
+    /// I/O failed: the worker's boundary answers `500` and logs it.
+    Failed(worker::Error),
+}
+
+impl From<Refusal> for RouteError {
+    fn from(refusal: Refusal) -> Self {
+        RouteError::Refused(refusal)
+    }
+}
+
+impl From<worker::Error> for RouteError {
+    fn from(error: worker::Error) -> Self {
+        RouteError::Failed(error)
+    }
+}
+
+impl From<serde_json::Error> for RouteError {
+    fn from(error: serde_json::Error) -> Self {
+        RouteError::Failed(error.into())
+    }
+}
+
+impl RouteError {
+    /// The one place an operator route's error becomes its response.
+    fn respond(self) -> Result<Response> {
+        match self {
+            RouteError::Refused(refusal) => http::refuse(&refusal),
+            RouteError::Answered(response) => Ok(response),
+            RouteError::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// A step of an operator route.
+type Step<T> = std::result::Result<T, RouteError>;
+
 /// Routes `rest` (the path after `/onejob/v1/admin/`): the core reads and
 /// checks the route ([`AdminRoute::parse`]), this performs it.
-pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response> {
+pub async fn handle(req: Request, env: &Env, rest: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    let admin = match Presented::of(&req).credentials().admin(&config.admins) {
-        Ok(admin) => admin.clone(),
-        Err(refused) => return http::refuse(&refused),
-    };
+    route(req, env, &config, rest).await.or_else(RouteError::respond)
+}
+
+async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step<Response> {
+    let admin = Presented::of(&req).credentials().admin(&config.admins)?.clone();
     let url = req.url()?;
     let query: Vec<(String, String)> = url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect();
     let operator_key = req.headers().get(header::IDEMPOTENCY_KEY)?;
     let method = req.method();
     let request = AdminRequest { method: method.as_ref(), rest, query: &query, operator_key: operator_key.as_deref() };
-    let route = match AdminRoute::parse(&admin, &request) {
-        Ok(route) => route,
-        Err(refused) => return http::refuse(&refused),
-    };
     let limit = config.settings.max_body_bytes;
-    match route {
+    match AdminRoute::parse(&admin, &request)? {
         AdminRoute::DeadLetters(query) => {
-            let letters = ops::dead_letters(env, query.tenant.as_deref(), query.error_class.as_deref(), 500).await?;
+            let (tenant, class) = (query.tenant.as_deref(), query.error_class.as_deref());
+            let letters = ops::dead_letters(env, tenant, class, DEAD_LETTERS_LISTED).await?;
             let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
-            http::with_cors(Response::from_json(&body)?)
+            Ok(http::with_cors(Response::from_json(&body)?)?)
         }
         AdminRoute::Jobs(filter) => {
             let (jobs, next) = ops::jobs(env, &filter).await?;
-            http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)
+            Ok(http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)?)
         }
         AdminRoute::Costs(query) => {
             let mut costs = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
             costs["prices"] = admin_route::prices_note(&config.prices);
-            http::with_cors(Response::from_json(&costs)?)
+            Ok(http::with_cors(Response::from_json(&costs)?)?)
         }
         AdminRoute::Savings(query) => {
             let report = ops::savings(env, query.since_ms, query.tenant.as_deref()).await?;
@@ -68,29 +112,19 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
             // Counted from the start of since_ms's hour: say so.
             body["since_ms"] = serde_json::Value::from(onejob_core::savings::bucket_of(query.since_ms));
             body["prices"] = admin_route::prices_note(&config.prices);
-            http::with_cors(Response::from_json(&body)?)
+            Ok(http::with_cors(Response::from_json(&body)?)?)
         }
         AdminRoute::JobView(job) => to_job(env, &admin, &job, |_| LedgerCall::AdminView).await,
         AdminRoute::Approve(job) => to_job(env, &admin, &job, LedgerCall::Approve).await,
         AdminRoute::Enqueue(job) => to_job(env, &admin, &job, LedgerCall::Enqueue).await,
         AdminRoute::Replay { request } => {
-            let body: ReplayBody = match body::read_json(&mut req, limit, ReplayBody::SHAPE).await? {
-                Ok(body) => body,
-                Err(refused) => return Ok(refused),
-            };
-            if let Err(refused) = body.check_names() {
-                return http::refuse(&refused);
-            }
+            let body: ReplayBody = read_json(&mut req, limit, ReplayBody::SHAPE).await?;
+            body.check_names()?;
             once(env, &admin, &request, replay(env, &admin, &request, body)).await
         }
         AdminRoute::Resolve { request } => {
-            let body: ResolveBody = match body::read_json(&mut req, limit, ResolveBody::SHAPE).await? {
-                Ok(body) => body,
-                Err(refused) => return Ok(refused),
-            };
-            if let Err(refused) = body.check(&admin) {
-                return http::refuse(&refused);
-            }
+            let body: ResolveBody = read_json(&mut req, limit, ResolveBody::SHAPE).await?;
+            body.check(&admin)?;
             let (job, call) = LedgerCall::resolve(&admin, &request, body);
             let resolve = async {
                 let (status, answer) = forward(env, &job, &call).await?;
@@ -98,48 +132,60 @@ pub async fn handle(mut req: Request, env: &Env, rest: &str) -> Result<Response>
                 if admin_route::settled(status) {
                     ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
                 }
-                Ok((status, answer))
+                Ok::<_, RouteError>((status, answer))
             };
             once(env, &admin, &request, resolve).await
         }
         AdminRoute::Effect { request, job, effect, action } => {
             let call = LedgerCall::effect(&admin, &job, &request, effect, action);
-            once(env, &admin, &request, forward(env, &job, &call)).await
+            once(env, &admin, &request, async { Ok(forward(env, &job, &call).await?) }).await
         }
     }
 }
 
+/// A JSON body ([`body::read_json`]), its refusal already the answer.
+async fn read_json<T: serde::de::DeserializeOwned>(req: &mut Request, limit: u64, shape: &str) -> Step<T> {
+    body::read_json(req, limit, shape).await?.map_err(RouteError::Answered)
+}
+
 /// An admin's request to one job's Ledger that carries no operator key
 /// (a look, a kick), answered as the Ledger answers it.
-async fn to_job(env: &Env, admin: &Admin, job: &JobName, call: fn(OperatorRequest) -> LedgerCall) -> Result<Response> {
+async fn to_job(env: &Env, admin: &Admin, job: &JobName, call: fn(OperatorRequest) -> LedgerCall) -> Step<Response> {
     let (status, body) = forward(env, job, &call(OperatorRequest::of(admin, job, ""))).await?;
-    json_response(status, &body)
+    Ok(json_response(status, &body, false)?)
 }
 
 /// Answers a keyed operator request once: a repeat gets the first answer.
+/// A refusal met while performing it is its answer, kept as any other
+/// ([`admin_route::refused_answer`]).
 async fn once(
     env: &Env,
     admin: &Admin,
     request_key: &str,
-    work: impl std::future::Future<Output = Result<(u16, String)>>,
-) -> Result<Response> {
+    work: impl std::future::Future<Output = Step<(u16, String)>>,
+) -> Step<Response> {
     let id = admin_route::request_id(admin, request_key);
     if let Some(stored) = ops::done_request(env, &id).await? {
         let (status, body) = admin_route::kept_answer(&stored);
-        let mut response = json_response(status, &body)?;
-        response.headers_mut().set(header::IDEMPOTENT_REPLAYED, "true")?;
-        return Ok(response);
+        return Ok(json_response(status, &body, true)?);
     }
-    let (status, body) = work.await?;
+    let (status, body) = match work.await {
+        Err(RouteError::Refused(refusal)) => admin_route::refused_answer(&refusal),
+        answer => answer?,
+    };
     if admin_route::keeps(status) {
         ops::remember_request(env, &id, &serde_json::to_string(&(status, &body))?).await?;
     }
-    json_response(status, &body)
+    Ok(json_response(status, &body, false)?)
 }
 
-fn json_response(status: u16, body: &str) -> Result<Response> {
+/// An operator answer: `status`, `body` and the headers the core gives it
+/// ([`admin_route::answer_headers`]), with CORS.
+fn json_response(status: u16, body: &str, replayed: bool) -> Result<Response> {
     let mut response = Response::from_bytes(body.as_bytes().to_vec())?.with_status(status);
-    response.headers_mut().set("Content-Type", admin_route::content_type(status))?;
+    for (name, value) in admin_route::answer_headers(status, replayed) {
+        response.headers_mut().set(name, value)?;
+    }
     http::with_cors(response)
 }
 
@@ -151,19 +197,12 @@ async fn forward(env: &Env, job: &JobName, call: &LedgerCall) -> Result<(u16, St
 }
 
 /// Replays one dead job, or every dead job of a cause (at most [`MAX_REPLAY`]).
-async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Result<(u16, String)> {
-    let targets = match body.selection(admin) {
-        Ok(ReplaySelection::One(job)) => vec![job],
-        Ok(ReplaySelection::Cause { tenant, error_class }) => {
+async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Step<(u16, String)> {
+    let targets: Vec<JobName> = match body.selection(admin)? {
+        ReplaySelection::One(job) => vec![job],
+        ReplaySelection::Cause { tenant, error_class } => {
             let letters = ops::dead_letters(env, tenant.as_deref(), Some(&error_class), MAX_REPLAY).await?;
-            letters
-                .into_iter()
-                .map(|l| JobName { tenant: l.tenant, user: (!l.user.is_empty()).then_some(l.user), key: l.key })
-                .collect()
-        }
-        Err(refused) => {
-            let problem = refused.problem();
-            return Ok((problem.status(), problem.to_json()));
+            letters.into_iter().map(JobName::from).collect()
         }
     };
     let mut report = ReplayReport::default();
@@ -178,4 +217,23 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
         }
     }
     Ok((200, report.to_json()))
+}
+
+#[cfg(test)]
+mod tests {
+    use onejob_core::front::refused;
+    use onejob_core::protocol::ProblemType;
+
+    use super::RouteError;
+
+    #[test]
+    fn a_refusal_is_answered_as_its_problem_and_a_failure_is_the_boundary_s() {
+        let refusal = refused(ProblemType::Forbidden, "this admin key does not reach that tenant");
+        assert!(matches!(RouteError::from(refusal.clone()), RouteError::Refused(r) if r == refusal));
+        let failed = RouteError::from(worker::Error::RustError("D1 down".into()));
+        assert!(matches!(&failed, RouteError::Failed(error) if error.to_string() == "D1 down"));
+        assert!(failed.respond().is_err(), "a failure passes to the boundary (500, logged)");
+        let unreadable = serde_json::from_str::<u8>("x").unwrap_err();
+        assert!(matches!(RouteError::from(unreadable), RouteError::Failed(_)));
+    }
 }
