@@ -95,16 +95,16 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
             let (tenant, class) = (query.tenant.as_deref(), query.error_class.as_deref());
             let letters = ops::dead_letters(env, tenant, class, DEAD_LETTERS_LISTED).await?;
             let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
-            Ok(http::with_cors(Response::from_json(&body)?)?)
+            list(&body)
         }
         AdminRoute::Jobs(filter) => {
             let (jobs, next) = ops::jobs(env, &filter).await?;
-            Ok(http::with_cors(Response::from_json(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))?)?)
+            list(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))
         }
         AdminRoute::Costs(query) => {
             let mut costs = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
             costs["prices"] = admin_route::prices_note(&config.prices);
-            Ok(http::with_cors(Response::from_json(&costs)?)?)
+            list(&costs)
         }
         AdminRoute::Savings(query) => {
             let report = ops::savings(env, query.since_ms, query.tenant.as_deref()).await?;
@@ -112,7 +112,7 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
             // Counted from the start of since_ms's hour: say so.
             body["since_ms"] = serde_json::Value::from(onejob_core::savings::bucket_of(query.since_ms));
             body["prices"] = admin_route::prices_note(&config.prices);
-            Ok(http::with_cors(Response::from_json(&body)?)?)
+            list(&body)
         }
         AdminRoute::JobView(job) => to_job(env, &admin, &job, |_| LedgerCall::AdminView).await,
         AdminRoute::Approve(job) => to_job(env, &admin, &job, LedgerCall::Approve).await,
@@ -141,6 +141,11 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
             once(env, &admin, &request, async { Ok(forward(env, &job, &call).await?) }).await
         }
     }
+}
+
+/// A list's answer: `body` as JSON, with CORS.
+fn list(body: &serde_json::Value) -> Step<Response> {
+    Ok(http::with_cors(Response::from_json(body)?)?)
 }
 
 /// A JSON body ([`body::read_json`]), its refusal already the answer.
