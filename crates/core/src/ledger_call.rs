@@ -206,16 +206,11 @@ pub struct RunOf {
 }
 
 /// A request body's `model`, read alone (only an object has one: serde
-/// would read `["gpt-x"]` by position).
+/// would read `["gpt-x"]` by position): [`RequestFacts::of`]'s model.
+///
+/// [`RequestFacts::of`]: crate::providers::RequestFacts::of
 pub fn model_of(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct ModelOnly {
-        model: Option<String>,
-    }
-    if body.trim_ascii_start().first() != Some(&b'{') {
-        return None;
-    }
-    serde_json::from_slice::<ModelOnly>(body).ok().and_then(|m| m.model)
+    crate::providers::RequestFacts::of(body).model
 }
 
 /// The caller's headers that are passed to the provider: they choose the
