@@ -5,6 +5,8 @@
 //! user and stream position). The edge reads the request, asks these
 //! functions, and performs what they return.
 
+pub mod body;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -357,6 +359,12 @@ pub fn parse_strict<T: DeserializeOwned>(bytes: &[u8], shape: &str) -> Result<T,
     let canonical = canonicalize(bytes).map_err(|error| invalid(format!("the body is not valid JSON: {error}")))?;
     serde_json::from_str(&canonical)
         .map_err(|_| invalid(format!("the body is JSON but not what this route takes: {shape}")))
+}
+
+/// `500` with nothing of the configuration in it (the detail is in the
+/// log): a route that cannot read the deployment's configuration.
+pub fn misconfigured() -> Refusal {
+    refused(ProblemType::Misconfigured, "gateway misconfigured; the operator has the details in the log")
 }
 
 /// 400: the request has no `Idempotency-Key` (and none is derived for it).

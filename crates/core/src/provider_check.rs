@@ -10,7 +10,7 @@ use crate::backoff::retries::Observation;
 use crate::classify::Decision;
 use crate::contract::Contract;
 use crate::front::{Refusal, refused};
-use crate::providers::check_api_path;
+use crate::providers::{Api, Providers, check_api_path};
 use crate::wire::ProblemType;
 
 /// At most this many samples per check.
@@ -55,6 +55,52 @@ impl CheckRequest {
     /// The model a provider's step is asked for: its own, else the route's.
     pub fn model_at(&self, step_model: Option<&str>) -> String {
         step_model.unwrap_or(&self.model).to_owned()
+    }
+}
+
+/// A check to run: its path, the route's contract, and each provider of
+/// the route that speaks the path's API, with the model it is asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckPlan<'a> {
+    /// The path every call goes to.
+    pub path: String,
+    /// The route's output contract, if it has one.
+    pub contract: Option<&'a Contract>,
+    /// The providers to call, by index, each with its model, in route order.
+    pub calls: Vec<(usize, String)>,
+}
+
+impl CheckRequest {
+    /// The check to run among `providers`: its path ([`CheckRequest::path`],
+    /// else the `400`), the route of its model (else `400 no-route`), and
+    /// the providers of that route that speak the path's API (a provider
+    /// of another API is not a fallback for it).
+    pub fn plan<'a>(&self, providers: &'a Providers) -> Result<CheckPlan<'a>, Refusal> {
+        let path = self.path()?;
+        let route = providers
+            .route(Some(&self.model))
+            .ok_or_else(|| refused(ProblemType::NoRoute, "no route serves this model"))?;
+        let api = Api::of_path(&path);
+        let calls = route
+            .steps
+            .iter()
+            .filter(|step| providers.get(step.provider).kind.serves(api))
+            .map(|step| (step.provider, self.model_at(step.model.as_deref())))
+            .collect();
+        Ok(CheckPlan { path, contract: route.contract.as_ref(), calls })
+    }
+}
+
+impl CheckPlan<'_> {
+    /// The check's answer: the model, the path, whether the route has a
+    /// contract, and each provider's results.
+    pub fn report(&self, model: &str, providers: &[ProviderResult]) -> Value {
+        serde_json::json!({
+            "model": model,
+            "path": self.path,
+            "contract": self.contract.is_some(),
+            "providers": providers,
+        })
     }
 }
 

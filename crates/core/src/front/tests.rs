@@ -442,3 +442,11 @@ fn a_run_is_refused_for_a_token_that_does_not_reach_it_bad_json_or_an_input_off_
     let off_schema = run_job(summarise, None, &key, br#"{"text": 3}"#, None).unwrap_err().problem();
     assert_eq!((off_schema.kind, off_schema.status()), (ProblemType::InvalidInput, 400));
 }
+
+#[test]
+fn an_unreadable_configuration_is_a_500_that_names_nothing_of_it() {
+    let problem = misconfigured().problem();
+    assert_eq!(problem.kind, ProblemType::Misconfigured);
+    assert_eq!(problem.status(), 500);
+    assert!(problem.detail.contains("the operator has the details in the log"));
+}

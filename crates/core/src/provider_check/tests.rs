@@ -82,3 +82,49 @@ fn a_provider_is_safe_when_every_sample_is_accepted_within_the_contract() {
     assert_eq!(mixed.model.as_deref(), Some("m"));
     assert!(!ProviderResult::of("a".into(), "m".into(), vec![reply(200, &openai("{}"), Some(&contract))]).safe);
 }
+
+/// `openai` (OpenAI's API) and `demo` (both APIs), one route `triage`
+/// over both (`demo` asked for its own model), with a contract when
+/// `contract`.
+fn two_providers(contract: bool) -> Providers {
+    let list = r#"[{"name":"openai","kind":"openai","base_url":"https://a.example/v1"},{"name":"demo","kind":"demo"}]"#;
+    let contract = if contract { r#","contract":{"required_keys":["team"]}"# } else { "" };
+    let steps = r#"[{"provider":"openai"},{"provider":"demo","model":"demo-x"}]"#;
+    let routes = format!(r#"{{"triage":{{"providers":{steps}{contract}}}}}"#);
+    Providers::parse(list, Some(&routes)).expect("providers")
+}
+
+#[test]
+fn a_check_calls_the_providers_of_its_route_that_speak_its_path_s_api() {
+    let providers = two_providers(false);
+    let chat = check(vec![json!({})], None).plan(&providers).unwrap();
+    assert_eq!(chat.path, "/v1/chat/completions");
+    assert_eq!(chat.contract, None);
+    assert_eq!(chat.calls, vec![(0, "triage".to_owned()), (1, "demo-x".to_owned())]);
+    // OpenAI's API is no fallback for a Messages request.
+    let messages = check(vec![json!({})], Some("/v1/messages")).plan(&providers).unwrap();
+    assert_eq!(messages.calls, vec![(1, "demo-x".to_owned())]);
+}
+
+#[test]
+fn a_check_of_a_model_no_route_serves_or_of_a_bad_body_is_refused_before_any_call() {
+    let providers = two_providers(false);
+    let other = CheckRequest { model: "other".into(), samples: vec![json!({})], path: None };
+    let refused = other.plan(&providers).unwrap_err().problem();
+    assert_eq!((refused.kind, refused.detail.as_str()), (ProblemType::NoRoute, "no route serves this model"));
+    assert_eq!(check(vec![], None).plan(&providers).unwrap_err().problem().kind, ProblemType::InvalidQuery);
+}
+
+#[test]
+fn a_check_s_report_says_whether_the_route_has_a_contract() {
+    let providers = two_providers(true);
+    let plan = check(vec![json!({})], None).plan(&providers).unwrap();
+    assert!(plan.contract.is_some());
+    let results = vec![ProviderResult::of("demo".into(), "triage".into(), vec![])];
+    let report = plan.report("triage", &results);
+    assert_eq!(report["model"], "triage");
+    assert_eq!(report["path"], "/v1/chat/completions");
+    assert_eq!(report["contract"], true);
+    assert_eq!(report["providers"][0]["name"], "demo");
+    assert_eq!(report["providers"][0]["safe"], true);
+}

@@ -10,6 +10,7 @@ use std::rc::Rc;
 
 pub use onejob_core::alert::AlertWebhook;
 use onejob_core::deployment::Deployment;
+use onejob_core::front::{self, Refusal};
 use worker::Env;
 
 use crate::env::faults::Faults;
@@ -53,6 +54,12 @@ pub fn load(env: &Env) -> Result<Rc<Config>, Misconfigured> {
     });
     CONFIG.with(|c| *c.borrow_mut() = Some(parsed.clone()));
     parsed
+}
+
+/// [`load`], its failure as the core's refusal to answer with (a `500`
+/// naming nothing of the configuration, [`front::misconfigured`]).
+pub fn loaded(env: &Env) -> Result<Rc<Config>, Refusal> {
+    load(env).map_err(|Misconfigured| front::misconfigured())
 }
 
 fn parse(env: &Env) -> Result<Config, String> {

@@ -1,76 +1,74 @@
-//! Request bodies, read the one way every route reads them: a JSON media
-//! type (else `415`), at most the deployment's `MAX_BODY_BYTES` counted on
-//! the bytes actually read — a chunked body has no `Content-Length` to trust
-//! — (else `413`), and JSON through core's strict reader (duplicate names,
-//! lone surrogates, numbers beyond a double, nesting past its limit: `400`)
-//! before serde sees it.
+//! Request bodies, read the one way every route reads them. What a body
+//! may be is the core's ([`onejob_core::front::body`]: a JSON media type,
+//! else `415`; at most the deployment's `MAX_BODY_BYTES`, declared or
+//! counted on the bytes actually read — a chunked body has no
+//! `Content-Length` to trust — else `413`; JSON through core's strict
+//! reader, else `400`); this reads the headers and the bytes as it says.
 
 use futures_util::StreamExt;
-use onejob_core::front::{self, Refusal};
+use onejob_core::front::body::{BodyHead, BodyRead, PostHead};
+use onejob_core::front::{self};
+use onejob_core::protocol::header;
 use serde::de::DeserializeOwned;
-use worker::{Request, Response, Result};
+use worker::{Request, Result};
 
-use crate::http;
+use crate::http::Step;
 
-/// A request refused while its body was read: the response to send.
-pub type Refused = Response;
-
-/// The core's refusal as the response to send.
-fn refused<T>(refusal: &Refusal) -> Result<std::result::Result<T, Refused>> {
-    http::refuse(refusal).map(Err)
+/// The headers a body's checks read, as the request sent them.
+pub struct SentHead {
+    method: String,
+    idempotency_key: Option<String>,
+    content_type: Option<String>,
+    content_length: Option<String>,
 }
 
-/// The request's content type ([`front::json_content_type`]: JSON, or none),
-/// or the `415` refusal of any other.
-pub fn json_content_type(req: &Request) -> Result<std::result::Result<String, Refused>> {
-    match front::json_content_type(req.headers().get("Content-Type")?.as_deref()) {
-        Ok(content_type) => Ok(Ok(content_type)),
-        Err(refusal) => refused(&refusal),
+impl SentHead {
+    /// Reads the method, `Idempotency-Key`, `Content-Type` and `Content-Length`.
+    pub fn of(req: &Request) -> Result<Self> {
+        let headers = req.headers();
+        Ok(Self {
+            method: req.method().as_ref().to_owned(),
+            idempotency_key: headers.get(header::IDEMPOTENCY_KEY)?,
+            content_type: headers.get("Content-Type")?,
+            content_length: headers.get("Content-Length")?,
+        })
+    }
+
+    /// The body's head, for [`BodyRead::of`].
+    pub fn body(&self) -> BodyHead<'_> {
+        BodyHead { content_type: self.content_type.as_deref(), content_length: self.content_length.as_deref() }
+    }
+
+    /// The keyed POST's head, for [`front::body::keyed_post`].
+    pub fn post(&self) -> PostHead<'_> {
+        PostHead { method: &self.method, idempotency_key: self.idempotency_key.as_deref(), body: self.body() }
     }
 }
 
-/// The body's bytes, or the `413` refusal once more than `limit` bytes are
-/// declared or arrive (reading stops there: nothing past the limit is buffered).
-pub async fn read_bounded(req: &mut Request, limit: u64) -> Result<std::result::Result<Vec<u8>, Refused>> {
-    let declared = match front::declared_length(req.headers().get("Content-Length")?.as_deref(), limit) {
-        Ok(declared) => declared,
-        Err(refusal) => return refused(&refusal),
-    };
+/// The body's bytes as `plan` says: whole, or counted chunk by chunk and
+/// refused (`413`) at the chunk that passes the limit, nothing past it buffered.
+pub async fn read(req: &mut Request, plan: &BodyRead) -> Step<Vec<u8>> {
     // A declared length within the limit is all the runtime delivers: read
     // it in one go, with one copy.
-    if declared.is_some() {
-        return Ok(Ok(req.bytes().await?));
+    if plan.whole() {
+        return Ok(req.bytes().await?);
     }
     let mut body = Vec::new();
     // A request without a body has no stream.
-    let Ok(mut chunks) = req.stream() else { return Ok(Ok(body)) };
+    let Ok(mut chunks) = req.stream() else { return Ok(body) };
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk?;
-        if let Err(refusal) = front::within_limit(body.len(), chunk.len(), limit) {
-            return refused(&refusal);
-        }
+        plan.take(body.len(), chunk.len())?;
         body.extend_from_slice(&chunk);
     }
-    Ok(Ok(body))
+    Ok(body)
 }
 
-/// A JSON body of type `T`: checked as [`json_content_type`] and
-/// [`read_bounded`] check it, then read strictly ([`front::parse_strict`]);
-/// `shape` tells a caller whose JSON is valid but not a `T` what to send.
-pub async fn read_json<T: DeserializeOwned>(
-    req: &mut Request,
-    limit: u64,
-    shape: &str,
-) -> Result<std::result::Result<T, Refused>> {
-    if let Err(refused) = json_content_type(req)? {
-        return Ok(Err(refused));
-    }
-    let bytes = match read_bounded(req, limit).await? {
-        Ok(bytes) => bytes,
-        Err(refused) => return Ok(Err(refused)),
-    };
-    match front::parse_strict(&bytes, shape) {
-        Ok(value) => Ok(Ok(value)),
-        Err(refusal) => refused(&refusal),
-    }
+/// A JSON body of type `T`: its head checked ([`BodyRead::of`]), its bytes
+/// read ([`read`]) and read strictly ([`front::parse_strict`]); `shape`
+/// tells a caller whose JSON is valid but not a `T` what to send.
+pub async fn read_json<T: DeserializeOwned>(req: &mut Request, limit: u64, shape: &str) -> Step<T> {
+    let plan = BodyRead::of(&SentHead::of(req)?.body(), limit)?;
+    let bytes = read(req, &plan).await?;
+    Ok(front::parse_strict(&bytes, shape)?)
 }

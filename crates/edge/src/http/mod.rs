@@ -10,7 +10,7 @@
 pub mod body;
 
 use futures_util::{Stream, StreamExt};
-use onejob_core::front::Refusal;
+use onejob_core::front::{self, Refusal};
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::response::{self, HeaderList, ResultHead};
@@ -66,14 +66,58 @@ pub fn refuse(refusal: &Refusal) -> Result<Response> {
     Ok(response)
 }
 
+/// Why a route ends before its answer: the core refused the request
+/// (answered with its problem, [`refuse`]), or I/O failed (the worker's
+/// boundary answers `500` and logs it). A route's steps `?` into it and
+/// [`Stop::respond`] answers it, in one place.
+#[derive(Debug)]
+pub enum Stop {
+    /// The core refused the request.
+    Refused(Refusal),
+    /// I/O failed.
+    Failed(worker::Error),
+}
+
+impl From<Refusal> for Stop {
+    fn from(refusal: Refusal) -> Self {
+        Stop::Refused(refusal)
+    }
+}
+
+impl From<worker::Error> for Stop {
+    fn from(error: worker::Error) -> Self {
+        Stop::Failed(error)
+    }
+}
+
+impl From<serde_json::Error> for Stop {
+    fn from(error: serde_json::Error) -> Self {
+        Stop::Failed(error.into())
+    }
+}
+
+impl Stop {
+    /// The one place a route's stop becomes its response.
+    pub fn respond(self) -> Result<Response> {
+        match self {
+            Stop::Refused(refusal) => refuse(&refusal),
+            Stop::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// A step of a route: its value, or why the route stops ([`Stop`]).
+pub type Step<T> = std::result::Result<T, Stop>;
+
 /// Shorthand for a problem with only a detail.
 pub fn problem_of(kind: ProblemType, detail: impl Into<String>) -> Result<Response> {
     problem(&Problem::new(kind, detail))
 }
 
-/// 500 with nothing of the configuration in it: the detail is in the log.
+/// 500 with nothing of the configuration in it: the detail is in the log
+/// ([`front::misconfigured`]).
 pub fn misconfigured() -> Result<Response> {
-    problem_of(ProblemType::Misconfigured, "gateway misconfigured; the operator has the details in the log")
+    refuse(&front::misconfigured())
 }
 
 /// A problem about a job: with the job's key and state.
@@ -167,4 +211,23 @@ pub fn stream_response(
         Ok::<Vec<u8>, worker::Error>(if ids { with_id(&event, number) } else { event })
     });
     with_headers(Response::from_stream(body)?, headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use onejob_core::front::refused;
+    use onejob_core::protocol::ProblemType;
+
+    use super::Stop;
+
+    #[test]
+    fn a_refusal_is_answered_as_its_problem_and_a_failure_is_the_boundary_s() {
+        let refusal = refused(ProblemType::Forbidden, "this admin key does not reach that tenant");
+        assert!(matches!(Stop::from(refusal.clone()), Stop::Refused(r) if r == refusal));
+        let failed = Stop::from(worker::Error::RustError("D1 down".into()));
+        assert!(matches!(&failed, Stop::Failed(error) if error.to_string() == "D1 down"));
+        assert!(failed.respond().is_err(), "a failure passes to the boundary (500, logged)");
+        let unreadable = serde_json::from_str::<u8>("x").unwrap_err();
+        assert!(matches!(Stop::from(unreadable), Stop::Failed(_)));
+    }
 }

@@ -18,7 +18,6 @@ use onejob_core::admin_route::{
     self, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
     ReplaySelection, ResolveBody,
 };
-use onejob_core::front::Refusal;
 use onejob_core::protocol::header;
 use worker::{Env, Request, Response, Result};
 
@@ -26,60 +25,16 @@ use crate::api::client;
 use crate::api::handoff::{JobMessage, OperatorRequest};
 use crate::api::ledger::LedgerCall;
 use crate::env::config::{self, Config};
-use crate::http;
 use crate::http::body;
+use crate::http::{self, Step, Stop};
 use crate::ops;
 use crate::routes::auth::Presented;
-
-/// Why an operator route ends before its answer.
-#[derive(Debug)]
-enum RouteError {
-    /// The core refused the request: answered with its RFC 9457 problem
-    /// ([`http::refuse`]).
-    Refused(Refusal),
-    /// Its body was refused as it was read: [`body::read_json`]'s answer.
-    Answered(Response),
-    /// I/O failed: the worker's boundary answers `500` and logs it.
-    Failed(worker::Error),
-}
-
-impl From<Refusal> for RouteError {
-    fn from(refusal: Refusal) -> Self {
-        RouteError::Refused(refusal)
-    }
-}
-
-impl From<worker::Error> for RouteError {
-    fn from(error: worker::Error) -> Self {
-        RouteError::Failed(error)
-    }
-}
-
-impl From<serde_json::Error> for RouteError {
-    fn from(error: serde_json::Error) -> Self {
-        RouteError::Failed(error.into())
-    }
-}
-
-impl RouteError {
-    /// The one place an operator route's error becomes its response.
-    fn respond(self) -> Result<Response> {
-        match self {
-            RouteError::Refused(refusal) => http::refuse(&refusal),
-            RouteError::Answered(response) => Ok(response),
-            RouteError::Failed(error) => Err(error),
-        }
-    }
-}
-
-/// A step of an operator route.
-type Step<T> = std::result::Result<T, RouteError>;
 
 /// Routes `rest` (the path after `/onejob/v1/admin/`): the core reads and
 /// checks the route ([`AdminRoute::parse`]), this performs it.
 pub async fn handle(req: Request, env: &Env, rest: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    route(req, env, &config, rest).await.or_else(RouteError::respond)
+    route(req, env, &config, rest).await.or_else(Stop::respond)
 }
 
 async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step<Response> {
@@ -118,12 +73,12 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
         AdminRoute::Approve(job) => to_job(env, &admin, &job, LedgerCall::Approve).await,
         AdminRoute::Enqueue(job) => to_job(env, &admin, &job, LedgerCall::Enqueue).await,
         AdminRoute::Replay { request } => {
-            let body: ReplayBody = read_json(&mut req, limit, ReplayBody::SHAPE).await?;
+            let body: ReplayBody = body::read_json(&mut req, limit, ReplayBody::SHAPE).await?;
             body.check_names()?;
             once(env, &admin, &request, replay(env, &admin, &request, body)).await
         }
         AdminRoute::Resolve { request } => {
-            let body: ResolveBody = read_json(&mut req, limit, ResolveBody::SHAPE).await?;
+            let body: ResolveBody = body::read_json(&mut req, limit, ResolveBody::SHAPE).await?;
             body.check(&admin)?;
             let (job, call) = LedgerCall::resolve(&admin, &request, body);
             let resolve = async {
@@ -132,7 +87,7 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
                 if admin_route::settled(status) {
                     ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
                 }
-                Ok::<_, RouteError>((status, answer))
+                Ok::<_, Stop>((status, answer))
             };
             once(env, &admin, &request, resolve).await
         }
@@ -146,11 +101,6 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
 /// A list's answer: `body` as JSON, with CORS.
 fn list(body: &serde_json::Value) -> Step<Response> {
     Ok(http::with_cors(Response::from_json(body)?)?)
-}
-
-/// A JSON body ([`body::read_json`]), its refusal already the answer.
-async fn read_json<T: serde::de::DeserializeOwned>(req: &mut Request, limit: u64, shape: &str) -> Step<T> {
-    body::read_json(req, limit, shape).await?.map_err(RouteError::Answered)
 }
 
 /// An admin's request to one job's Ledger that carries no operator key
@@ -175,7 +125,7 @@ async fn once(
         return Ok(json_response(status, &body, true)?);
     }
     let (status, body) = match work.await {
-        Err(RouteError::Refused(refusal)) => admin_route::refused_answer(&refusal),
+        Err(Stop::Refused(refusal)) => admin_route::refused_answer(&refusal),
         answer => answer?,
     };
     if admin_route::keeps(status) {
@@ -222,23 +172,4 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
         }
     }
     Ok((200, report.to_json()))
-}
-
-#[cfg(test)]
-mod tests {
-    use onejob_core::front::refused;
-    use onejob_core::protocol::ProblemType;
-
-    use super::RouteError;
-
-    #[test]
-    fn a_refusal_is_answered_as_its_problem_and_a_failure_is_the_boundary_s() {
-        let refusal = refused(ProblemType::Forbidden, "this admin key does not reach that tenant");
-        assert!(matches!(RouteError::from(refusal.clone()), RouteError::Refused(r) if r == refusal));
-        let failed = RouteError::from(worker::Error::RustError("D1 down".into()));
-        assert!(matches!(&failed, RouteError::Failed(error) if error.to_string() == "D1 down"));
-        assert!(failed.respond().is_err(), "a failure passes to the boundary (500, logged)");
-        let unreadable = serde_json::from_str::<u8>("x").unwrap_err();
-        assert!(matches!(RouteError::from(unreadable), RouteError::Failed(_)));
-    }
 }

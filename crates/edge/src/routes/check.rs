@@ -7,39 +7,26 @@
 //! fallback, not for traffic. Its calls do not touch the breakers.
 
 use onejob_core::provider_check::{Answer, CheckRequest, ProviderResult, SampleResult};
-use onejob_core::providers::Api;
-use worker::{Request, Response, Result};
+use worker::{Request, Response};
 
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
-use crate::http;
-use crate::http::body;
+use crate::http::{self, Step, body};
 use crate::upstream::{self, Call, CallResult};
 
-pub async fn run(mut req: Request, config: &Config) -> Result<Response> {
-    let check =
-        match body::read_json::<CheckRequest>(&mut req, config.settings.max_body_bytes, CheckRequest::SHAPE).await? {
-            Ok(check) => check,
-            Err(refused) => return Ok(refused),
-        };
-    let path = match check.path() {
-        Ok(path) => path,
-        Err(refused) => return http::refuse(&refused),
-    };
+pub async fn run(mut req: Request, config: &Config) -> Step<Response> {
+    let check: CheckRequest = body::read_json(&mut req, config.settings.max_body_bytes, CheckRequest::SHAPE).await?;
     let providers = &config.settings.providers;
-    let Some(route) = providers.route(Some(&check.model)) else {
-        return http::problem_of(onejob_core::protocol::ProblemType::NoRoute, "no route serves this model");
-    };
+    let plan = check.plan(providers)?;
     let settings = &config.settings;
     let mut report = Vec::new();
-    for step in route.steps.iter().filter(|step| providers.get(step.provider).kind.serves(Api::of_path(&path))) {
-        let provider = providers.get(step.provider);
-        let model = check.model_at(step.model.as_deref());
+    for (index, model) in &plan.calls {
+        let provider = providers.get(*index);
         let mut results = Vec::new();
         for (sample, body) in check.samples.iter().enumerate() {
-            let body = onejob_core::provider_check::sample_body(body, &model);
+            let body = onejob_core::provider_check::sample_body(body, model);
             let call = Call {
-                target: path.clone(),
+                target: plan.path.clone(),
                 body: serde_json::to_vec(&body)?.into(),
                 content_type: "application/json".into(),
                 upstream_key: format!("onejob-check-{:016x}", (js_sys::Math::random() * 1e16) as u64),
@@ -49,30 +36,23 @@ pub async fn run(mut req: Request, config: &Config) -> Result<Response> {
                 headers: Vec::new(),
             };
             let started = now_ms();
-            let answered =
-                upstream::call(provider.clone(), config.api_key(step.provider).map(str::to_owned), call).await;
+            let answered = upstream::call(provider.clone(), config.api_key(*index).map(str::to_owned), call).await;
             let latency_ms = now_ms().saturating_sub(started);
             let result = match &answered {
                 CallResult::Reply(reply) => {
                     let headers = |name: &str| reply.header(name);
                     let answer =
                         Answer::Reply { status: reply.status, headers: &headers, body: &reply.body, now_ms: now_ms() };
-                    SampleResult::of(sample, latency_ms, answer, route.contract.as_ref())
+                    SampleResult::of(sample, latency_ms, answer, plan.contract)
                 }
-                CallResult::Stream(_) => SampleResult::of(sample, latency_ms, Answer::Stream, route.contract.as_ref()),
+                CallResult::Stream(_) => SampleResult::of(sample, latency_ms, Answer::Stream, plan.contract),
                 CallResult::Transport { detail, .. } => {
-                    SampleResult::of(sample, latency_ms, Answer::Transport(detail), route.contract.as_ref())
+                    SampleResult::of(sample, latency_ms, Answer::Transport(detail), plan.contract)
                 }
             };
             results.push(result);
         }
-        report.push(ProviderResult::of(provider.name.clone(), model, results));
+        report.push(ProviderResult::of(provider.name.clone(), model.clone(), results));
     }
-    let body = serde_json::json!({
-        "model": check.model,
-        "path": path,
-        "contract": route.contract.is_some(),
-        "providers": report,
-    });
-    http::with_cors(Response::from_json(&body)?)
+    Ok(http::with_cors(Response::from_json(&plan.report(&check.model, &report))?)?)
 }

@@ -2,7 +2,7 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
-use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, RunJob};
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, Refusal, RunJob};
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::header;
 use onejob_core::providers::models_page;
@@ -16,24 +16,24 @@ use crate::api::ledger::LedgerCall;
 use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
-use crate::http;
-use crate::http::body;
+use crate::http::body::{self, SentHead};
+use crate::http::{self, Step, Stop};
 use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
 use crate::routes::auth::Presented;
 
 /// `POST /v1/{path}`.
-pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Response> {
-    let (config, caller) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+pub async fn proxy(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
+    proxied(req, env, ctx).await.or_else(Stop::respond)
+}
+
+async fn proxied(mut req: Request, env: &Env, ctx: &Context) -> Step<Response> {
+    let (config, caller) = admit_caller(&req, env)?;
     // With telemetry on: the request's trace (nothing at all otherwise).
     let traced = telemetry::start(&req, &config);
-    let (sent_key, content_type, body) = match read_keyed(&mut req, &config, true).await? {
-        Ok(read) => read,
-        Err(refused) => return Ok(refused),
-    };
+    let may_derive = config.settings.keyless.derives();
+    let post = front::body::keyed_post(&SentHead::of(&req)?.post(), may_derive, config.settings.max_body_bytes)?;
+    let body = body::read(&mut req, &post.body).await?;
     let url = req.url()?;
     let (prefer, cache_control) = (req.headers().get(header::PREFER)?, req.headers().get("Cache-Control")?);
     // The model matters here only to a user token (which models it may ask
@@ -48,10 +48,7 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
         cache_control: cache_control.as_deref(),
     };
     let ProxyJob { target, fingerprint, key, keyless } =
-        match front::proxy_job(&caller, config.settings.keyless, sent_key, &request) {
-            Ok(job) => job,
-            Err(refused) => return http::refuse(&refused),
-        };
+        front::proxy_job(&caller, config.settings.keyless, post.key, &request)?;
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     // What the spans need of the job (only when traced).
     let job = traced.as_ref().map(|_| job_facts(&config, &caller, &key, &storage_id, url.path(), &body, None));
@@ -67,15 +64,16 @@ pub async fn proxy(mut req: Request, env: &Env, ctx: &Context) -> Result<Respons
         ctx.wait_until(ops::count_saved(env.clone(), caller.tenant.clone(), AnswerKind::KvReplay, spent));
         let answer = result.into_response(key.as_str(), true);
         let job = job.map(|job| JobFacts { from_cache: true, ..job });
-        return telemetry::finish(ctx, env, &config, traced, answer, job);
+        return Ok(telemetry::finish(ctx, env, &config, traced, answer, job)?);
     }
     let header = |name: &str| req.headers().get(name).ok().flatten();
     let wait = config.settings.coalesce_wait_ms;
+    let content_type = post.body.content_type;
     let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
     submission.keyless = keyless;
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
-    telemetry::finish(ctx, env, &config, traced, answer, job)
+    Ok(telemetry::finish(ctx, env, &config, traced, answer, job)?)
 }
 
 /// What a traced request's spans need to know of its job.
@@ -105,46 +103,36 @@ fn job_facts(
 /// official SDKs read ([`models_page`]); a user token sees the models it
 /// may ask for.
 pub fn models(req: &Request, env: &Env) -> Result<Response> {
-    let (config, caller) = match admit_caller(req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
-    let models = front::expect(req.method().as_ref(), Method::Get)
-        .and_then(|()| front::models_for(caller.token.as_ref(), config.settings.providers.models()));
-    match models {
-        Ok(models) => http::with_cors(Response::from_json(&models_page(&models))?),
-        Err(refused) => http::refuse(&refused),
-    }
+    listed(req, env).or_else(Stop::respond)
+}
+
+fn listed(req: &Request, env: &Env) -> Step<Response> {
+    let (config, caller) = admit_caller(req, env)?;
+    front::expect(req.method().as_ref(), Method::Get)?;
+    let models = front::models_for(caller.token.as_ref(), config.settings.providers.models())?;
+    Ok(http::with_cors(Response::from_json(&models_page(&models))?)?)
 }
 
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
 /// identity is the type and the input (as JSON, canonical); the chat
 /// request is rendered from the type's prompt on the server.
-pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) -> Result<Response> {
-    let (config, caller) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+pub async fn run(req: Request, env: &Env, ctx: &Context, type_name: &str) -> Result<Response> {
+    ran(req, env, ctx, type_name).await.or_else(Stop::respond)
+}
+
+async fn ran(mut req: Request, env: &Env, ctx: &Context, type_name: &str) -> Step<Response> {
+    let (config, caller) = admit_caller(&req, env)?;
     let traced = telemetry::start(&req, &config);
     let type_name = front::percent_decode(type_name);
-    let job_type = match front::job_type(&config.job_types, &type_name) {
-        Ok(job_type) => job_type,
-        Err(refused) => return http::refuse(&refused),
-    };
+    let job_type = front::job_type(&config.job_types, &type_name)?;
     // A job type's effects happen once per intent: its runs are always keyed.
-    let (key, _, input_bytes) = match read_keyed(&mut req, &config, false).await? {
-        Ok((Some(key), content_type, body)) => (key, content_type, body),
-        Ok((None, _, _)) => return http::problem(&front::missing_key()),
-        Err(refused) => return Ok(refused),
-    };
+    let (key, plan) = front::body::always_keyed(&SentHead::of(&req)?.post(), config.settings.max_body_bytes)?;
+    let input_bytes = body::read(&mut req, &plan).await?;
     // `Accept: text/event-stream` streams the answer (the effects run once
     // it has ended).
     let accept = req.headers().get("Accept")?;
     let RunJob { fingerprint, input, body, .. } =
-        match front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, accept.as_deref()) {
-            Ok(run) => run,
-            Err(refused) => return http::refuse(&refused),
-        };
+        front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, accept.as_deref())?;
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     let route = front::run_route(&type_name);
     let job = traced.as_ref().map(|_| {
@@ -159,35 +147,7 @@ pub async fn run(mut req: Request, env: &Env, ctx: &Context, type_name: &str) ->
     submission.run = Some(RunOf { job_type: type_name, input });
     submission.trace = traced.as_ref().map(telemetry::Started::propagation);
     let answer = submit(env, &storage_id, submission, body).await;
-    telemetry::finish(ctx, env, &config, traced, answer, job)
-}
-
-/// The checks every keyed POST passes: an `Idempotency-Key` (or none, when
-/// `keyless` routes may derive one and the deployment's `KEYLESS` does), a
-/// JSON body within the size limit. The key, the content type and the body,
-/// or the refusal.
-async fn read_keyed(
-    req: &mut Request,
-    config: &Config,
-    keyless: bool,
-) -> Result<std::result::Result<(Option<IdempotencyKey>, String, Vec<u8>), Response>> {
-    let sent = req.headers().get(header::IDEMPOTENCY_KEY)?;
-    let may_derive = keyless && config.settings.keyless.derives();
-    let key =
-        front::expect(req.method().as_ref(), Method::Post).and_then(|()| front::key_of(sent.as_deref(), may_derive));
-    let key = match key {
-        Ok(key) => key,
-        Err(refused) => return http::refuse(&refused).map(Err),
-    };
-    let content_type = match body::json_content_type(req)? {
-        Ok(content_type) => content_type,
-        Err(refused) => return Ok(Err(refused)),
-    };
-    let body = match body::read_bounded(req, config.settings.max_body_bytes).await? {
-        Ok(body) => body,
-        Err(refused) => return Ok(Err(refused)),
-    };
-    Ok(Ok((key, content_type, body)))
+    Ok(telemetry::finish(ctx, env, &config, traced, answer, job)?)
 }
 
 /// Hands a submission to the Ledger of its job.
@@ -197,24 +157,20 @@ async fn submit(env: &Env, storage_id: &StorageId, submission: Submission, body:
 
 /// A tenant's request about its job `raw_key`, handed to the job's Ledger.
 pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Result<Response> {
-    let (_, caller) = match admit_caller(&req, env) {
-        Ok(found) => found,
-        Err(response) => return response,
-    };
+    to_job(req, env, raw_key, route).await.or_else(Stop::respond)
+}
+
+async fn to_job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Step<Response> {
+    let (_, caller) = admit_caller(&req, env)?;
     let url = req.url()?;
     let param = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
     let from = param("from").or(req.headers().get("Last-Event-ID")?);
-    let call = front::expect(req.method().as_ref(), route.method()).and_then(|()| {
-        let key = front::job_key(raw_key)?;
-        Ok((key.clone(), LedgerCall::of_job_route(route, &caller, &key, param("ids").as_deref(), from.as_deref())?))
-    });
-    let (key, call) = match call {
-        Ok(call) => call,
-        Err(refused) => return http::refuse(&refused),
-    };
+    front::expect(req.method().as_ref(), route.method())?;
+    let key = front::job_key(raw_key)?;
+    let call = LedgerCall::of_job_route(route, &caller, &key, param("ids").as_deref(), from.as_deref())?;
     // The tenant's own key may look at one of its users' jobs (`?user=`).
     let user = front::job_user(caller.token.is_some(), caller.user.as_deref(), param("user"));
-    client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await
+    Ok(client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await?)
 }
 
 /// `GET /onejob/problems/{slug}`: the problem type's documentation, so a
@@ -228,10 +184,10 @@ pub fn problem_doc(req: &Request, slug: &str) -> Result<Response> {
 }
 
 /// The configuration and the caller (a tenant, or a user of one), or the
-/// response refusing it.
-fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, Caller), Result<Response>> {
-    let config = config::load(env).map_err(|_| http::misconfigured())?;
+/// core's refusal of either.
+fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, Caller), Refusal> {
+    let config = config::loaded(env)?;
     let presented = Presented::of(req);
-    let caller = presented.credentials().caller(&config.tenants, &config.token_secrets, now_ms() / 1000);
-    Ok((config, caller.map_err(|refused| http::refuse(&refused))?))
+    let caller = presented.credentials().caller(&config.tenants, &config.token_secrets, now_ms() / 1000)?;
+    Ok((config, caller))
 }

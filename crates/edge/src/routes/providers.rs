@@ -9,7 +9,7 @@ use worker::{Env, Request, Response, Result};
 
 use crate::api::health;
 use crate::env::config::{self, Config};
-use crate::http;
+use crate::http::{self, Step, Stop};
 use crate::routes::auth::Presented;
 
 /// `GET /onejob/v1/providers`: each provider's breaker, for any tenant or
@@ -28,13 +28,15 @@ pub async fn list(req: Request, env: &Env) -> Result<Response> {
 /// `POST /onejob/v1/providers/check`: a route's samples at each of its
 /// providers (see [`crate::routes::check`]).
 pub async fn check(req: Request, env: &Env) -> Result<Response> {
-    let Ok(config) = config::load(env) else { return http::misconfigured() };
+    checked(req, env).await.or_else(Stop::respond)
+}
+
+async fn checked(req: Request, env: &Env) -> Step<Response> {
+    let config = config::loaded(env)?;
     // The check spends the deployment's provider keys: admins of all tenants only.
-    let allowed = Presented::of(&req).credentials().deployment_admin(&config.admins);
-    match allowed.and_then(|()| front::expect(req.method().as_ref(), Method::Post)) {
-        Ok(()) => crate::routes::check::run(req, &config).await,
-        Err(refused) => http::refuse(&refused),
-    }
+    Presented::of(&req).credentials().deployment_admin(&config.admins)?;
+    front::expect(req.method().as_ref(), Method::Post)?;
+    crate::routes::check::run(req, &config).await
 }
 
 /// Every provider's name, kind and health, and every route.
