@@ -24,6 +24,7 @@
 pub mod answer;
 pub mod build;
 pub mod config;
+pub mod export;
 pub mod log;
 pub mod span;
 pub mod trace;

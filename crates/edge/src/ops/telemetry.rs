@@ -11,7 +11,7 @@
 //! The spans' shape, ids and encoding are the core's
 //! ([`onejob_core::telemetry`]); this module only collects and sends.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use futures_channel::oneshot;
@@ -23,6 +23,7 @@ use onejob_core::providers::Api;
 use onejob_core::telemetry::answer::{self, AnswerFacts, BodyNeed};
 use onejob_core::telemetry::build::{RequestFacts, request_spans};
 use onejob_core::telemetry::config::{CAPTURED_BYTES, TelemetrySettings};
+use onejob_core::telemetry::export::ExportQueue;
 use onejob_core::telemetry::key_digest;
 use onejob_core::telemetry::span::{Resource, Span, encode_batches};
 use onejob_core::telemetry::trace::{Propagation, RequestTrace};
@@ -201,55 +202,31 @@ fn provider_name(config: &Config, name: &str, api: Api) -> String {
 }
 
 thread_local! {
-    /// Spans waiting for an export in this isolate, oldest first.
-    static QUEUE: RefCell<Vec<Span>> = const { RefCell::new(Vec::new()) };
-    /// An export is under way (since then): a request that queues spans
-    /// meanwhile leaves them to it (one export at a time per isolate,
-    /// batching what came). One older than [`EXPORT_LOST_MS`] was lost
-    /// with its request (the runtime ended its `waitUntil`): taken over.
-    static EXPORTING: Cell<Option<u64>> = const { Cell::new(None) };
-    /// Spans dropped since the last log line about it (a full queue).
-    static DROPPED: Cell<u64> = const { Cell::new(0) };
+    /// Spans waiting for an export in this isolate, and the export under
+    /// way: what to send when is the core's ([`ExportQueue`]).
+    static QUEUE: RefCell<ExportQueue<Span>> = const { RefCell::new(ExportQueue::new()) };
 }
 
-/// Queues `spans` (dropped beyond the queue's bound) and, unless an
-/// export is under way, exports everything queued, batch by batch.
+/// Queues `spans` and, when the core's queue says this request exports,
+/// posts what it hands out, batch by batch, for one turn.
 async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
-    QUEUE.with(|queue| {
-        let mut queue = queue.borrow_mut();
-        let room = answer::queue_room(settings.max_queued_spans, queue.len(), spans.len());
-        DROPPED.with(|d| d.set(d.get() + (spans.len() - room) as u64));
-        queue.extend(spans.into_iter().take(room));
-    });
-    let now = now_ms();
-    if answer::export_busy(EXPORTING.with(|e| e.get()), now) {
+    let started = now_ms();
+    if !QUEUE.with(|queue| queue.borrow_mut().offer(spans, settings.max_queued_spans, started)) {
         return;
     }
-    EXPORTING.with(|e| e.set(Some(now)));
     let resource =
         Resource { service_name: settings.service_name.clone(), service_version: env!("CARGO_PKG_VERSION").into() };
-    // One request's `waitUntil` exports for a while, then leaves the rest
-    // to the next request (its own time after the answer is bounded).
-    while now_ms().saturating_sub(now) < answer::EXPORT_TURN_MS {
-        let batch: Vec<Span> = QUEUE.with(|queue| {
-            let mut queue = queue.borrow_mut();
-            let n = queue.len().min(settings.max_spans_per_export);
-            queue.drain(..n).collect()
-        });
-        if batch.is_empty() {
-            break;
-        }
-        for body in encode_batches(&resource, &batch, settings.max_spans_per_export, settings.max_export_bytes) {
+    let max = settings.max_spans_per_export;
+    while let Some(batch) = QUEUE.with(|queue| queue.borrow_mut().next_batch(max, started, now_ms())) {
+        for body in encode_batches(&resource, &batch, max, settings.max_export_bytes) {
             if let Err(why) = post(settings, body).await {
                 worker::console_warn!("onejob: exporting spans failed ({why}); they are dropped");
             }
         }
     }
-    let dropped = DROPPED.with(|d| d.replace(0));
-    if dropped > 0 {
+    if let Some(dropped) = QUEUE.with(|queue| queue.borrow_mut().finish()) {
         worker::console_warn!("onejob: {dropped} spans dropped: the export queue was full");
     }
-    EXPORTING.with(|e| e.set(None));
 }
 
 /// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
