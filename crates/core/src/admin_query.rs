@@ -255,6 +255,33 @@ fn one_is_true<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error>
     Ok(<u8 as serde::Deserialize>::deserialize(d)? == 1)
 }
 
+/// The groupings of `GET admin/costs`: each list's name in the answer and
+/// the column of `jobs_index` it groups by.
+pub const COSTS_GROUPS: [(&str, &str); 2] = [("by_tenant", "tenant"), ("by_model", "model")];
+
+/// `GET admin/costs`'s answer: per grouping of [`COSTS_GROUPS`], its rows as
+/// the index read them (each grouped value under `name`, renamed to its
+/// column: `{"tenant": …}` or `{"model": …}`), and `since_ms`.
+pub fn costs_answer(since_ms: u64, grouped: Vec<Vec<serde_json::Value>>) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for ((list, column), rows) in COSTS_GROUPS.iter().zip(grouped) {
+        let rows: Vec<serde_json::Value> = rows.into_iter().map(|row| renamed(row, "name", column)).collect();
+        out.insert((*list).into(), serde_json::Value::from(rows));
+    }
+    out.insert("since_ms".into(), serde_json::Value::from(since_ms));
+    serde_json::Value::Object(out)
+}
+
+/// `row` with its member `from` named `to` (a row without it, as it is).
+fn renamed(mut row: serde_json::Value, from: &str, to: &str) -> serde_json::Value {
+    if let Some(object) = row.as_object_mut()
+        && let Some(value) = object.remove(from)
+    {
+        object.insert(to.into(), value);
+    }
+    row
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -342,5 +369,21 @@ mod tests {
         let user = row("u1".into(), 0);
         assert_eq!((user.user.as_deref(), user.background), (Some("u1"), false));
         assert_eq!(row(serde_json::Value::Null, 1).user, None);
+    }
+
+    #[test]
+    fn the_costs_answer_names_each_grouping_by_its_column() {
+        use serde_json::json;
+        let by_tenant = vec![json!({"name": "acme", "jobs": 2, "tokens": 30, "cost_usd": 0.5})];
+        let by_model = vec![json!({"name": "gpt", "jobs": 1, "tokens": 10, "cost_usd": 0.1}), json!(null)];
+        let answer = costs_answer(7, vec![by_tenant, by_model]);
+        assert_eq!(
+            answer,
+            json!({
+                "by_tenant": [{"tenant": "acme", "jobs": 2, "tokens": 30, "cost_usd": 0.5}],
+                "by_model": [{"model": "gpt", "jobs": 1, "tokens": 10, "cost_usd": 0.1}, null],
+                "since_ms": 7,
+            })
+        );
     }
 }

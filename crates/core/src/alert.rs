@@ -263,6 +263,39 @@ pub fn delivery_id(error_class: &str, window: u64) -> String {
     format!("onejob-alert-{error_class}-{window}")
 }
 
+/// How an alert is sent once, whoever asks and however often (D1's
+/// `alerts` table, keyed by the alert's delivery id): the first caller's
+/// body is written ([`sending::WRITE`]), the sending claimed by one caller
+/// at a time ([`sending::CLAIM`]; a claim older than [`sending::CLAIM_LOST_MS`]
+/// is presumed lost), the body kept read back ([`sending::BODY`]), sent, and
+/// marked ([`sending::mark`]).
+pub mod sending {
+    /// A claim this old (ms) was lost with its sender: another may claim.
+    pub const CLAIM_LOST_MS: u64 = 30_000;
+
+    /// Writes the alert (`?1` delivery id, `?2` cause, `?3` body); the first
+    /// writer's body wins.
+    pub const WRITE: &str =
+        "INSERT INTO alerts (delivery_id, cause, body) VALUES (?1, ?2, ?3) ON CONFLICT (delivery_id) DO NOTHING";
+
+    /// Claims the sending of `?1` at `?2` (now): changes a row only when it
+    /// is unsent and unclaimed, or its claim was lost.
+    pub const CLAIM: &str = "UPDATE alerts SET claimed_ms = ?2
+             WHERE delivery_id = ?1 AND sent_ms IS NULL AND (claimed_ms IS NULL OR claimed_ms < ?2 - 30000)";
+
+    /// The body kept under `?1`.
+    pub const BODY: &str = "SELECT body FROM alerts WHERE delivery_id = ?1";
+
+    /// What follows a send of `?1` at `?2` (now): marked sent when the
+    /// receiver took it, else its claim released for the next try.
+    pub fn mark(delivered: bool) -> &'static str {
+        match delivered {
+            true => "UPDATE alerts SET sent_ms = ?2 WHERE delivery_id = ?1",
+            false => "UPDATE alerts SET claimed_ms = NULL WHERE delivery_id = ?1 AND ?2 > 0",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -400,5 +433,14 @@ mod tests {
         let text = slack.to_string();
         assert!(text.contains("`acme`"));
         assert!(!text.contains("secret-key-123"), "a channel sees no idempotency key");
+    }
+
+    #[test]
+    fn an_alert_is_marked_sent_once_taken_and_its_claim_released_otherwise() {
+        use super::sending::{CLAIM, CLAIM_LOST_MS, mark};
+        assert!(mark(true).contains("SET sent_ms = ?2"));
+        assert!(mark(false).contains("SET claimed_ms = NULL"));
+        assert!(!mark(false).contains("sent_ms"), "a failed send leaves it unsent");
+        assert!(CLAIM.contains(&format!("?2 - {CLAIM_LOST_MS}")), "the claim's SQL and its constant agree");
     }
 }

@@ -5,7 +5,7 @@
 //! sent and marked. The body is onejob's signed JSON, or a Slack
 //! incoming webhook's message (`ALERT_FORMAT=slack`).
 
-use onejob_core::alert::{self, AlertFormat, BudgetAlert};
+use onejob_core::alert::{self, AlertFormat, BudgetAlert, sending};
 use wasm_bindgen::JsValue;
 use worker::{Env, Fetch, Result};
 
@@ -66,19 +66,10 @@ async fn deliver(
     let now = now_ms();
     // The first caller to get here writes the alert; every later one
     // (and every retry) sends that same body under the same id.
-    db.prepare(
-        "INSERT INTO alerts (delivery_id, cause, body) VALUES (?1, ?2, ?3) ON CONFLICT (delivery_id) DO NOTHING",
-    )
-    .bind(&[delivery_id.into(), cause.into(), body.into()])?
-    .run()
-    .await?;
-    // Claim the sending (one sender at a time; a claim older than 30 s is
-    // presumed lost).
+    db.prepare(sending::WRITE).bind(&[delivery_id.into(), cause.into(), body.into()])?.run().await?;
+    // Claim the sending (one sender at a time; a lost claim is taken over).
     let claimed = db
-        .prepare(
-            "UPDATE alerts SET claimed_ms = ?2
-             WHERE delivery_id = ?1 AND sent_ms IS NULL AND (claimed_ms IS NULL OR claimed_ms < ?2 - 30000)",
-        )
+        .prepare(sending::CLAIM)
         .bind(&[delivery_id.into(), JsValue::from(now as f64)])?
         .run()
         .await?
@@ -89,16 +80,13 @@ async fn deliver(
         return Ok(());
     }
     let body = db
-        .prepare("SELECT body FROM alerts WHERE delivery_id = ?1")
+        .prepare(sending::BODY)
         .bind(&[delivery_id.into()])?
         .first::<String>(Some("body"))
         .await?
         .unwrap_or_else(|| body.to_owned());
     let sent = post_alert(webhook, config.settings.alerts.format, delivery_id, &body).await;
-    let mark = match sent {
-        Ok(()) => "UPDATE alerts SET sent_ms = ?2 WHERE delivery_id = ?1",
-        Err(_) => "UPDATE alerts SET claimed_ms = NULL WHERE delivery_id = ?1 AND ?2 > 0",
-    };
+    let mark = sending::mark(sent.is_ok());
     db.prepare(mark).bind(&[delivery_id.into(), JsValue::from(now_ms() as f64)])?.run().await?;
     sent
 }

@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::admin_query::{IndexedJob, JobsQuery, cursor_of};
+use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsQuery, costs_answer, cursor_of};
 use onejob_core::job::Job;
 use onejob_core::savings::Spent;
 use wasm_bindgen::JsValue;
@@ -148,11 +148,11 @@ pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Opt
 }
 
 /// Jobs, tokens and estimated spend per tenant and per model since `since_ms`
-/// (of one tenant with `tenant`).
+/// (of one tenant with `tenant`), in the answer the core shapes ([`costs_answer`]).
 pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<serde_json::Value> {
     let db = super::database(env).await?;
-    let mut out = serde_json::Map::new();
-    for (name, column) in [("by_tenant", "tenant"), ("by_model", "model")] {
+    let mut grouped = Vec::with_capacity(COSTS_GROUPS.len());
+    for (_, column) in COSTS_GROUPS {
         let rows = db
             .prepare(format!(
                 "SELECT {column} AS name, COUNT(*) AS jobs, SUM(tokens) AS tokens, SUM(cost_usd) AS cost_usd
@@ -163,19 +163,7 @@ pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<ser
             .all()
             .await?
             .results::<serde_json::Value>()?;
-        let rows: Vec<serde_json::Value> = rows
-            .into_iter()
-            .map(|mut row| {
-                if let Some(object) = row.as_object_mut()
-                    && let Some(value) = object.remove("name")
-                {
-                    object.insert(column.into(), value);
-                }
-                row
-            })
-            .collect();
-        out.insert(name.into(), serde_json::Value::from(rows));
+        grouped.push(rows);
     }
-    out.insert("since_ms".into(), serde_json::Value::from(since_ms));
-    Ok(serde_json::Value::Object(out))
+    Ok(costs_answer(since_ms, grouped))
 }
