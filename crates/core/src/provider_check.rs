@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::backoff::retries::Observation;
+use crate::breaker::{BreakerState, HealthView};
 use crate::classify::Decision;
 use crate::contract::Contract;
 use crate::front::{Refusal, refused};
@@ -199,6 +200,56 @@ impl ProviderResult {
         let safe = results.iter().all(SampleResult::safe);
         Self { name, model: Some(model), safe, results }
     }
+}
+
+/// The providers whose health the providers' page asks for: those with a
+/// breaker, by index and name (a provider without one is always shown closed).
+pub fn with_breaker(providers: &Providers) -> impl Iterator<Item = (usize, &str)> {
+    providers.list().iter().enumerate().filter(|(_, p)| p.breaker).map(|(index, p)| (index, p.name.as_str()))
+}
+
+/// `GET /onejob/v1/providers`: each provider's name, kind and health
+/// (`health`: the views of [`with_breaker`]'s providers, by index; any
+/// other shows a closed breaker with nothing counted), and every route by
+/// the model it serves, its providers by name. No URL, no key.
+pub fn providers_page(providers: &Providers, health: &[(usize, HealthView)]) -> Value {
+    let listed: Vec<Value> = providers
+        .list()
+        .iter()
+        .enumerate()
+        .map(|(index, provider)| {
+            let health = health.iter().find(|(asked, _)| *asked == index).map(|(_, view)| view);
+            serde_json::json!({
+                "name": provider.name,
+                "kind": provider.kind.as_str(),
+                "breaker": provider.breaker,
+                "state": health.map_or(BreakerState::Closed, |h| h.state),
+                "consecutive_failures": health.map_or(0, |h| h.consecutive_failures),
+                "calls": health.map_or(0, |h| h.calls),
+                "failures": health.map_or(0, |h| h.failures),
+                "error_rate": health.map_or(0.0, |h| h.error_rate),
+                "retry_after_ms": health.map_or(0, |h| h.retry_after_ms),
+                "transitions": health.map(|h| h.transitions.clone()).unwrap_or_default(),
+            })
+        })
+        .collect();
+    let routes: Vec<Value> = providers
+        .routes()
+        .map(|(model, route)| {
+            let steps: Vec<Value> = route
+                .steps
+                .iter()
+                .map(|s| serde_json::json!({ "provider": providers.get(s.provider).name, "model": s.model }))
+                .collect();
+            serde_json::json!({
+                "model": model,
+                "providers": steps,
+                "hedge_after_ms": route.hedge_after_ms,
+                "contract": route.contract.is_some(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "providers": listed, "routes": routes })
 }
 
 #[cfg(test)]

@@ -128,3 +128,48 @@ fn a_check_s_report_says_whether_the_route_has_a_contract() {
     assert_eq!(report["providers"][0]["name"], "demo");
     assert_eq!(report["providers"][0]["safe"], true);
 }
+
+#[test]
+fn the_providers_page_asks_the_breakers_there_are_and_shows_the_rest_closed() {
+    use crate::breaker::{Breaker, BreakerState, HealthView};
+    let single = Providers::single(Some("https://up.example/v1"));
+    assert_eq!(with_breaker(&single).count(), 0, "UPSTREAM's passthrough has no breaker: none is asked");
+    assert_eq!(providers_page(&single, &[])["providers"][0]["state"], "closed");
+    let passthrough = Providers::parse(
+        r#"[{"name":"a","kind":"openai","base_url":"https://a.example/v1"},{"name":"b","kind":"demo"}]"#,
+        Some(r#"{"*":{"providers":[{"provider":"a"},{"provider":"b","model":"m"}],"hedge_after_ms":50}}"#),
+    )
+    .unwrap();
+    let asked: Vec<(usize, &str)> = with_breaker(&passthrough).collect();
+    assert_eq!(asked, vec![(0, "a"), (1, "b")]);
+    let open = HealthView {
+        state: BreakerState::Open,
+        consecutive_failures: 3,
+        calls: 4,
+        failures: 3,
+        error_rate: 0.75,
+        retry_after_ms: 900,
+        ..Breaker::default().view(0)
+    };
+    let page = providers_page(&passthrough, &[(0, open)]);
+    let a = &page["providers"][0];
+    assert_eq!(
+        (a["name"].as_str(), a["kind"].as_str(), a["breaker"].as_bool()),
+        (Some("a"), Some("openai"), Some(true))
+    );
+    assert_eq!(
+        (a["state"].as_str(), a["calls"].as_u64(), a["retry_after_ms"].as_u64()),
+        (Some("open"), Some(4), Some(900))
+    );
+    assert_eq!(a["error_rate"], 0.75);
+    let b = &page["providers"][1];
+    assert_eq!(
+        (b["state"].as_str(), b["calls"].as_u64(), b["error_rate"].as_f64()),
+        (Some("closed"), Some(0), Some(0.0))
+    );
+    assert_eq!(b["transitions"], json!([]));
+    assert_eq!(
+        page["routes"],
+        json!([{"model": "*", "providers": [{"provider": "a", "model": null}, {"provider": "b", "model": "m"}], "hedge_after_ms": 50, "contract": false}])
+    );
+}

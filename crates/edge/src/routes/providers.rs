@@ -3,8 +3,8 @@
 //! no key) and `POST /onejob/v1/providers/check` (a route's contract check,
 //! [`crate::routes::check`]).
 
-use onejob_core::breaker::BreakerState;
 use onejob_core::front::{self, Method};
+use onejob_core::provider_check;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::health;
@@ -39,40 +39,13 @@ async fn checked(req: Request, env: &Env) -> Step<Response> {
     crate::routes::check::run(req, &config).await
 }
 
-/// Every provider's name, kind and health, and every route.
+/// Every provider's name, kind and health, and every route: the page is the
+/// core's ([`provider_check::providers_page`]); this asks the breakers it names.
 async fn page(env: &Env, config: &Config) -> Result<Response> {
-    let mut providers = Vec::new();
-    for provider in config.settings.providers.list() {
-        let health = if provider.breaker { Some(health::view(env, &provider.name).await?) } else { None };
-        providers.push(serde_json::json!({
-            "name": provider.name,
-            "kind": provider.kind.as_str(),
-            "breaker": provider.breaker,
-            "state": health.as_ref().map_or(BreakerState::Closed, |h| h.state),
-            "consecutive_failures": health.as_ref().map_or(0, |h| h.consecutive_failures),
-            "calls": health.as_ref().map_or(0, |h| h.calls),
-            "failures": health.as_ref().map_or(0, |h| h.failures),
-            "error_rate": health.as_ref().map_or(0.0, |h| h.error_rate),
-            "retry_after_ms": health.as_ref().map_or(0, |h| h.retry_after_ms),
-            "transitions": health.map(|h| h.transitions).unwrap_or_default(),
-        }));
+    let providers = &config.settings.providers;
+    let mut views = Vec::new();
+    for (index, name) in provider_check::with_breaker(providers) {
+        views.push((index, health::view(env, name).await?));
     }
-    let providers_config = &config.settings.providers;
-    let routes: Vec<_> = providers_config
-        .routes()
-        .map(|(model, route)| {
-            let steps: Vec<_> = route
-                .steps
-                .iter()
-                .map(|s| serde_json::json!({ "provider": providers_config.get(s.provider).name, "model": s.model }))
-                .collect();
-            serde_json::json!({
-                "model": model,
-                "providers": steps,
-                "hedge_after_ms": route.hedge_after_ms,
-                "contract": route.contract.is_some(),
-            })
-        })
-        .collect();
-    http::with_cors(Response::from_json(&serde_json::json!({ "providers": providers, "routes": routes }))?)
+    http::with_cors(Response::from_json(&provider_check::providers_page(providers, &views))?)
 }
