@@ -261,14 +261,20 @@ pub const COSTS_GROUPS: [(&str, &str); 2] = [("by_tenant", "tenant"), ("by_model
 
 /// `GET admin/costs`'s answer: per grouping of [`COSTS_GROUPS`], its rows as
 /// the index read them (each grouped value under `name`, renamed to its
-/// column: `{"tenant": …}` or `{"model": …}`), and `since_ms`.
-pub fn costs_answer(since_ms: u64, grouped: Vec<Vec<serde_json::Value>>) -> serde_json::Value {
+/// column: `{"tenant": …}` or `{"model": …}`), `since_ms`, and what the
+/// spend is counted with (`prices`, `admin_route::prices_note`).
+pub fn costs_answer(
+    since_ms: u64,
+    grouped: Vec<Vec<serde_json::Value>>,
+    prices: serde_json::Value,
+) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for ((list, column), rows) in COSTS_GROUPS.iter().zip(grouped) {
         let rows: Vec<serde_json::Value> = rows.into_iter().map(|row| renamed(row, "name", column)).collect();
         out.insert((*list).into(), serde_json::Value::from(rows));
     }
     out.insert("since_ms".into(), serde_json::Value::from(since_ms));
+    out.insert("prices".into(), prices);
     serde_json::Value::Object(out)
 }
 
@@ -376,13 +382,14 @@ mod tests {
         use serde_json::json;
         let by_tenant = vec![json!({"name": "acme", "jobs": 2, "tokens": 30, "cost_usd": 0.5})];
         let by_model = vec![json!({"name": "gpt", "jobs": 1, "tokens": 10, "cost_usd": 0.1}), json!(null)];
-        let answer = costs_answer(7, vec![by_tenant, by_model]);
+        let answer = costs_answer(7, vec![by_tenant, by_model], json!({"overridden": []}));
         assert_eq!(
             answer,
             json!({
                 "by_tenant": [{"tenant": "acme", "jobs": 2, "tokens": 30, "cost_usd": 0.5}],
                 "by_model": [{"model": "gpt", "jobs": 1, "tokens": 10, "cost_usd": 0.1}, null],
                 "since_ms": 7,
+                "prices": {"overridden": []},
             })
         );
     }

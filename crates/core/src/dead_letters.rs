@@ -60,6 +60,23 @@ pub struct Group {
     pub trend: Vec<u32>,
 }
 
+/// `GET admin/dead-letters`'s answer: the letters grouped by cause
+/// ([`groups`], at `now_ms`), and each of them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadLettersAnswer {
+    /// By cause, the largest first.
+    pub groups: Vec<Group>,
+    /// Every letter listed, newest first.
+    pub entries: Vec<DeadLetter>,
+}
+
+impl DeadLettersAnswer {
+    /// The answer listing `letters` at `now_ms`.
+    pub fn of(letters: Vec<DeadLetter>, now_ms: u64) -> Self {
+        Self { groups: groups(&letters, now_ms), entries: letters }
+    }
+}
+
 /// Groups dead letters by cause, with each cause's hourly trend up to
 /// `now_ms`; the largest group first (then by name).
 pub fn groups(letters: &[DeadLetter], now_ms: u64) -> Vec<Group> {
@@ -193,5 +210,16 @@ mod tests {
             body["samples"],
             json!([{ "tenant": "acme", "key": "k", "last_status": 503, "detail": "the provider answered 503", "attempts": 3 }])
         );
+    }
+
+    #[test]
+    fn the_dead_letters_answer_lists_the_groups_then_every_letter() {
+        let letters = vec![letter("timeout", "k1", NOW), letter("timeout", "k2", NOW), letter("quota", "k3", NOW)];
+        let answer = DeadLettersAnswer::of(letters.clone(), NOW);
+        assert_eq!(answer.groups, groups(&letters, NOW));
+        assert_eq!(answer.entries, letters);
+        let json = serde_json::to_value(&answer).unwrap();
+        assert_eq!(json["groups"][0]["error_class"], "timeout");
+        assert_eq!(json["entries"].as_array().map(Vec::len), Some(3));
     }
 }

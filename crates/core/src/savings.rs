@@ -458,6 +458,28 @@ impl Report {
     }
 }
 
+/// `GET admin/savings`'s answer: the report, counted from the start of
+/// `since_ms`'s bucket (which `since_ms` says, so the console shows what
+/// was counted), with what the spend is counted with
+/// ([`crate::admin_route::prices_note`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SavingsAnswer<'a> {
+    /// The report.
+    #[serde(flatten)]
+    pub report: &'a Report,
+    /// The start of the bucket of the `since_ms` asked for.
+    pub since_ms: u64,
+    /// The prices' note.
+    pub prices: serde_json::Value,
+}
+
+impl Report {
+    /// The answer to a request for the savings since `since_ms`.
+    pub fn answer(&self, since_ms: u64, prices: &Prices) -> SavingsAnswer<'_> {
+        SavingsAnswer { report: self, since_ms: bucket_of(since_ms), prices: crate::admin_route::prices_note(prices) }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -688,5 +710,15 @@ mod tests {
         let report = Report::build(&Sums::default());
         assert_eq!(report.totals, Figures::default());
         assert!(report.by_tenant.is_empty() && report.by_model.is_empty() && report.series.is_empty());
+    }
+
+    #[test]
+    fn the_savings_answer_says_it_counts_from_the_start_of_since_s_bucket() {
+        let report = Report::build(&Sums::default());
+        let answer = serde_json::to_value(report.answer(T0 + 5, &prices())).unwrap();
+        assert_eq!(answer["since_ms"], bucket_of(T0 + 5));
+        assert_eq!(answer["bucket_ms"], serde_json::to_value(&report).unwrap()["bucket_ms"]);
+        assert!(answer["totals"].is_object(), "the report's members, flattened");
+        assert_eq!(answer["prices"], crate::admin_route::prices_note(&prices()));
     }
 }

@@ -2,7 +2,7 @@
 //! queue's consumer), listed and grouped by cause for the console and for
 //! replays, and marked replayed when an operator replays the job.
 
-pub use onejob_core::dead_letters::{DeadLetter, Group};
+pub use onejob_core::dead_letters::DeadLetter;
 use wasm_bindgen::JsValue;
 use worker::{Env, Result};
 
@@ -60,12 +60,6 @@ pub async fn dead_letters(
             JsValue::from(f64::from(limit)),
         ])?;
     statement.all().await?.results::<DeadLetter>()
-}
-
-/// Groups dead letters by cause, with each cause's hourly trend (see
-/// [`onejob_core::dead_letters::groups`]).
-pub fn groups(letters: &[DeadLetter]) -> Vec<Group> {
-    onejob_core::dead_letters::groups(letters, now_ms())
 }
 
 /// Marks a dead letter replayed (it leaves the list until the job dies again).

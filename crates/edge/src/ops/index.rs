@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsQuery, costs_answer, cursor_of};
+use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsQuery, cursor_of};
 use onejob_core::job::Job;
 use onejob_core::savings::Spent;
 use wasm_bindgen::JsValue;
@@ -147,9 +147,10 @@ pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Opt
     Ok((rows, next))
 }
 
-/// Jobs, tokens and estimated spend per tenant and per model since `since_ms`
-/// (of one tenant with `tenant`), in the answer the core shapes ([`costs_answer`]).
-pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<serde_json::Value> {
+/// Jobs, tokens and estimated spend since `since_ms` (of one tenant with
+/// `tenant`), grouped as [`COSTS_GROUPS`] says: per tenant, per model (the
+/// answer is the core's, `admin_query::costs_answer`).
+pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<Vec<Vec<serde_json::Value>>> {
     let db = super::database(env).await?;
     let mut grouped = Vec::with_capacity(COSTS_GROUPS.len());
     for (_, column) in COSTS_GROUPS {
@@ -165,5 +166,5 @@ pub async fn costs(env: &Env, since_ms: u64, tenant: Option<&str>) -> Result<ser
             .results::<serde_json::Value>()?;
         grouped.push(rows);
     }
-    Ok(costs_answer(since_ms, grouped))
+    Ok(grouped)
 }

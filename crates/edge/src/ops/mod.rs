@@ -21,7 +21,7 @@ mod subjects;
 pub mod telemetry;
 
 pub use alerts::{alert_if_due, budget_alert};
-pub use dead_letters::{dead_letters, groups, mark_replayed, record_dead_letter};
+pub use dead_letters::{dead_letters, mark_replayed, record_dead_letter};
 pub use index::{costs, index_job, jobs};
 pub use requests::{done_request, remember_request};
 pub use savings::{count_saved, savings};

@@ -14,16 +14,19 @@
 //! job also records the request, so even two at once change a job once).
 
 use onejob_core::admin::Admin;
+use onejob_core::admin_query::costs_answer;
 use onejob_core::admin_route::{
     self, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
     ReplaySelection, ResolveBody,
 };
+use onejob_core::dead_letters::DeadLettersAnswer;
 use onejob_core::protocol::header;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::client;
 use crate::api::handoff::{JobMessage, OperatorRequest};
 use crate::api::ledger::LedgerCall;
+use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, Step, Stop};
@@ -49,25 +52,19 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
         AdminRoute::DeadLetters(query) => {
             let (tenant, class) = (query.tenant.as_deref(), query.error_class.as_deref());
             let letters = ops::dead_letters(env, tenant, class, DEAD_LETTERS_LISTED).await?;
-            let body = serde_json::json!({ "groups": ops::groups(&letters), "entries": letters });
-            list(&body)
+            list(&DeadLettersAnswer::of(letters, now_ms()))
         }
         AdminRoute::Jobs(filter) => {
             let (jobs, next) = ops::jobs(env, &filter).await?;
             list(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))
         }
         AdminRoute::Costs(query) => {
-            let mut costs = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
-            costs["prices"] = admin_route::prices_note(&config.prices);
-            list(&costs)
+            let grouped = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
+            list(&costs_answer(query.since_ms, grouped, admin_route::prices_note(&config.prices)))
         }
         AdminRoute::Savings(query) => {
             let report = ops::savings(env, query.since_ms, query.tenant.as_deref()).await?;
-            let mut body = serde_json::to_value(&report)?;
-            // Counted from the start of since_ms's hour: say so.
-            body["since_ms"] = serde_json::Value::from(onejob_core::savings::bucket_of(query.since_ms));
-            body["prices"] = admin_route::prices_note(&config.prices);
-            list(&body)
+            list(&report.answer(query.since_ms, &config.prices))
         }
         AdminRoute::JobView(job) => to_job(env, &admin, &job, |_| LedgerCall::AdminView).await,
         AdminRoute::Approve(job) => to_job(env, &admin, &job, LedgerCall::Approve).await,
@@ -99,7 +96,7 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
 }
 
 /// A list's answer: `body` as JSON, with CORS.
-fn list(body: &serde_json::Value) -> Step<Response> {
+fn list(body: &impl serde::Serialize) -> Step<Response> {
     Ok(http::with_cors(Response::from_json(body)?)?)
 }
 
