@@ -42,8 +42,10 @@ pub mod drive;
 pub mod effects;
 pub mod follow_up;
 pub mod operator;
+pub mod operator_plan;
 pub mod stream_end;
 pub mod stream_read;
+pub mod subject;
 pub mod submit;
 pub mod wake;
 
