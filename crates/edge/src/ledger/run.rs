@@ -16,11 +16,11 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use onejob_core::effect::{self, Effect};
+use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
-    self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Run,
+    self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
 use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Step};
 use onejob_core::ledger::operator_plan;
@@ -174,27 +174,26 @@ impl Ledger {
     }
 
     /// Plans the effects of a finished run job, once, from its stored input
-    /// and answer ([`machine::plan`]).
+    /// and answer ([`machine::plan_once`]).
     fn plan_effects(&self, config: &Config) -> Result<()> {
         let store = self.store();
         let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else {
             return Ok(());
         };
         let Some(run) = submission.run.as_ref() else { return Ok(()) };
-        if !store.load_effects()?.is_empty() {
-            return Ok(());
-        }
+        let planned = !store.load_effects()?.is_empty();
         let answer = job.replayed_attempt().map(|a| store.load_response(a.number)).transpose()?.flatten();
-        let job_type = config.job_types.get(&run.job_type);
+        let job_type = (run.job_type.as_str(), config.job_types.get(&run.job_type));
         let body = answer.as_ref().map(|r| r.body.as_slice());
-        match machine::plan(job_type, &job, body, submission.storage_id().as_str(), &run.input, now_ms()) {
-            Ok(effects) => store.plan_effects(&effects),
-            Err(no_plan) => {
-                if let Some(warning) = no_plan.warning(&run.job_type) {
-                    worker::console_warn!("ledger: {warning}");
-                }
+        let storage_id = submission.storage_id();
+        let stored = (storage_id.as_str(), &run.input);
+        match machine::plan_once(planned, job_type, &job, body, stored, now_ms()) {
+            Planning::Write(effects) => store.plan_effects(&effects),
+            Planning::Warn(warning) => {
+                worker::console_warn!("ledger: {warning}");
                 Ok(())
             }
+            Planning::Nothing => Ok(()),
         }
     }
 
@@ -317,13 +316,9 @@ impl Ledger {
         machine::next_look_ms(&effects, &defined, self.memory.borrow().effects_running(), now_ms())
     }
 
-    /// Fills a view's effects in (a run job's).
+    /// Fills a view's effects in (a run job's: [`JobView::set_effects`]).
     pub(super) fn with_effects(&self, view: &mut JobView) -> Result<()> {
-        let effects = self.store().load_effects()?;
-        if !effects.is_empty() {
-            view.effects_state = Some(effect::effects_state(&effects, effects.len()));
-            view.effects = effects;
-        }
+        view.set_effects(self.store().load_effects()?);
         Ok(())
     }
 
