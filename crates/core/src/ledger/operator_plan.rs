@@ -52,13 +52,16 @@ pub enum Reply {
     Problem(Problem),
     /// `202 {"enqueued": N}`: the job's queue messages sent so far.
     Enqueued,
-    /// A replay: it goes again (`effects`: a job type's effects resent, by name).
-    Replayed {
+    /// A replay's outcome: it goes again (`effects`: a job type's effects
+    /// resent, by name), or it changes nothing (`reason`).
+    Replay {
+        /// Whether it goes again.
+        replayed: bool,
+        /// Why not.
+        reason: Option<&'static str>,
         /// The effects resent, when they are what was replayed.
         effects: Option<Vec<String>>,
     },
-    /// A replay that changes nothing, for this reason.
-    NotReplayed(&'static str),
     /// The job's view (after a resolution).
     View,
     /// The run's answer, read from storage (after an approval or an effect's action).
@@ -141,11 +144,11 @@ pub fn replay(
     now_ms: u64,
 ) -> Plan {
     if let Then::Replayed(resent) = &decided.then {
-        let reply = Reply::Replayed { effects: Some(resent.clone()) };
+        let reply = Reply::Replay { replayed: true, reason: None, effects: Some(resent.clone()) };
         return Plan { perform: effect_steps(decided), log: None, reply };
     }
     let resend = || vec![Perform::ClearDeadLetter, Perform::Enqueue];
-    let replayed = Reply::Replayed { effects: None };
+    let replayed = Reply::Replay { replayed: true, reason: None, effects: None };
     match (step, subject_taken) {
         (ReplayStep::Refused(refused), _) => Plan::reply(Reply::Problem(refused.problem())),
         (ReplayStep::Resend, _) => Plan { perform: resend(), log: None, reply: replayed },
@@ -159,7 +162,10 @@ pub fn replay(
                     perform.extend(resend());
                     Plan { perform, log: None, reply: replayed }
                 }
-                Ok(false) => Plan::reply(Reply::NotReplayed("already replayed by this request")),
+                Ok(false) => {
+                    let reason = Some("already replayed by this request");
+                    Plan::reply(Reply::Replay { replayed: false, reason, effects: None })
+                }
                 Err(error) => Plan::refuse(ProblemType::NotReplayable, error.to_string()),
             }
         }

@@ -76,8 +76,9 @@ impl Ledger {
                 let enqueued = self.store().load_outbox()?.sends();
                 http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
             }
-            Reply::Replayed { effects } => Response::from_json(&ReplayReply { effects, ..ReplayReply::replayed() }),
-            Reply::NotReplayed(reason) => Response::from_json(&ReplayReply::not_replayed(reason)),
+            Reply::Replay { replayed, reason, effects } => {
+                Response::from_json(&ReplayReply { replayed, reason: reason.map(str::to_owned), effects })
+            }
             Reply::View => http::with_cors(Response::from_json(&JobView::new(self.parse_key(key)?, job))?),
             Reply::RunAnswer => self.answer_as_run(config, job),
         }

@@ -111,7 +111,7 @@ fn a_replay_of_a_job_type_s_dead_effects_resends_them_and_claims_no_subject() {
     assert!(!replay_claims_subject(&resent, step));
     let plan = replay(&mut job, resent, step, None, ("ops", "r1"), 5);
     assert_eq!(plan.perform, vec![Perform::WriteEffect(write(2)), Perform::RunEffects]);
-    assert_eq!(plan.reply, Reply::Replayed { effects: Some(vec!["mail".into()]) });
+    assert_eq!(plan.reply, Reply::Replay { replayed: true, reason: None, effects: Some(vec!["mail".into()]) });
     assert_eq!(job.version(), version, "the job itself is not replayed");
 }
 
@@ -130,7 +130,7 @@ fn a_replay_is_refused_resends_an_undelivered_job_or_gives_a_dead_one_fresh_atte
     assert!(!replay_claims_subject(&none(), step));
     let plan = replay(&mut queued, none(), step, None, ("ops", "r1"), 5);
     assert_eq!(plan.perform, vec![Perform::ClearDeadLetter, Perform::Enqueue]);
-    assert_eq!(plan.reply, Reply::Replayed { effects: None });
+    assert_eq!(plan.reply, Reply::Replay { replayed: true, reason: None, effects: None });
 
     let mut dead = dead_background();
     let read = dead.version();
@@ -138,11 +138,17 @@ fn a_replay_is_refused_resends_an_undelivered_job_or_gives_a_dead_one_fresh_atte
     assert!(replay_claims_subject(&none(), step), "a dead job freed its subject");
     let plan = replay(&mut dead, none(), step, None, ("ops", "r1"), 5);
     assert_eq!(plan.perform, vec![Perform::WriteJob { expected: read }, Perform::ClearDeadLetter, Perform::Enqueue]);
-    assert_eq!(plan.reply, Reply::Replayed { effects: None });
+    assert_eq!(plan.reply, Reply::Replay { replayed: true, reason: None, effects: None });
     assert_eq!(dead.state(), JobState::Failed);
     // The same request again changes nothing.
     let again = replay(&mut dead, none(), ReplayStep::Replay { claim_subject: false }, None, ("ops", "r1"), 6);
-    assert_eq!((again.perform, again.reply), (Vec::new(), Reply::NotReplayed("already replayed by this request")));
+    assert_eq!(
+        (again.perform, again.reply),
+        (
+            Vec::new(),
+            Reply::Replay { replayed: false, reason: Some("already replayed by this request"), effects: None }
+        )
+    );
     // Another request on a job that is not dead is refused.
     let plan = replay(&mut dead, none(), ReplayStep::Replay { claim_subject: false }, None, ("ops", "r2"), 7);
     assert_eq!(problem_kind(&plan), Some(ProblemType::NotReplayable));
