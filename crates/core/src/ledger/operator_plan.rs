@@ -37,8 +37,9 @@ pub enum Perform {
     ClearDeadLetter,
     /// Send the job's message to the queue again (by an operator).
     Enqueue,
-    /// Write one effect (a compare-and-swap on its version).
-    WriteEffect(Write),
+    /// Write one effect (a compare-and-swap on its version; boxed: an
+    /// effect is far larger than the other steps).
+    WriteEffect(Box<Write>),
     /// Run the effects that are due.
     RunEffects,
     /// Follow the job's answer up (a job type's answer is in: its effects follow).
@@ -103,7 +104,7 @@ pub fn kick(job: &Job, by: &str, key: &str) -> Plan {
 /// The writes of an action on the effects, then a run of them when it calls for one.
 fn effect_steps(decided: Decided) -> Vec<Perform> {
     let runs = matches!(decided.then, Then::Run { .. } | Then::Replayed(_));
-    let writes = decided.writes.into_iter().map(Perform::WriteEffect);
+    let writes = decided.writes.into_iter().map(|write| Perform::WriteEffect(Box::new(write)));
     writes.chain(runs.then_some(Perform::RunEffects)).collect()
 }
 

@@ -74,7 +74,7 @@ fn a_kick_sends_only_a_background_job_s_message_again_and_logs_who_did() {
 fn an_effect_action_writes_then_runs_and_answers_as_the_run_or_refuses_after_its_writes() {
     let resend = Decided { writes: vec![write(3)], then: Then::Run { approved: false } };
     let plan = on_effects(resend, "ops", "k");
-    assert_eq!(plan.perform, vec![Perform::WriteEffect(write(3)), Perform::RunEffects]);
+    assert_eq!(plan.perform, vec![Perform::WriteEffect(Box::new(write(3))), Perform::RunEffects]);
     assert_eq!(plan.reply, Reply::RunAnswer);
     assert_eq!(plan.log, None);
 
@@ -85,7 +85,7 @@ fn an_effect_action_writes_then_runs_and_answers_as_the_run_or_refuses_after_its
     // A lapsed approval is written (expired), then refused; nothing runs.
     let lapsed = Decided { writes: vec![write(1)], then: Then::Refuse(Refusal::Effect(EffectError::ApprovalExpired)) };
     let plan = on_effects(lapsed, "ops", "k");
-    assert_eq!(plan.perform, vec![Perform::WriteEffect(write(1))]);
+    assert_eq!(plan.perform, vec![Perform::WriteEffect(Box::new(write(1)))]);
     let (kind, detail) = Refusal::Effect(EffectError::ApprovalExpired).problem();
     assert_eq!(plan.reply, Reply::Problem(Problem::new(kind, detail)));
 
@@ -110,7 +110,7 @@ fn a_replay_of_a_job_type_s_dead_effects_resends_them_and_claims_no_subject() {
     let step = ReplayStep::Replay { claim_subject: true };
     assert!(!replay_claims_subject(&resent, step));
     let plan = replay(&mut job, resent, step, None, ("ops", "r1"), 5);
-    assert_eq!(plan.perform, vec![Perform::WriteEffect(write(2)), Perform::RunEffects]);
+    assert_eq!(plan.perform, vec![Perform::WriteEffect(Box::new(write(2))), Perform::RunEffects]);
     assert_eq!(plan.reply, Reply::Replay { replayed: true, reason: None, effects: Some(vec!["mail".into()]) });
     assert_eq!(job.version(), version, "the job itself is not replayed");
 }
