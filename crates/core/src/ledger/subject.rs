@@ -1,6 +1,5 @@
 //! A job type's subject (`once_per`) as the Ledger holds it: which subject
-//! a job holds, what a claim of it answers, when an expiring job frees it,
-//! and which of the steps after an answer touch it.
+//! a job holds, what a claim of it answers, and when an expiring job frees it.
 //!
 //! A new job of a type with `once_per` claims its subject first; a job that
 //! ends without an answer frees it (a new job may run it), an answered one
@@ -9,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::follow_up::{Ended, Step};
+use super::follow_up::Ended;
 use crate::job::Job;
 use crate::job_type::{JobType, JobTypes};
 use crate::wire::{Problem, ProblemType};
@@ -65,13 +64,6 @@ impl<'a> Subject<'a> {
 /// job is gone (or unreadable), so it has no answer either.
 pub fn freed_at_expiry(job: Option<&Job>) -> bool {
     !job.and_then(Ended::of_job).is_some_and(|ended| ended.answered())
-}
-
-/// The steps after an answer as the Ledger performs them for a job that
-/// holds a subject (`holds`) or not: without one, there is no subject to
-/// free or mark answered.
-pub fn steps_for(steps: Vec<Step>, holds: bool) -> Vec<Step> {
-    steps.into_iter().filter(|step| holds || !matches!(step, Step::ReleaseSubject | Step::SubjectAnswered)).collect()
 }
 
 #[cfg(test)]

@@ -63,14 +63,3 @@ fn an_expiring_job_frees_its_subject_unless_it_was_answered() {
     assert_eq!(answered.state(), JobState::Completed);
     assert!(!freed_at_expiry(Some(&answered)), "an answered job keeps its subject");
 }
-
-#[test]
-fn without_a_subject_the_steps_after_an_answer_leave_it_alone() {
-    let steps = vec![Step::SubjectAnswered, Step::PlanEffects, Step::RunEffects];
-    assert_eq!(steps_for(steps.clone(), true), steps);
-    assert_eq!(steps_for(steps, false), vec![Step::PlanEffects, Step::RunEffects]);
-    assert_eq!(
-        steps_for(vec![Step::ReleaseSubject, Step::DeadLetter("x".into())], false),
-        vec![Step::DeadLetter("x".into())]
-    );
-}
