@@ -86,6 +86,17 @@ impl JobView {
     }
 }
 
+impl JobView {
+    /// Fills a job type's `effects` in, with where they stand together; a
+    /// job with none (not a job type's, or not planned yet) shows neither.
+    pub fn set_effects(&mut self, effects: Vec<crate::effect::Effect>) {
+        if !effects.is_empty() {
+            self.effects_state = Some(crate::effect::effects_state(&effects, effects.len()));
+            self.effects = effects;
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
@@ -154,6 +165,30 @@ mod admin_job_tests {
         assert_eq!(cut.body.len(), RESULT_PREVIEW_BYTES);
         assert!(cut.body.ends_with("ab"), "the events in order, up to the preview's size");
         assert_eq!(StoredResult::preview(200, "text/plain", [[0xff_u8].as_slice()]).body, "\u{fffd}");
+    }
+
+    #[test]
+    fn a_view_shows_a_job_type_s_planned_effects_and_where_they_stand() {
+        let key = crate::key::IdempotencyKey::parse("order-4711-checkout").expect("key");
+        let mut view = JobView::new(key, &crate::ledger::test_job::new());
+        view.set_effects(Vec::new());
+        assert_eq!((view.effects.len(), view.effects_state), (0, None), "none planned: nothing shown");
+        let spec = crate::effect::EffectSpec {
+            name: "mail".into(),
+            approve: false,
+            approval_ttl_ms: 60_000,
+            retry: crate::effect::EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
+            target: crate::effect::EffectTarget::Webhook {
+                url: "https://mail.example/send".into(),
+                receipt_url: None,
+                secret: None,
+                payload: serde_json::json!({}),
+            },
+        };
+        let planned = crate::effect::Effect::plan(&spec, "t:k", &serde_json::json!({}), &serde_json::json!({}), 0);
+        view.set_effects(vec![planned.clone()]);
+        assert_eq!(view.effects, vec![planned.clone()]);
+        assert_eq!(view.effects_state, Some(crate::effect::effects_state(&[planned], 1)));
     }
 
     #[test]

@@ -653,6 +653,38 @@ pub fn plan(
     Ok(job_type.effects.iter().map(|spec| Effect::plan(spec, storage_id, input, &output, now_ms)).collect())
 }
 
+/// What the Ledger does about a finished run job's effects: write the
+/// plan, log why there is none, or nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planning {
+    /// Store these effects (the plan, made once).
+    Write(Vec<Effect>),
+    /// No plan, and this is worth a warning ([`NoPlan::warning`]).
+    Warn(String),
+    /// Nothing: planned already, or nothing to plan.
+    Nothing,
+}
+
+/// The effects of a finished job of `job_type` (named `type_name`; `None`:
+/// gone from the deployment), planned once: nothing when they are
+/// `planned` already, else [`plan`] from its `input` and stored `answer`.
+pub fn plan_once(
+    planned: bool,
+    (type_name, job_type): (&str, Option<&JobType>),
+    job: &Job,
+    answer: Option<&[u8]>,
+    (storage_id, input): (&str, &Value),
+    now_ms: u64,
+) -> Planning {
+    if planned {
+        return Planning::Nothing;
+    }
+    match plan(job_type, job, answer, storage_id, input, now_ms) {
+        Ok(effects) => Planning::Write(effects),
+        Err(no_plan) => no_plan.warning(type_name).map_or(Planning::Nothing, Planning::Warn),
+    }
+}
+
 /// Whether a job type's result is answered as a run (`{type, key, state,
 /// output, effects}`): a 2xx that did not stream (a streamed answer is
 /// answered as a stream; its effects follow it).

@@ -19,6 +19,11 @@
 //! - [`follow_up`]: what follows a job type's answer, and the cadence of
 //!   its effects' run.
 //! - [`operator`]: an operator's settlement, a caller's cancel, a poll's wait.
+//! - [`operator_plan`]: what the Ledger performs for an operator's or an
+//!   approver's request (kick, replay, resolve, approve, an effect's action),
+//!   in order, and what it answers.
+//! - [`subject`]: a job type's subject (`once_per`): which one a job holds,
+//!   what a claim of it answers, when an expiring job frees it.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
 //!   its end, when to write and renew the lease, its size and usage).
@@ -42,8 +47,10 @@ pub mod drive;
 pub mod effects;
 pub mod follow_up;
 pub mod operator;
+pub mod operator_plan;
 pub mod stream_end;
 pub mod stream_read;
+pub mod subject;
 pub mod submit;
 pub mod wake;
 

@@ -1,7 +1,12 @@
-//! What operators do to a job (send its message again, replay, resolve)
-//! and what they read of it (its dead-letter facts, its admin view).
+//! What operators do to a job (send its message again, replay, resolve;
+//! and, with `run`, approve and act on its effects) and what they read of
+//! it (its dead-letter facts, its admin view). What each request performs
+//! and answers is the core's [`operator_plan`]; [`Ledger::perform`] performs it.
 
-use onejob_core::ledger::operator::{self, ReplayStep, Resolution, Resolved};
+use onejob_core::job::Job;
+use onejob_core::ledger::effects::Action;
+use onejob_core::ledger::operator;
+use onejob_core::ledger::operator_plan::{self, Perform, Plan, Reply};
 use onejob_core::protocol::{JobView, ProblemType};
 use onejob_core::sse;
 use onejob_core::view::{AdminJob, StoredResult};
@@ -17,91 +22,83 @@ use crate::http;
 use super::Ledger;
 
 impl Ledger {
-    /// An operator sends the job's message again.
+    /// An operator sends the job's message again ([`operator_plan::kick`]).
     pub(super) async fn kick(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
         let Some(job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        if !job.is_background() {
-            return http::problem_of(ProblemType::NotBackground, "only a background job has a queue message");
-        }
-        worker::console_log!("ledger: {} sent job {} to the queue again", request.by, request.key);
-        self.enqueue(config, &job, true).await?;
-        let enqueued = self.store().load_outbox()?.sends();
-        http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
+        let plan = operator_plan::kick(&job, &request.by, &request.key);
+        self.perform(config, &job, plan, &request.key).await
     }
 
-    /// An operator gives a dead background job a fresh allowance of attempts.
+    /// An operator replays a job ([`operator_plan::replay`]): a job type's
+    /// dead effects when its answer is in; else a dead background job gets a
+    /// fresh allowance of attempts (its subject claimed again first), or an
+    /// undelivered one its messages.
     pub(super) async fn replay(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        // A job type's answer is in but some effect did not happen: only
-        // those effects go again.
-        if let Some(answer) = self.replay_effects(config, request).await? {
-            return Ok(answer);
-        }
         let store = self.store();
         let Some(mut job) = store.load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        match operator::replay_step(&job, &store.load_outbox()?) {
-            ReplayStep::Refused(refused) => return http::problem(&refused.problem()),
-            ReplayStep::Resend => {
-                store.clear_dead_lettered()?;
-                self.enqueue(config, &job, true).await?;
-                return Response::from_json(&ReplayReply::replayed());
-            }
-            ReplayStep::Replay { claim_subject: true } => {
-                if let Some(problem) = self.subject_for_replay(config).await {
-                    return http::problem_of(ProblemType::NotReplayable, problem.detail);
-                }
-            }
-            ReplayStep::Replay { claim_subject: false } => {}
-        }
-        let read = job.version();
-        let grant = job.policy().max_attempts();
-        match job.replay_dead(read, grant, &request.by, &request.request, now_ms()) {
-            Ok(true) => {
-                store.update_job(read, &job)?;
-                store.clear_dead_lettered()?;
-                self.enqueue(config, &job, true).await?;
-                Response::from_json(&ReplayReply::replayed())
-            }
-            Ok(false) => Response::from_json(&ReplayReply::not_replayed("already replayed by this request")),
-            Err(error) => http::problem_of(ProblemType::NotReplayable, error.to_string()),
-        }
+        let decided = self.decide_effects(config, &Action::ReplayDead, &request.by)?;
+        let step = operator::replay_step(&job, &store.load_outbox()?);
+        let subject_taken = self.subject_for_replay(config, operator_plan::replay_claims_subject(&decided, step)).await;
+        let by = (request.by.as_str(), request.request.as_str());
+        let plan = operator_plan::replay(&mut job, decided, step, subject_taken, by, now_ms());
+        self.perform(config, &job, plan, &request.key).await
     }
 
     /// An operator settles an unknown job: succeeded with a given response,
-    /// or one new attempt now (the core decides, [`operator::resolve`]).
+    /// or one new attempt now ([`operator_plan::resolve`]).
     pub(super) async fn resolve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let store = self.store();
-        let Some(mut job) = store.load_job()? else {
+        let Some(mut job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        let resolution = match Resolution::read(request.action.as_deref(), request.status, request.body.clone()) {
-            Ok(resolution) => resolution,
-            Err(refused) => return http::problem(&refused.problem()),
-        };
-        let read = job.version();
-        match operator::resolve(&mut job, resolution, &request.by, &request.request, now_ms()) {
-            Ok(Resolved::Changed { response, requeue }) => {
-                if let Some((attempt, status, body)) = response {
-                    let body = serde_json::to_vec(&body)?;
-                    store.save_response(
-                        attempt,
-                        &StoredResponse { status, content_type: "application/json".into(), body },
-                    )?;
-                }
-                store.update_job(read, &job)?;
-                store.clear_dead_lettered()?;
-                if requeue {
-                    self.enqueue(config, &job, true).await?;
-                }
-                self.follow_up(config).await?;
-            }
-            Ok(Resolved::AlreadyApplied) => {}
-            Err(error) => return http::problem_of(ProblemType::NotResolvable, error.to_string()),
+        let asked = (request.action.as_deref(), request.status, request.body.clone());
+        let by = (request.by.as_str(), request.request.as_str());
+        let plan = operator_plan::resolve(&mut job, asked, by, now_ms());
+        self.perform(config, &job, plan, &request.key).await
+    }
+
+    /// Performs an operator's [`Plan`] on `job` (as the plan left it; the job
+    /// under `key`): its steps in order, a failed one ending the request;
+    /// then its log line and its reply.
+    pub(super) async fn perform(&self, config: &Config, job: &Job, plan: Plan, key: &str) -> Result<Response> {
+        for step in plan.perform {
+            self.perform_step(config, job, step).await?;
         }
-        http::with_cors(Response::from_json(&JobView::new(self.parse_key(&request.key)?, &job))?)
+        if let Some(line) = plan.log {
+            worker::console_log!("ledger: {line}");
+        }
+        match plan.reply {
+            Reply::Problem(problem) => http::problem(&problem),
+            Reply::Enqueued => {
+                let enqueued = self.store().load_outbox()?.sends();
+                http::with_cors(Response::from_json(&serde_json::json!({ "enqueued": enqueued }))?.with_status(202))
+            }
+            Reply::Replay { replayed, reason, effects } => {
+                Response::from_json(&ReplayReply { replayed, reason: reason.map(str::to_owned), effects })
+            }
+            Reply::View => http::with_cors(Response::from_json(&JobView::new(self.parse_key(key)?, job))?),
+            Reply::RunAnswer => self.answer_as_run(config, job),
+        }
+    }
+
+    /// One step of an operator's plan, on `job` as the plan left it.
+    async fn perform_step(&self, config: &Config, job: &Job, step: Perform) -> Result<()> {
+        let store = self.store();
+        match step {
+            Perform::SaveResponse { attempt, status, body } => {
+                let body = serde_json::to_vec(&body)?;
+                store.save_response(attempt, &StoredResponse { status, content_type: "application/json".into(), body })
+            }
+            Perform::WriteJob { expected } => store.update_job(expected, job).map_err(Into::into),
+            Perform::ClearDeadLetter => store.clear_dead_lettered(),
+            Perform::Enqueue => self.enqueue(config, job, true).await,
+            Perform::WriteEffect(write) => store.update_effect(write.expected, &write.effect).map_err(Into::into),
+            Perform::RunEffects => self.run_effects(config).await,
+            Perform::FollowUp => self.follow_up(config).await,
+        }
     }
 
     /// What a dead letter records about this job.

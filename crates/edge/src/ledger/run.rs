@@ -16,15 +16,16 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use onejob_core::effect::{self, Effect};
+use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
-    self as machine, Action, Command, Defined, EffectDeadLetter, Event, Inputs, Refusal, Run, Then,
+    self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
 use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Step};
+use onejob_core::ledger::operator_plan;
+use onejob_core::ledger::subject::{self, Subject};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
-use serde_json::json;
 use worker::{Delay, Response, Result};
 
 use super::Ledger;
@@ -56,91 +57,90 @@ impl Ledger {
     }
 
     /// A new job of a type with `once_per`: its subject must be free (or
-    /// this job's). `Some` is the refusal.
+    /// this job's). `Some` is the refusal ([`Subject::refusal`]).
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
         let run = submission.run.as_ref()?;
-        let job_type = config.job_types.get(&run.job_type)?;
-        let subject = job_type.subject_of(&run.input)?;
-        match ops::claim_subject(&self.env, &claim_of(submission, &run.job_type, &subject)).await {
-            Ok(None) => None,
-            Ok(Some(holder)) => Some(job_type.subject_taken(
-                &run.job_type,
-                &subject,
-                submission.key.as_str(),
-                (&holder.user, &holder.key),
-                submission.user.as_deref(),
-            )),
-            // Not knowing whether the subject is taken, run nothing: the
-            // caller retries with the same key.
-            Err(error) => {
-                worker::console_error!("ledger: checking a job type's subject failed: {error}");
-                Some(
-                    Problem::new(ProblemType::Internal, "the job type's subject could not be checked; retry")
-                        .with_key(submission.key.as_str())
-                        .with_retry_after_ms(1_000),
-                )
-            }
+        let subject = Subject::of(&config.job_types, &run.job_type, &run.input)?;
+        let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject)).await;
+        // Not knowing whether the subject is taken, run nothing: the caller
+        // retries with the same key.
+        if let Err(error) = &claimed {
+            worker::console_error!("ledger: checking a job type's subject failed: {error}");
         }
+        let holder = claimed.as_ref().map(|held| held.as_ref().map(|h| (h.user.as_str(), h.key.as_str())));
+        subject.refusal(holder, submission.key.as_str(), submission.user.as_deref())
     }
 
-    /// A job that expires without its answer holds its subject no longer
-    /// (it would otherwise hold it for good); an answered one keeps it: a
-    /// triaged ticket is not triaged again, also after its job is deleted.
+    /// A job that expires without its answer frees its subject
+    /// ([`subject::freed_at_expiry`]); an answered one keeps it.
     pub(super) async fn release_subject_at_expiry(&self, job: Option<&Job>) {
-        if job.is_some_and(answered) {
+        if !subject::freed_at_expiry(job) {
             return;
         }
-        let Ok(Some(submission)) = self.stored_submission() else { return };
-        let Some(run) = &submission.run else { return };
-        // The subject is only ever claimed when the type names one.
-        let Ok(config) = crate::env::config::load(&self.env) else { return };
-        let Some(subject) = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input)) else {
+        let (Ok(Some(submission)), Ok(config)) = (self.stored_submission(), crate::env::config::load(&self.env)) else {
             return;
         };
-        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &run.job_type, &subject)).await {
+        // The subject is only ever claimed when the type names one.
+        let Some(subject) =
+            submission.run.as_ref().and_then(|run| Subject::of(&config.job_types, &run.job_type, &run.input))
+        else {
+            return;
+        };
+        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject)).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
     }
 
     /// A dead run job's subject, claimed again before an operator replays
-    /// it (`Some`: another job holds it now).
-    pub(super) async fn subject_for_replay(&self, config: &Config) -> Option<Problem> {
+    /// it when `wanted` (`Some`: another job holds it now).
+    pub(super) async fn subject_for_replay(&self, config: &Config, wanted: bool) -> Option<Problem> {
+        if !wanted {
+            return None;
+        }
         let submission = self.stored_submission().ok()??;
-        submission.run.as_ref()?;
         self.subject_taken(config, &submission).await
     }
 
     /// After a run job's model part finished (or stopped): an answer plans
-    /// the effects and runs those due; an end without one frees the subject.
+    /// the effects and runs those due; an end without one frees the subject
+    /// (the steps are the core's [`AfterAnswer`], [`AfterCheck`]).
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: Ended) {
         let Some(run) = &submission.run else { return };
-        let outcome = async {
-            let subject = config.job_types.get(&run.job_type).and_then(|t| t.subject_of(&run.input));
-            let claim = subject.as_deref().map(|subject| claim_of(submission, &run.job_type, subject));
-            let mut steps = VecDeque::from(AfterAnswer::of(result).steps());
-            while let Some(step) = steps.pop_front() {
-                match (step, &claim) {
-                    (Step::CheckContract, _) => {
-                        steps.extend(AfterCheck::of(&run.job_type, self.broken_answer(config)?).steps())
-                    }
-                    (Step::ReleaseSubject, Some(claim)) => ops::release_subject(&self.env, claim).await?,
-                    (Step::SubjectAnswered, Some(claim)) => ops::subject_answered(&self.env, claim).await?,
-                    (Step::ReleaseSubject | Step::SubjectAnswered, None) => {}
-                    (Step::DeadLetter(detail), _) => {
-                        let facts = DeadFacts::of_broken_contract(result.status, detail, result.attempt);
-                        let recorded_ms = ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
-                        ops::alert_if_due(&self.env, config, "contract", recorded_ms).await?;
-                    }
-                    (Step::PlanEffects, _) => self.plan_effects(config)?,
-                    (Step::RunEffects, _) => self.run_effects(config).await?,
+        let subject = Subject::of(&config.job_types, &run.job_type, &run.input);
+        let claim = subject.as_ref().map(|subject| claim_of(submission, subject));
+        let mut steps = VecDeque::from(AfterAnswer::of(result).steps());
+        while let Some(step) = steps.pop_front() {
+            let done = match (step, &claim) {
+                (Step::CheckContract, _) => {
+                    self.broken_answer(config).map(|broken| steps.extend(AfterCheck::of(&run.job_type, broken).steps()))
                 }
+                (Step::ReleaseSubject, Some(claim)) => ops::release_subject(&self.env, claim).await,
+                (Step::SubjectAnswered, Some(claim)) => ops::subject_answered(&self.env, claim).await,
+                (Step::DeadLetter(detail), _) => self.dead_letter_contract(config, submission, result, detail).await,
+                (Step::ReleaseSubject | Step::SubjectAnswered, None) => Ok(()),
+                (Step::PlanEffects, _) => self.plan_effects(config),
+                (Step::RunEffects, _) => self.run_effects(config).await,
+            };
+            if let Err(error) = done {
+                // The alarm picks the effects up again (they are planned from storage).
+                worker::console_error!("ledger: a job type's effects failed: {error}");
+                return;
             }
-            Ok::<(), worker::Error>(())
-        };
-        if let Err(error) = outcome.await {
-            // The alarm picks the effects up again (they are planned from storage).
-            worker::console_error!("ledger: a job type's effects failed: {error}");
         }
+    }
+
+    /// A streamed answer that breaks its type's contract: its dead letter
+    /// (class `contract`), and an alert when one is due.
+    async fn dead_letter_contract(
+        &self,
+        config: &Config,
+        submission: &Submission,
+        result: Ended,
+        detail: String,
+    ) -> Result<()> {
+        let facts = DeadFacts::of_broken_contract(result.status, detail, result.attempt);
+        let recorded_ms = ops::record_dead_letter(&self.env, &submission.message(), &facts).await?;
+        ops::alert_if_due(&self.env, config, "contract", recorded_ms).await
     }
 
     /// What follows a run job's model part, read from storage: while no
@@ -174,27 +174,26 @@ impl Ledger {
     }
 
     /// Plans the effects of a finished run job, once, from its stored input
-    /// and answer ([`machine::plan`]).
+    /// and answer ([`machine::plan_once`]).
     fn plan_effects(&self, config: &Config) -> Result<()> {
         let store = self.store();
         let (Some(job), Some(submission)) = (store.load_job()?, self.stored_submission()?) else {
             return Ok(());
         };
         let Some(run) = submission.run.as_ref() else { return Ok(()) };
-        if !store.load_effects()?.is_empty() {
-            return Ok(());
-        }
+        let planned = !store.load_effects()?.is_empty();
         let answer = job.replayed_attempt().map(|a| store.load_response(a.number)).transpose()?.flatten();
-        let job_type = config.job_types.get(&run.job_type);
+        let job_type = (run.job_type.as_str(), config.job_types.get(&run.job_type));
         let body = answer.as_ref().map(|r| r.body.as_slice());
-        match machine::plan(job_type, &job, body, submission.storage_id().as_str(), &run.input, now_ms()) {
-            Ok(effects) => store.plan_effects(&effects),
-            Err(no_plan) => {
-                if let Some(warning) = no_plan.warning(&run.job_type) {
-                    worker::console_warn!("ledger: {warning}");
-                }
+        let storage_id = submission.storage_id();
+        let stored = (storage_id.as_str(), &run.input);
+        match machine::plan_once(planned, job_type, &job, body, stored, now_ms()) {
+            Planning::Write(effects) => store.plan_effects(&effects),
+            Planning::Warn(warning) => {
+                worker::console_warn!("ledger: {warning}");
                 Ok(())
             }
+            Planning::Nothing => Ok(()),
         }
     }
 
@@ -317,46 +316,27 @@ impl Ledger {
         machine::next_look_ms(&effects, &defined, self.memory.borrow().effects_running(), now_ms())
     }
 
-    /// Fills a view's effects in (a run job's).
+    /// Fills a view's effects in (a run job's: [`JobView::set_effects`]).
     pub(super) fn with_effects(&self, view: &mut JobView) -> Result<()> {
-        let effects = self.store().load_effects()?;
-        if !effects.is_empty() {
-            view.effects_state = Some(effect::effects_state(&effects, effects.len()));
-            view.effects = effects;
-        }
+        view.set_effects(self.store().load_effects()?);
         Ok(())
     }
 
-    /// Performs an approver's or an operator's action ([`machine::decide`]):
-    /// its writes, then a run of the effects if it calls for one.
-    async fn act(&self, config: &Config, action: &Action, by: &str) -> Result<Then> {
-        let store = self.store();
+    /// What an approver's or an operator's `action` does to the stored
+    /// effects now ([`machine::decide`]).
+    pub(super) fn decide_effects(&self, config: &Config, action: &Action, by: &str) -> Result<Decided> {
         let defined = Defined::of(self.stored_job_type(config));
-        let decided = machine::decide(store.load_effects()?, action, by, &defined, now_ms());
-        for write in &decided.writes {
-            store.update_effect(write.expected, &write.effect)?;
-        }
-        if matches!(decided.then, Then::Run { .. } | Then::Replayed(_)) {
-            self.run_effects(config).await?;
-        }
-        Ok(decided.then)
+        Ok(machine::decide(self.store().load_effects()?, action, by, &defined, now_ms()))
     }
 
     /// `POST /onejob/v1/jobs/{key}/approve`: every effect waiting for an
-    /// approval may run, once; then they run.
+    /// approval may run, once; then they run ([`operator_plan::on_effects`]).
     pub(super) async fn approve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
         let Some(job) = self.store().load_job()? else {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
-        match self.act(config, &Action::Approve, &request.by).await? {
-            Then::Refuse(refusal) => refused(refusal),
-            then => {
-                if then == (Then::Run { approved: true }) {
-                    worker::console_log!("ledger: {} approved the effects of job {}", request.by, request.key);
-                }
-                self.answer_as_run(config, &job)
-            }
-        }
+        let decided = self.decide_effects(config, &Action::Approve, &request.by)?;
+        self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
     }
 
     /// An operator resends an effect (dead or unknown), or marks one done.
@@ -365,23 +345,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "no job with that key");
         };
         let action = Action::on_effect(request.effect.as_deref().unwrap_or_default(), request.action.as_deref());
-        match self.act(config, &action, &request.by).await? {
-            Then::Refuse(refusal) => refused(refusal),
-            _ => self.answer_as_run(config, &job),
-        }
-    }
-
-    /// Replaying a run job whose answer is in resends only its effects that
-    /// failed for good (dead). `None`: there is none.
-    pub(super) async fn replay_effects(&self, config: &Config, request: &OperatorRequest) -> Result<Option<Response>> {
-        match self.act(config, &Action::ReplayDead, &request.by).await? {
-            Then::Replayed(resent) => Ok(Some(Response::from_json(&json!({ "replayed": true, "effects": resent }))?)),
-            _ => Ok(None),
-        }
+        let decided = self.decide_effects(config, &action, &request.by)?;
+        self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
     }
 
     /// The run's answer from storage (for approvals and operator actions).
-    fn answer_as_run(&self, config: &Config, job: &Job) -> Result<Response> {
+    pub(super) fn answer_as_run(&self, config: &Config, job: &Job) -> Result<Response> {
         let store = self.store();
         let job = store.load_job()?.unwrap_or_else(|| job.clone());
         let Some(submission) = self.stored_submission()? else {
@@ -403,32 +372,21 @@ fn persist(store: &Store, expected: u64, effect: &Effect) -> Result<std::result:
     }
 }
 
-/// An action's refusal as its problem.
-fn refused(refusal: Refusal) -> Result<Response> {
-    let (kind, detail) = refusal.problem();
-    http::problem_of(kind, detail)
-}
-
 /// How a job type's model part ended, from a result the driver returned
 /// (never a stream: those end in their pump).
 pub(super) fn ended_of(result: &JobResult) -> Ended {
     Ended { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
 }
 
-/// The hold of `submission`'s job on `subject` of `job_type`.
-fn claim_of<'a>(submission: &'a Submission, job_type: &'a str, subject: &'a str) -> ops::SubjectClaim<'a> {
+/// The hold of `submission`'s job on its `subject`.
+fn claim_of<'a>(submission: &'a Submission, subject: &'a Subject<'_>) -> ops::SubjectClaim<'a> {
     ops::SubjectClaim {
         tenant: &submission.tenant,
         user: submission.user.as_deref(),
-        job_type,
-        subject,
+        job_type: subject.type_name,
+        subject: &subject.subject,
         key: submission.key.as_str(),
     }
-}
-
-/// The job ended with an answer (a 2xx), the effects' input.
-fn answered(job: &Job) -> bool {
-    Ended::of_job(job).is_some_and(|ended| ended.answered())
 }
 
 /// Asks the Ledger of `submission`'s job to follow its answer up (after its

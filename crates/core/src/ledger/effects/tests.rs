@@ -524,6 +524,30 @@ fn effects_are_planned_from_the_input_and_the_answer_only_for_an_answer_in_the_c
 }
 
 #[test]
+fn effects_are_planned_once_and_a_plan_not_made_is_logged_only_when_worth_it() {
+    let types = triage();
+    let triage = ("triage", types.get("triage"));
+    let input = json!({"email": "a@b.c"});
+    let good = reply(r#"{"category":"billing"}"#);
+    let job = answered_job(200);
+    let Planning::Write(effects) = plan_once(false, triage, &job, Some(&good), ("t:abc", &input), T0) else {
+        panic!("planned")
+    };
+    assert_eq!(effects.len(), 1);
+    assert_eq!(plan_once(true, triage, &job, Some(&good), ("t:abc", &input), T0), Planning::Nothing, "once");
+    assert_eq!(
+        plan_once(false, ("triage", None), &job, Some(&good), ("t:abc", &input), T0),
+        Planning::Warn("job type triage is gone; its effects are not planned".into())
+    );
+    assert!(matches!(
+        plan_once(false, triage, &job, Some(&reply("prose")), ("t:abc", &input), T0),
+        Planning::Warn(warning) if warning.starts_with("the stored answer breaks the contract now")
+    ));
+    let failed = answered_job(500);
+    assert_eq!(plan_once(false, triage, &failed, Some(&good), ("t:abc", &input), T0), Planning::Nothing);
+}
+
+#[test]
 fn a_plan_not_made_is_worth_a_warning_only_when_the_type_or_its_contract_changed() {
     assert_eq!(
         NoPlan::TypeGone.warning("triage").as_deref(),
