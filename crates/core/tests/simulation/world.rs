@@ -27,6 +27,7 @@ use onejob_core::ledger::attempts::{self, Attempted, StoredResponse};
 use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::ledger::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
+use onejob_core::ledger::tending::Step;
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::Api;
 
@@ -1339,8 +1340,9 @@ impl World {
             // and once a blocked job's lease is over no alarm comes before
             // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
             // (A follow-up is the effects' simulation's.)
-            delivery::Plan::Settle { verdict, dead_letter, .. } => {
-                if dead_letter.is_some() && !edge_as_is() {
+            delivery::Plan::Settle { verdict, steps } => {
+                let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
+                if dead_letter && !edge_as_is() {
                     self.dead_letter_once(j);
                 }
                 self.delivered(j, verdict);
@@ -1363,13 +1365,18 @@ impl World {
     /// ([`delivery::after_drive`]).
     fn delivery_done(&mut self, j: usize, message: usize, asked_ms: Option<u64>) {
         let after = delivery::after_drive(self.objects[j].storage.job.clone(), asked_ms, self.now);
-        if let Some(delivery::Deferral { read, job }) = after.deferral {
-            if self.write(j, job, Some(read), "defer").is_err() {
-                self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
+        for step in after.steps {
+            match step {
+                Step::Defer(delivery::Deferral { read, job }) => {
+                    if self.write(j, job, Some(read), "defer").is_err() {
+                        self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
+                    }
+                    self.arm(j);
+                }
+                Step::DeadLetter(_) => self.dead_letter_once(j),
+                other => self.violate("after-drive", format!("a delivery's drive was followed by {other:?}")),
             }
-            self.arm(j);
         }
-        self.dead_letter_once(j);
         self.delivered(j, after.verdict);
         self.verdict(message, j, after.verdict);
     }
@@ -1715,8 +1722,10 @@ fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
 
 fn short_delivery(plan: &delivery::Plan) -> String {
     match plan {
-        delivery::Plan::Settle { verdict, dead_letter, follow_up } => {
-            format!("Settle({verdict:?}, dead letter {}, follow up {follow_up})", dead_letter.is_some())
+        delivery::Plan::Settle { verdict, steps } => {
+            let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
+            let follow_up = steps.contains(&Step::FollowUp);
+            format!("Settle({verdict:?}, dead letter {dead_letter}, follow up {follow_up})")
         }
         delivery::Plan::Run(job) => format!("Run(v{})", job.version()),
     }

@@ -4,8 +4,9 @@
 
 use onejob_core::background::{self, Outbox};
 use onejob_core::job::{Job, JobState};
-use onejob_core::ledger::delivery::{self, Deferral, Plan, Verdict};
+use onejob_core::ledger::delivery::{self, Plan, Verdict};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption};
+use onejob_core::ledger::tending::{Deferral, Step};
 use onejob_core::protocol::JobView;
 use worker::{Response, Result};
 
@@ -154,13 +155,8 @@ impl Ledger {
         let now = now_ms();
         let driving = self.memory.borrow().is_driving();
         let verdict = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
-            Plan::Settle { verdict, dead_letter, follow_up } => {
-                if let Some(job) = dead_letter.as_ref() {
-                    self.dead_letter_once(job).await?;
-                }
-                if follow_up {
-                    self.follow_up(config).await?;
-                }
+            Plan::Settle { verdict, steps } => {
+                self.tend(config, steps).await?;
                 verdict
             }
             Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
@@ -189,20 +185,16 @@ impl Ledger {
         if let Some(problem) = self.over_quota(config, &submission).await {
             drop(lock);
             // Over budget: the job waits for the next day (the alarm sends it again then).
-            self.deferred(config, store, &delivery::over_quota(job, &problem, now_ms()))?;
+            let deferral = delivery::over_quota(job, &problem, now_ms());
+            self.tend(config, vec![Step::Defer(deferral)]).await?;
             return Ok(Verdict::Ack);
         }
         // The caller is the queue: its response is not what matters, the job is.
         let asked_ms = self.drive(config, lock, store, job, true, &submission, &body).await?.retry_after_ms;
-        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
         // No attempt could be made (no route, every provider's breaker
-        // open): the job waits for the next probe.
-        if let Some(deferral) = after.deferral.as_ref() {
-            self.deferred(config, store, deferral)?;
-        }
-        if let Some(job) = after.job.as_ref() {
-            self.dead_letter_once(job).await?;
-        }
+        // open): the job waits for the next probe; then its dead letter.
+        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
+        self.tend(config, after.steps).await?;
         Ok(after.verdict)
     }
 
@@ -220,11 +212,22 @@ impl Ledger {
         Ok(())
     }
 
-    /// A background job's next attempt deferred as the core says (a CAS
-    /// write; the alarm sends it again then).
-    fn deferred(&self, config: &Config, store: &Store, deferral: &Deferral) -> Result<()> {
-        store.update_job(deferral.read, &deferral.job)?;
-        self.arm(config, &deferral.job);
+    /// Performs the core's steps that tend a background job, in order
+    /// ([`onejob_core::ledger::tending`]): after a delivery, its drive, or the alarm.
+    pub(super) async fn tend(&self, config: &Config, steps: Vec<Step>) -> Result<()> {
+        for step in steps {
+            match step {
+                Step::Send(job) => self.enqueue(config, &job, false).await?,
+                Step::GiveUpSending => self.give_up_sending()?,
+                // A CAS write; the alarm sends it again then.
+                Step::Defer(Deferral { read, job }) => {
+                    self.store().update_job(read, &job)?;
+                    self.arm(config, &job);
+                }
+                Step::DeadLetter(job) => self.dead_letter_once(&job).await?,
+                Step::FollowUp => self.follow_up(config).await?,
+            }
+        }
         Ok(())
     }
 
