@@ -19,7 +19,7 @@ use crate::http;
 use crate::ledger::store::Store;
 use crate::queue;
 
-use super::{Ledger, alarms};
+use super::{Ledger, alarms, stored};
 
 impl Ledger {
     /// A background submission nobody drives ([`Plan::Adopt`]): a new job
@@ -103,12 +103,9 @@ impl Ledger {
     /// operator's kick, replay or resolve (a fresh run of sends).
     pub(super) async fn enqueue(&self, config: &Config, job: &Job, by_operator: bool) -> Result<()> {
         let store = self.store();
-        let Some((submission, _)) = store.load_request()? else {
+        let Some((submission, _)) = stored::kept_request(&store)? else {
             worker::console_warn!("ledger: a background job without its request cannot be queued");
             return Ok(());
-        };
-        let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
-            return Err(EdgeError::Unreadable("request".into()).into());
         };
         let message = submission.message();
         // Noted before the send, beside the job, never in it: a send must
@@ -169,8 +166,7 @@ impl Ledger {
     /// the message, asks the quota, drives one attempt and judges what
     /// follows ([`delivery::after_drive`]).
     async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<Verdict> {
-        let Some((submission, body)) = store.load_request()? else { return Ok(Verdict::Ack) };
-        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some((submission, body)) = stored::kept_request(store)? else { return Ok(Verdict::Ack) };
         // This delivery runs the job from here: a duplicate that arrives
         // while the quota is asked must find it taken.
         let Some(lock) = self.coordination().lock(None) else {
@@ -252,8 +248,7 @@ impl Ledger {
         if !background::needs_operator(job, &store.load_outbox()?, now_ms()) || store.dead_lettered()? {
             return Ok(());
         }
-        let Some((submission, _)) = store.load_request()? else { return Ok(()) };
-        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some((submission, _)) = stored::kept_request(&store)? else { return Ok(()) };
         let message = submission.message();
         match queue::send_dead_letter(&self.env, &message).await {
             Ok(()) => store.note_dead_lettered(now_ms())?,
