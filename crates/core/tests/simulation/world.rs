@@ -821,7 +821,7 @@ impl World {
         };
         let after = self.budget.tokens();
         self.check_budget(event.as_ref(), &commands, before, after);
-        if was_done && commands.iter().any(|c| !matches!(c, Command::Persist { .. })) {
+        if was_done && commands.iter().any(|c| !matches!(c, Command::Persist { .. } | Command::Create { .. })) {
             self.violate("quiet-after-finish", format!("drive #{id} of job {j} answered, then: {commands:?}"));
         }
         self.objects[j].memory.drives.insert(id, slot);
@@ -854,7 +854,13 @@ impl World {
                     if i + 1 != count {
                         self.violate("persist-ends-batch", "commands followed a Persist in one batch".into());
                     }
-                    persisted = Some(self.write(j, job, expected, "drive"));
+                    persisted = Some(self.write(j, job, Some(expected), "drive"));
+                }
+                Command::Create { job } => {
+                    if i + 1 != count {
+                        self.violate("persist-ends-batch", "commands followed a Create in one batch".into());
+                    }
+                    persisted = Some(self.write(j, job, None, "drive"));
                 }
                 Command::SaveResponse { attempt, response, replace } => {
                     self.save_response(j, attempt, response, replace)
@@ -1233,7 +1239,7 @@ impl World {
         if retry && paid != 5 && paid != 10 {
             self.violate("budget", format!("a retry was placed and the budget went {before} -> {after}"));
         }
-        let deferred = commands.iter().any(|c| matches!(c, Command::Persist { .. }));
+        let deferred = commands.iter().any(|c| matches!(c, Command::Persist { .. } | Command::Create { .. }));
         if paid > 0 && !placed && !deferred {
             self.violate("budget", format!("{paid} tokens taken for no retry: {commands:?}"));
         }
@@ -1767,7 +1773,15 @@ fn short_command(command: &Command) -> String {
         ),
         Command::Sleep { ms } => format!("Sleep {ms} ms"),
         Command::Persist { job, expected } => format!(
-            "Persist v{} {} ({} attempts, completed_by {:?}) expecting {expected:?}",
+            "Persist v{} {} ({} attempts, completed_by {:?}) expecting {:?}",
+            job.version(),
+            job.state().as_str(),
+            job.attempts().len(),
+            job.completed_by(),
+            Some(expected)
+        ),
+        Command::Create { job } => format!(
+            "Persist v{} {} ({} attempts, completed_by {:?}) expecting None",
             job.version(),
             job.state().as_str(),
             job.attempts().len(),
@@ -1801,7 +1815,7 @@ fn command_code(command: &Command) -> u64 {
     match command {
         Command::Place { order } => 100 + order.len() as u64,
         Command::Sleep { ms } => 200 + ms,
-        Command::Persist { job, .. } => 300 + job.version(),
+        Command::Persist { job, .. } | Command::Create { job } => 300 + job.version(),
         Command::SaveResponse { attempt, .. } => 400 + u64::from(*attempt),
         Command::OpenStream { attempt, .. } => 500 + u64::from(*attempt),
         Command::Call { ticket, provider, .. } => 600 + u64::from(ticket.attempt) * 10 + *provider as u64,

@@ -168,12 +168,7 @@ impl Pump {
                 Either::Left((next, _)) => Some(next),
                 Either::Right(_) => None,
             };
-            let arrived = match &next {
-                Some(Some(Ok(bytes))) => Arrived::Bytes(bytes),
-                Some(Some(Err(_))) => Arrived::Broken,
-                Some(None) => Arrived::Ended,
-                None => Arrived::Nothing,
-            };
+            let arrived = Arrived::of(next.as_ref().map(|item| item.as_ref().map(|read| read.as_deref())));
             let read = self.reader.on(arrived, self.cancel.get(), now_ms());
             self.publish(read.events);
             if let Some(end) = read.end {
