@@ -5,6 +5,7 @@
 //! [`crate::ledger::wake`] say which steps apply; the shell has one
 //! performer for all of them.
 
+use crate::background::{self, Outbox};
 use crate::job::Job;
 
 /// One step of tending a job.
@@ -40,12 +41,21 @@ pub fn defer(mut job: Job, wait_ms: u64, now_ms: u64) -> Deferral {
     Deferral { read, job }
 }
 
+/// Whether a [`Step::DeadLetter`] sends one now: the job needs an operator
+/// ([`background::needs_operator`]) and no dead letter went out for it yet
+/// (`lettered`): once per job, whatever found it so.
+pub fn letter_due(job: &Job, outbox: &Outbox, lettered: bool, now_ms: u64) -> bool {
+    !lettered && background::needs_operator(job, outbox, now_ms)
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::fingerprint::Fingerprint;
+    use crate::job::{AttemptReport, JobPolicy, JobState, UnknownPolicy};
     use crate::ledger::test_job;
 
     #[test]
@@ -56,5 +66,22 @@ mod tests {
         assert_eq!(over, read);
         assert!(deferred.version() > read, "the deferral is a write");
         assert_eq!(deferred.not_before_ms(), 6_000);
+    }
+
+    #[test]
+    fn a_dead_background_job_is_lettered_once_and_a_live_or_foreground_one_never() {
+        let policy = JobPolicy::new(1, 30_000, 60_000, 86_400_000, UnknownPolicy::RetryAfterLease).expect("policy");
+        let mut dead = Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy);
+        dead.run_in_background(0);
+        let ticket = dead.claim(dead.version(), 1, "p", None).expect("claim");
+        dead.fail(ticket, 2, AttemptReport::default()).expect("its last attempt fails");
+        assert_eq!(dead.state(), JobState::Dead);
+        let outbox = Outbox::default();
+        assert!(letter_due(&dead, &outbox, false, 3));
+        assert!(!letter_due(&dead, &outbox, true, 3), "sent once");
+        let mut live = test_job::new();
+        live.run_in_background(0);
+        assert!(!letter_due(&live, &outbox, false, 3));
+        assert!(!letter_due(&test_job::new(), &outbox, false, 3), "a foreground job has no dead letter");
     }
 }

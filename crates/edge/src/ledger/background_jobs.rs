@@ -6,7 +6,7 @@ use onejob_core::background::{self, Outbox};
 use onejob_core::job::{Job, JobState};
 use onejob_core::ledger::delivery::{self, Plan, Verdict};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption};
-use onejob_core::ledger::tending::{Deferral, Step};
+use onejob_core::ledger::tending::{self, Deferral, Step};
 use onejob_core::protocol::JobView;
 use worker::{Response, Result};
 
@@ -245,7 +245,7 @@ impl Ledger {
     /// with the runtime gone, the alarm).
     pub(super) async fn dead_letter_once(&self, job: &Job) -> Result<()> {
         let store = self.store();
-        if !background::needs_operator(job, &store.load_outbox()?, now_ms()) || store.dead_lettered()? {
+        if !tending::letter_due(job, &store.load_outbox()?, store.dead_lettered()?, now_ms()) {
             return Ok(());
         }
         let Some((submission, _)) = stored::kept_request(&store)? else { return Ok(()) };
