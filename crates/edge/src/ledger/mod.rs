@@ -130,7 +130,8 @@ impl DurableObject for Ledger {
             worker::console_error!("ledger: deleting an unreadable job: {error}");
             None
         });
-        match Ring::of(job, now, self.memory.borrow().is_busy()) {
+        let ring = Ring::of(job, now, self.memory.borrow().is_busy());
+        match ring {
             // Expired, or streaming, while something still runs here: look again soon (the watchdog).
             Ring::Watch => alarms::set(&self.state, alarms::watchdog()).await?,
             Ring::Tend(job) => self.tend_at_alarm(job, now).await?,
