@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::background::Delivery;
 use crate::job::{Job, JobState};
+pub use crate::ledger::tending::{Deferral, Step, defer};
 
 /// How long a background job whose delivery could make no attempt (no route,
 /// every provider's breaker open) waits before its next delivery, at least:
@@ -167,18 +168,16 @@ pub fn no_attempt_wait_ms(job: &Job, asked_ms: Option<u64>) -> Option<u64> {
 /// and whether a drive runs here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Run nothing: answer `verdict`. Before it, the job (if any) is
-    /// dead-lettered if it needs an operator (its runtime may have died
+    /// Run nothing: perform `steps`, then answer `verdict`. The job (if any)
+    /// is dead-lettered if it needs an operator (its runtime may have died
     /// before the dead letter went out, and after its lease nothing else
-    /// looks again before retention), and a finished job type's answer is
-    /// followed up (`follow_up`, see [`follows_up`]).
+    /// looks again before retention), then a finished job type's answer is
+    /// followed up (see [`follows_up`]).
     Settle {
         /// The consumer's verdict.
         verdict: Verdict,
-        /// The job to dead-letter if it needs an operator (sent once).
-        dead_letter: Option<Job>,
-        /// Follow the job's answer up: what follows it, effects due.
-        follow_up: bool,
+        /// What tends the job first, in order ([`Step::DeadLetter`], [`Step::FollowUp`]).
+        steps: Vec<Step>,
     },
     /// Run this job: the delivery takes its message and drives one attempt
     /// (if its request is there; else it acknowledges the message).
@@ -192,30 +191,12 @@ pub fn plan(job: Option<Job>, now_ms: u64, driving: bool) -> Plan {
         (None, Some(job)) => Plan::Run(job),
         // Judged to run, there is a job: only the arm above; nothing to run
         // without one (`on_delivery` acknowledges it).
-        (verdict, job) => Plan::Settle {
-            verdict: verdict.unwrap_or(Verdict::Ack),
-            follow_up: follows_up(judged, job.as_ref(), driving),
-            dead_letter: job,
-        },
+        (verdict, job) => {
+            let follow_up = follows_up(judged, job.as_ref(), driving).then_some(Step::FollowUp);
+            let steps = job.map(Step::DeadLetter).into_iter().chain(follow_up).collect();
+            Plan::Settle { verdict: verdict.unwrap_or(Verdict::Ack), steps }
+        }
     }
-}
-
-/// A background job's next attempt deferred: the job to write over version
-/// `read` (compare-and-swap), then the alarm armed for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Deferral {
-    /// The version it was read at.
-    pub read: u64,
-    /// The job, waiting.
-    pub job: Job,
-}
-
-/// `job`'s next attempt waits `wait_ms` from `now_ms` (a spent quota: until
-/// the next day; no attempt made: [`no_attempt_wait_ms`]).
-pub fn defer(mut job: Job, wait_ms: u64, now_ms: u64) -> Deferral {
-    let read = job.version();
-    job.defer_until(now_ms.saturating_add(wait_ms), now_ms);
-    Deferral { read, job }
 }
 
 /// A delivery refused by a spent quota (`problem`): the job waits until
@@ -227,11 +208,11 @@ pub fn over_quota(job: Job, problem: &crate::wire::Problem, now_ms: u64) -> Defe
 /// What follows a delivery's drive, from the job as stored after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfterDrive {
-    /// A run that made no attempt (no route, every breaker open): the job
-    /// waits for the next probe.
-    pub deferral: Option<Deferral>,
-    /// The job as it stands then: dead-lettered if it needs an operator.
-    pub job: Option<Job>,
+    /// What tends the job, in order: a run that made no attempt (no route,
+    /// every breaker open) defers it for the next probe ([`Step::Defer`]);
+    /// the job as it stands then is dead-lettered if it needs an operator
+    /// ([`Step::DeadLetter`]).
+    pub steps: Vec<Step>,
     /// The consumer's verdict ([`after_run`]).
     pub verdict: Verdict,
 }
@@ -249,7 +230,8 @@ pub fn after_drive(job: Option<Job>, asked_ms: Option<u64>, now_ms: u64) -> Afte
         (job, _) => (None, job),
     };
     let verdict = after_run(job.as_ref(), now_ms);
-    AfterDrive { deferral, job, verdict }
+    let steps = deferral.map(Step::Defer).into_iter().chain(job.map(Step::DeadLetter)).collect();
+    AfterDrive { steps, verdict }
 }
 
 /// What the outbox records of a message once its delivery's verdict is
@@ -381,22 +363,22 @@ mod tests {
 
     #[test]
     fn a_delivery_that_runs_nothing_settles_and_looks_at_the_job_once() {
-        assert_eq!(plan(None, NOW, false), Plan::Settle { verdict: Verdict::Ack, dead_letter: None, follow_up: false });
+        assert_eq!(plan(None, NOW, false), Plan::Settle { verdict: Verdict::Ack, steps: vec![] });
         let dead = failed(1);
         assert_eq!(
             plan(Some(dead.clone()), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Dead, dead_letter: Some(dead), follow_up: false }
+            Plan::Settle { verdict: Verdict::Dead, steps: vec![Step::DeadLetter(dead)] }
         );
         let mut completed = job(4);
         let ticket = completed.claim(completed.version(), NOW, "p", None).unwrap();
         completed.complete(ticket, NOW + 10, AttemptReport::default()).unwrap();
         assert_eq!(
             plan(Some(completed.clone()), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed.clone()), follow_up: true }
+            Plan::Settle { verdict: Verdict::Ack, steps: vec![Step::DeadLetter(completed.clone()), Step::FollowUp] }
         );
         assert_eq!(
             plan(Some(completed.clone()), NOW + 20, true),
-            Plan::Settle { verdict: Verdict::Ack, dead_letter: Some(completed), follow_up: false },
+            Plan::Settle { verdict: Verdict::Ack, steps: vec![Step::DeadLetter(completed)] },
             "a drive here follows up itself"
         );
         // Backing off: handed back for the rest of the backoff.
@@ -404,7 +386,7 @@ mod tests {
         retrying.defer_until(NOW + 5_000, NOW + 20);
         assert_eq!(
             plan(Some(retrying.clone()), NOW + 20, false),
-            Plan::Settle { verdict: Verdict::Retry { delay_ms: 4_980 }, dead_letter: Some(retrying), follow_up: false }
+            Plan::Settle { verdict: Verdict::Retry { delay_ms: 4_980 }, steps: vec![Step::DeadLetter(retrying)] }
         );
         // Claimable: it runs; driven here: acknowledged.
         assert_eq!(plan(Some(job(4)), NOW, false), Plan::Run(job(4)));
@@ -414,18 +396,20 @@ mod tests {
     #[test]
     fn a_drive_that_made_no_attempt_defers_the_job_then_answers_its_verdict() {
         let after = after_drive(Some(job(4)), Some(5_000), NOW);
-        let deferral = after.deferral.expect("deferred");
+        let [Step::Defer(deferral), Step::DeadLetter(deferred)] = &after.steps[..] else {
+            panic!("deferred, then looked at for a dead letter: {:?}", after.steps)
+        };
         assert_eq!(deferral.read, job(4).version());
         assert_eq!(deferral.job.not_before_ms(), NOW + NO_ATTEMPT_WAIT_MS);
-        assert_eq!(after.job.as_ref(), Some(&deferral.job));
+        assert_eq!(deferred, &deferral.job, "the job as deferred is the one looked at");
         assert_eq!(after.verdict, Verdict::Ack);
         // An attempt was made: the job as it is, its verdict.
         let dead = failed(1);
         assert_eq!(
             after_drive(Some(dead.clone()), None, NOW),
-            AfterDrive { deferral: None, job: Some(dead), verdict: Verdict::Dead }
+            AfterDrive { steps: vec![Step::DeadLetter(dead)], verdict: Verdict::Dead }
         );
-        assert_eq!(after_drive(None, Some(1), NOW), AfterDrive { deferral: None, job: None, verdict: Verdict::Ack });
+        assert_eq!(after_drive(None, Some(1), NOW), AfterDrive { steps: vec![], verdict: Verdict::Ack });
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!
 //! The rules it keeps:
 //! - every job write is a compare-and-swap on the version it read
-//!   ([`Command::Persist`]); a write that loses leaves the winner alone;
+//!   ([`Command::Persist`]), or the job's first write with its owner
+//!   ([`Command::Create`]); a write that loses leaves the winner alone;
 //! - the claim is durable before the provider is called;
 //! - a response is kept before the job that names it, and only by an
 //!   attempt that still holds the job: an answer after its attempt's lease
@@ -24,7 +25,7 @@
 //!   ([`attempts::first_answer`]); a racer that lost is audited when it
 //!   answers, never used.
 //!
-//! The Ledger must answer a [`Command::Persist`] (with
+//! The Ledger must answer a [`Command::Persist`] or [`Command::Create`] (with
 //! [`Event::Persisted`]) before it feeds any other event: storage writes
 //! are synchronous in a Durable Object, so no other event can come between.
 
@@ -154,7 +155,7 @@ pub enum Event {
     Placed(Placed),
     /// A [`Command::Sleep`] is over.
     Woke,
-    /// The answer to [`Command::Persist`]: written, or lost to another
+    /// The answer to [`Command::Persist`] and [`Command::Create`]: written, or lost to another
     /// writer (with the job as it now stands; `None`: it is gone).
     Persisted(Result<(), Option<Job>>),
     /// An attempt's call answered.
@@ -186,13 +187,18 @@ pub enum Command {
         ms: u64,
     },
     /// Write the job: a compare-and-swap on `expected` (its version as
-    /// read), or the job's first write when `None` (with who it belongs to).
-    /// Answer with [`Event::Persisted`] before anything else.
+    /// read). Answer with [`Event::Persisted`] before anything else.
     Persist {
         /// The job as it is to be stored.
         job: Job,
         /// The version the write expects to replace.
-        expected: Option<u64>,
+        expected: u64,
+    },
+    /// The job's first write, with who it belongs to (nothing may be stored
+    /// under its key yet). Answer with [`Event::Persisted`] before anything else.
+    Create {
+        /// The job as it is to be stored.
+        job: Job,
     },
     /// Keep an attempt's response (before the job that names it).
     /// `replace`: it replaces what the attempt kept so far.
@@ -832,8 +838,13 @@ impl Drive {
         self.phase = Phase::Done;
     }
 
+    /// Writes the job over version `expected` (`None`: its first write).
     fn persist(&mut self, expected: Option<u64>, then: Then, cx: &mut Cx<'_, '_, '_>) {
-        cx.push(Command::Persist { job: self.job.clone(), expected });
+        let job = self.job.clone();
+        cx.push(match expected {
+            Some(expected) => Command::Persist { job, expected },
+            None => Command::Create { job },
+        });
         self.phase = Phase::Persisting(Box::new(then));
     }
 }

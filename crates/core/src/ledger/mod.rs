@@ -32,6 +32,9 @@
 //!   renewed), a background one accepted or adopted — what a drive asks
 //!   before its claim (quota, subject, its request kept) and what follows
 //!   its result, and what an adoption writes and sends.
+//! - [`tending`]: the steps that tend a background job after a delivery,
+//!   its drive or the alarm (sent again, given up, deferred, dead-lettered,
+//!   followed up), one performer in the shell.
 //! - [`wake`]: what the alarm does when it rings, and when it rings next.
 //! - [`dead_letter`]: what a dead letter says about a job or an effect that
 //!   needs an operator, with secrets redacted.
@@ -52,6 +55,7 @@ pub mod stream_end;
 pub mod stream_read;
 pub mod subject;
 pub mod submit;
+pub mod tending;
 pub mod wake;
 
 /// What the Ledger's unit tests share: a fresh job with the usual policy.

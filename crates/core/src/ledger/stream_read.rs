@@ -33,6 +33,20 @@ pub enum Arrived<'a> {
     Nothing,
 }
 
+impl<'a> Arrived<'a> {
+    /// What the pump's wait gave: `None` when the flush policy's delay ran
+    /// out first, else the stream's next item — bytes, a failed read (the
+    /// connection broke: not an end of stream), or the end of the stream.
+    pub fn of<E>(next: Option<Option<Result<&'a [u8], E>>>) -> Self {
+        match next {
+            Some(Some(Ok(bytes))) => Self::Bytes(bytes),
+            Some(Some(Err(_))) => Self::Broken,
+            Some(None) => Self::Ended,
+            None => Self::Nothing,
+        }
+    }
+}
+
 /// What to do with one arrival: publish `events` (in order), then stop
 /// with `end` if it is set.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -171,6 +185,15 @@ mod tests {
     use super::*;
 
     const DONE: &[u8] = b"data: [DONE]\n\n";
+
+    #[test]
+    fn a_wait_gives_bytes_a_broken_read_the_stream_s_end_or_nothing() {
+        let bytes: &[u8] = b"data: {}";
+        assert_eq!(Arrived::of::<()>(Some(Some(Ok(bytes)))), Arrived::Bytes(bytes));
+        assert_eq!(Arrived::of(Some(Some(Err("reset")))), Arrived::Broken, "a failed read is no end of stream");
+        assert_eq!(Arrived::of::<()>(Some(None)), Arrived::Ended);
+        assert_eq!(Arrived::of::<()>(None), Arrived::Nothing, "the delay ran out first");
+    }
 
     #[test]
     fn events_are_published_as_they_complete_and_the_terminal_event_ends_the_stream() {

@@ -8,58 +8,57 @@
 
 use crate::background::{self, Outbox, OutboxStep};
 use crate::job::Job;
+use crate::ledger::tending::Step;
 
 /// How often a running stream's (or effects run's) watchdog looks.
 pub const WATCHDOG_MS: u64 = 30_000;
 
-/// What the alarm does when it rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the alarm does when it rings, with the job it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ring {
     /// Something runs here that must not be settled under it (a drive, a
     /// stream's pump, the effects runner) while the job is past its
     /// retention or streaming: only look again after the watchdog's interval.
     Watch,
-    /// Tend the job: settle what time decided, send what is due, follow up,
+    /// Tend the job: settle what time decided, perform what [`tend`] says,
     /// and set the next alarm.
-    Tend,
-    /// Expired, or nothing here: leave no table, row or alarm behind.
-    Delete,
+    Tend(Job),
+    /// Expired, or nothing here: leave no table, row or alarm behind (the
+    /// job's subject released, if it had one).
+    Delete(Option<Job>),
 }
 
 impl Ring {
     /// What the alarm does for `job` at `now_ms` (`busy`: something runs here).
-    pub fn of(job: Option<&Job>, now_ms: u64, busy: bool) -> Self {
+    pub fn of(job: Option<Job>, now_ms: u64, busy: bool) -> Self {
         match job {
             Some(job) if (job.is_expired(now_ms) || job.is_streaming()) && busy => Self::Watch,
-            Some(job) if !job.is_expired(now_ms) => Self::Tend,
-            _ => Self::Delete,
+            Some(job) if !job.is_expired(now_ms) => Self::Tend(job),
+            job => Self::Delete(job),
         }
     }
 }
 
 /// What a [`Ring::Tend`] does after settling a stream whose pump is gone,
-/// in this order: the outbox's step, the job's dead letter if it needs an
-/// operator (looked at every time, sent once), then the follow-up (a job
-/// type's answer not followed up yet, effects that are due), the index, and
-/// the next alarm ([`next_ms`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tend {
-    /// A background job's message: sent again, given up on, or left.
-    pub outbox: OutboxStep,
-    /// Whether to follow up the job's answer and its due effects.
-    pub follow_up: bool,
-}
-
-impl Tend {
-    /// What tending `job` does at `now_ms`. A drive running here owns the
-    /// job: its message is neither sent nor given up on, and nothing is
-    /// followed up under it (the drive does both when it ends).
-    pub fn of(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64, driving: bool) -> Self {
-        if driving {
-            return Self { outbox: OutboxStep::Wait, follow_up: false };
-        }
-        Self { outbox: background::outbox_step(job, outbox, outbox_delay_ms, now_ms), follow_up: true }
-    }
+/// in this order: the outbox's step (the job's message sent again, or
+/// given up on), the job's dead letter if it needs an operator (looked at
+/// every time, sent once), then the follow-up (a job type's answer not
+/// followed up yet, effects that are due); the shell then indexes the job
+/// and sets the next alarm ([`next_ms`]). A drive running here owns the
+/// job: its message is neither sent nor given up on, and nothing is
+/// followed up under it (the drive does both when it ends).
+pub fn tend(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64, driving: bool) -> Vec<Step> {
+    let outbox_step = match driving {
+        true => OutboxStep::Wait,
+        false => background::outbox_step(job, outbox, outbox_delay_ms, now_ms),
+    };
+    let send = match outbox_step {
+        OutboxStep::Send => Some(Step::Send(job.clone())),
+        OutboxStep::GiveUp => Some(Step::GiveUpSending),
+        OutboxStep::Wait => None,
+    };
+    let follow_up = (!driving).then_some(Step::FollowUp);
+    send.into_iter().chain([Step::DeadLetter(job.clone())]).chain(follow_up).collect()
 }
 
 /// When the alarm rings next: the earliest of the job's retention, a
@@ -85,21 +84,25 @@ mod tests {
 
     #[test]
     fn a_live_job_is_tended_and_an_expired_or_missing_one_deleted() {
-        assert_eq!(Ring::of(Some(&job()), 10, false), Ring::Tend);
-        assert_eq!(Ring::of(Some(&job()), 2_000_000, false), Ring::Delete);
-        assert_eq!(Ring::of(None, 10, false), Ring::Delete);
-        assert_eq!(Ring::of(None, 10, true), Ring::Delete);
+        assert_eq!(Ring::of(Some(job()), 10, false), Ring::Tend(job()));
+        assert_eq!(Ring::of(Some(job()), 2_000_000, false), Ring::Delete(Some(job())), "its subject is released");
+        assert_eq!(Ring::of(None, 10, false), Ring::Delete(None));
+        assert_eq!(Ring::of(None, 10, true), Ring::Delete(None));
     }
 
     #[test]
     fn nothing_is_settled_under_a_running_drive_stream_or_effects_run() {
-        assert_eq!(Ring::of(Some(&job()), 2_000_000, true), Ring::Watch, "expired while something runs");
+        assert_eq!(Ring::of(Some(job()), 2_000_000, true), Ring::Watch, "expired while something runs");
         let mut streaming = job();
         let ticket = streaming.claim(streaming.version(), 1, "p", None).expect("claim");
         streaming.mark_streaming(ticket, 2).expect("stream");
-        assert_eq!(Ring::of(Some(&streaming), 10, true), Ring::Watch);
-        assert_eq!(Ring::of(Some(&streaming), 10, false), Ring::Tend, "a stream whose pump is gone is settled");
-        assert_eq!(Ring::of(Some(&job()), 10, true), Ring::Tend, "a live job that is not streaming is tended");
+        assert_eq!(Ring::of(Some(streaming.clone()), 10, true), Ring::Watch);
+        assert_eq!(
+            Ring::of(Some(streaming.clone()), 10, false),
+            Ring::Tend(streaming),
+            "a stream whose pump is gone is settled"
+        );
+        assert_eq!(Ring::of(Some(job()), 10, true), Ring::Tend(job()), "a live job that is not streaming is tended");
     }
 
     #[test]
@@ -120,18 +123,36 @@ mod tests {
         // An unconfirmed send past its delay is sent again, unless a drive runs here.
         let due = 400_000;
         assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, due), OutboxStep::Send);
+        let letter = Step::DeadLetter(background_job.clone());
         assert_eq!(
-            Tend::of(&background_job, &outbox, 5_000, due, false),
-            Tend { outbox: OutboxStep::Send, follow_up: true }
+            tend(&background_job, &outbox, 5_000, due, false),
+            vec![Step::Send(background_job.clone()), letter.clone(), Step::FollowUp]
         );
-        assert_eq!(
-            Tend::of(&background_job, &outbox, 5_000, due, true),
-            Tend { outbox: OutboxStep::Wait, follow_up: false }
-        );
+        assert_eq!(tend(&background_job, &outbox, 5_000, due, true), vec![letter], "only its dead letter is looked at");
         // Nothing due: the follow-up still looks (effects may be due).
+        assert_eq!(tend(&job(), &Outbox::default(), 5_000, 10, false), vec![Step::DeadLetter(job()), Step::FollowUp]);
+    }
+
+    #[test]
+    fn an_outbox_no_delivery_took_is_given_up_and_the_job_still_looked_at() {
+        let mut background_job = job();
+        background_job.run_in_background(0);
+        let mut outbox = Outbox::default();
+        let mut random = crate::random::SplitMix64::new(7);
+        // Sent at every resend, and nothing took it.
+        let mut now = 0;
+        outbox.note_send(now, false, &mut random);
+        while let Some(at) = background::resend_at(&background_job, &outbox, 5_000) {
+            now = at;
+            if background::outbox_step(&background_job, &outbox, 5_000, now) != OutboxStep::Send {
+                break;
+            }
+            outbox.note_send(now, false, &mut random);
+        }
+        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, now), OutboxStep::GiveUp);
         assert_eq!(
-            Tend::of(&job(), &Outbox::default(), 5_000, 10, false),
-            Tend { outbox: OutboxStep::Wait, follow_up: true }
+            tend(&background_job, &outbox, 5_000, now, false),
+            vec![Step::GiveUpSending, Step::DeadLetter(background_job.clone()), Step::FollowUp]
         );
     }
 }

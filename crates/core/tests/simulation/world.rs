@@ -27,6 +27,7 @@ use onejob_core::ledger::attempts::{self, Attempted, StoredResponse};
 use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::ledger::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
+use onejob_core::ledger::tending::Step;
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::Api;
 
@@ -820,7 +821,7 @@ impl World {
         };
         let after = self.budget.tokens();
         self.check_budget(event.as_ref(), &commands, before, after);
-        if was_done && commands.iter().any(|c| !matches!(c, Command::Persist { .. })) {
+        if was_done && commands.iter().any(|c| !matches!(c, Command::Persist { .. } | Command::Create { .. })) {
             self.violate("quiet-after-finish", format!("drive #{id} of job {j} answered, then: {commands:?}"));
         }
         self.objects[j].memory.drives.insert(id, slot);
@@ -853,7 +854,13 @@ impl World {
                     if i + 1 != count {
                         self.violate("persist-ends-batch", "commands followed a Persist in one batch".into());
                     }
-                    persisted = Some(self.write(j, job, expected, "drive"));
+                    persisted = Some(self.write(j, job, Some(expected), "drive"));
+                }
+                Command::Create { job } => {
+                    if i + 1 != count {
+                        self.violate("persist-ends-batch", "commands followed a Create in one batch".into());
+                    }
+                    persisted = Some(self.write(j, job, None, "drive"));
                 }
                 Command::SaveResponse { attempt, response, replace } => {
                     self.save_response(j, attempt, response, replace)
@@ -1232,7 +1239,7 @@ impl World {
         if retry && paid != 5 && paid != 10 {
             self.violate("budget", format!("a retry was placed and the budget went {before} -> {after}"));
         }
-        let deferred = commands.iter().any(|c| matches!(c, Command::Persist { .. }));
+        let deferred = commands.iter().any(|c| matches!(c, Command::Persist { .. } | Command::Create { .. }));
         if paid > 0 && !placed && !deferred {
             self.violate("budget", format!("{paid} tokens taken for no retry: {commands:?}"));
         }
@@ -1339,8 +1346,9 @@ impl World {
             // and once a blocked job's lease is over no alarm comes before
             // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
             // (A follow-up is the effects' simulation's.)
-            delivery::Plan::Settle { verdict, dead_letter, .. } => {
-                if dead_letter.is_some() && !edge_as_is() {
+            delivery::Plan::Settle { verdict, steps } => {
+                let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
+                if dead_letter && !edge_as_is() {
                     self.dead_letter_once(j);
                 }
                 self.delivered(j, verdict);
@@ -1363,13 +1371,18 @@ impl World {
     /// ([`delivery::after_drive`]).
     fn delivery_done(&mut self, j: usize, message: usize, asked_ms: Option<u64>) {
         let after = delivery::after_drive(self.objects[j].storage.job.clone(), asked_ms, self.now);
-        if let Some(delivery::Deferral { read, job }) = after.deferral {
-            if self.write(j, job, Some(read), "defer").is_err() {
-                self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
+        for step in after.steps {
+            match step {
+                Step::Defer(delivery::Deferral { read, job }) => {
+                    if self.write(j, job, Some(read), "defer").is_err() {
+                        self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
+                    }
+                    self.arm(j);
+                }
+                Step::DeadLetter(_) => self.dead_letter_once(j),
+                other => self.violate("after-drive", format!("a delivery's drive was followed by {other:?}")),
             }
-            self.arm(j);
         }
-        self.dead_letter_once(j);
         self.delivered(j, after.verdict);
         self.verdict(message, j, after.verdict);
     }
@@ -1715,8 +1728,10 @@ fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
 
 fn short_delivery(plan: &delivery::Plan) -> String {
     match plan {
-        delivery::Plan::Settle { verdict, dead_letter, follow_up } => {
-            format!("Settle({verdict:?}, dead letter {}, follow up {follow_up})", dead_letter.is_some())
+        delivery::Plan::Settle { verdict, steps } => {
+            let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
+            let follow_up = steps.contains(&Step::FollowUp);
+            format!("Settle({verdict:?}, dead letter {dead_letter}, follow up {follow_up})")
         }
         delivery::Plan::Run(job) => format!("Run(v{})", job.version()),
     }
@@ -1758,7 +1773,15 @@ fn short_command(command: &Command) -> String {
         ),
         Command::Sleep { ms } => format!("Sleep {ms} ms"),
         Command::Persist { job, expected } => format!(
-            "Persist v{} {} ({} attempts, completed_by {:?}) expecting {expected:?}",
+            "Persist v{} {} ({} attempts, completed_by {:?}) expecting {:?}",
+            job.version(),
+            job.state().as_str(),
+            job.attempts().len(),
+            job.completed_by(),
+            Some(expected)
+        ),
+        Command::Create { job } => format!(
+            "Persist v{} {} ({} attempts, completed_by {:?}) expecting None",
             job.version(),
             job.state().as_str(),
             job.attempts().len(),
@@ -1792,7 +1815,7 @@ fn command_code(command: &Command) -> u64 {
     match command {
         Command::Place { order } => 100 + order.len() as u64,
         Command::Sleep { ms } => 200 + ms,
-        Command::Persist { job, .. } => 300 + job.version(),
+        Command::Persist { job, .. } | Command::Create { job } => 300 + job.version(),
         Command::SaveResponse { attempt, .. } => 400 + u64::from(*attempt),
         Command::OpenStream { attempt, .. } => 500 + u64::from(*attempt),
         Command::Call { ticket, provider, .. } => 600 + u64::from(ticket.attempt) * 10 + *provider as u64,

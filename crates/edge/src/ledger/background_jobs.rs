@@ -4,8 +4,9 @@
 
 use onejob_core::background::{self, Outbox};
 use onejob_core::job::{Job, JobState};
-use onejob_core::ledger::delivery::{self, Deferral, Plan, Verdict};
+use onejob_core::ledger::delivery::{self, Plan, Verdict};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption};
+use onejob_core::ledger::tending::{self, Deferral, Step};
 use onejob_core::protocol::JobView;
 use worker::{Response, Result};
 
@@ -18,7 +19,7 @@ use crate::http;
 use crate::ledger::store::Store;
 use crate::queue;
 
-use super::{Ledger, alarms};
+use super::{Ledger, alarms, stored};
 
 impl Ledger {
     /// A background submission nobody drives ([`Plan::Adopt`]): a new job
@@ -102,12 +103,9 @@ impl Ledger {
     /// operator's kick, replay or resolve (a fresh run of sends).
     pub(super) async fn enqueue(&self, config: &Config, job: &Job, by_operator: bool) -> Result<()> {
         let store = self.store();
-        let Some((submission, _)) = store.load_request()? else {
+        let Some((submission, _)) = stored::kept_request(&store)? else {
             worker::console_warn!("ledger: a background job without its request cannot be queued");
             return Ok(());
-        };
-        let Ok(submission) = serde_json::from_str::<Submission>(&submission) else {
-            return Err(EdgeError::Unreadable("request".into()).into());
         };
         let message = submission.message();
         // Noted before the send, beside the job, never in it: a send must
@@ -154,13 +152,8 @@ impl Ledger {
         let now = now_ms();
         let driving = self.memory.borrow().is_driving();
         let verdict = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
-            Plan::Settle { verdict, dead_letter, follow_up } => {
-                if let Some(job) = dead_letter.as_ref() {
-                    self.dead_letter_once(job).await?;
-                }
-                if follow_up {
-                    self.follow_up(config).await?;
-                }
+            Plan::Settle { verdict, steps } => {
+                self.tend(config, steps).await?;
                 verdict
             }
             Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
@@ -173,8 +166,7 @@ impl Ledger {
     /// the message, asks the quota, drives one attempt and judges what
     /// follows ([`delivery::after_drive`]).
     async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<Verdict> {
-        let Some((submission, body)) = store.load_request()? else { return Ok(Verdict::Ack) };
-        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some((submission, body)) = stored::kept_request(store)? else { return Ok(Verdict::Ack) };
         // This delivery runs the job from here: a duplicate that arrives
         // while the quota is asked must find it taken.
         let Some(lock) = self.coordination().lock(None) else {
@@ -189,20 +181,16 @@ impl Ledger {
         if let Some(problem) = self.over_quota(config, &submission).await {
             drop(lock);
             // Over budget: the job waits for the next day (the alarm sends it again then).
-            self.deferred(config, store, &delivery::over_quota(job, &problem, now_ms()))?;
+            let deferral = delivery::over_quota(job, &problem, now_ms());
+            self.tend(config, vec![Step::Defer(deferral)]).await?;
             return Ok(Verdict::Ack);
         }
         // The caller is the queue: its response is not what matters, the job is.
         let asked_ms = self.drive(config, lock, store, job, true, &submission, &body).await?.retry_after_ms;
-        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
         // No attempt could be made (no route, every provider's breaker
-        // open): the job waits for the next probe.
-        if let Some(deferral) = after.deferral.as_ref() {
-            self.deferred(config, store, deferral)?;
-        }
-        if let Some(job) = after.job.as_ref() {
-            self.dead_letter_once(job).await?;
-        }
+        // open): the job waits for the next probe; then its dead letter.
+        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
+        self.tend(config, after.steps).await?;
         Ok(after.verdict)
     }
 
@@ -220,11 +208,22 @@ impl Ledger {
         Ok(())
     }
 
-    /// A background job's next attempt deferred as the core says (a CAS
-    /// write; the alarm sends it again then).
-    fn deferred(&self, config: &Config, store: &Store, deferral: &Deferral) -> Result<()> {
-        store.update_job(deferral.read, &deferral.job)?;
-        self.arm(config, &deferral.job);
+    /// Performs the core's steps that tend a background job, in order
+    /// ([`onejob_core::ledger::tending`]): after a delivery, its drive, or the alarm.
+    pub(super) async fn tend(&self, config: &Config, steps: Vec<Step>) -> Result<()> {
+        for step in steps {
+            match step {
+                Step::Send(job) => self.enqueue(config, &job, false).await?,
+                Step::GiveUpSending => self.give_up_sending()?,
+                // A CAS write; the alarm sends it again then.
+                Step::Defer(Deferral { read, job }) => {
+                    self.store().update_job(read, &job)?;
+                    self.arm(config, &job);
+                }
+                Step::DeadLetter(job) => self.dead_letter_once(&job).await?,
+                Step::FollowUp => self.follow_up(config).await?,
+            }
+        }
         Ok(())
     }
 
@@ -246,11 +245,10 @@ impl Ledger {
     /// with the runtime gone, the alarm).
     pub(super) async fn dead_letter_once(&self, job: &Job) -> Result<()> {
         let store = self.store();
-        if !background::needs_operator(job, &store.load_outbox()?, now_ms()) || store.dead_lettered()? {
+        if !tending::letter_due(job, &store.load_outbox()?, store.dead_lettered()?, now_ms()) {
             return Ok(());
         }
-        let Some((submission, _)) = store.load_request()? else { return Ok(()) };
-        let submission: Submission = serde_json::from_str(&submission)?;
+        let Some((submission, _)) = stored::kept_request(&store)? else { return Ok(()) };
         let message = submission.message();
         match queue::send_dead_letter(&self.env, &message).await {
             Ok(()) => store.note_dead_lettered(now_ms())?,

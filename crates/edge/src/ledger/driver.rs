@@ -225,14 +225,14 @@ impl<'a> Driver<'a> {
                 Command::Call { ticket, provider, model, probe } => {
                     pending.push(self.launch(ticket, provider, model, probe, routing.route, streams))
                 }
+                Command::Create { job } => {
+                    let written = self.store.insert_job(&job);
+                    let written = written.and_then(|()| self.store.save_meta(&self.meta()).map_err(StoreError::Failed));
+                    queue.extend(self.written(drive, routing, &job, written)?);
+                }
                 Command::Persist { job, expected } => {
-                    let meta = expected.is_none().then(|| self.meta());
-                    let written = persist(self.store, &job, expected, meta)?;
-                    if written.is_ok() {
-                        log_written(self.log.borrow_mut().as_mut(), &job);
-                    }
-                    let event = Event::Persisted(written);
-                    queue.extend(with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs)));
+                    let written = self.store.update_job(expected, &job);
+                    queue.extend(self.written(drive, routing, &job, written)?);
                 }
                 Command::SaveResponse { attempt, response, replace: false } => {
                     self.store.save_response(attempt, &response)?
@@ -247,6 +247,23 @@ impl<'a> Driver<'a> {
             }
         }
         Ok(ending)
+    }
+
+    /// Answers the machine's write of `job` ([`Event::Persisted`]), its log
+    /// lines printed once it is written; returns what the machine does next.
+    fn written(
+        &self,
+        drive: &mut Drive,
+        routing: Routing<'_>,
+        job: &Job,
+        written: std::result::Result<(), StoreError>,
+    ) -> Result<Vec<Command>> {
+        let written = persisted(self.store, written)?;
+        if written.is_ok() {
+            log_written(self.log.borrow_mut().as_mut(), job);
+        }
+        let event = Event::Persisted(written);
+        Ok(with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs)))
     }
 
     /// Who this job belongs to and what it asks for.
@@ -369,20 +386,12 @@ fn with_inputs<T>(tenant: &str, f: impl FnOnce(&mut Inputs<'_>) -> T) -> T {
     budgets::with_budget(tenant, |budget| f(&mut Inputs { now_ms: now_ms(), random: &mut MathRandom, budget }))
 }
 
-/// Performs one of the machine's writes: a compare-and-swap on `expected`,
-/// or the job's first write (with who it belongs to). A lost race answers
-/// with the job as it now stands.
-fn persist(
+/// What the machine is told of one of its writes: written, or a lost race
+/// answered with the job as it now stands.
+fn persisted(
     store: &Store,
-    job: &Job,
-    expected: Option<u64>,
-    meta: Option<JobMeta>,
+    written: std::result::Result<(), StoreError>,
 ) -> Result<std::result::Result<(), Option<Job>>> {
-    let written = match (expected, meta) {
-        (Some(version), _) => store.update_job(version, job),
-        (None, Some(meta)) => store.insert_job(job).and_then(|()| store.save_meta(&meta).map_err(StoreError::Failed)),
-        (None, None) => return Err(EdgeError::broken("a job's first write without its owner").into()),
-    };
     match written {
         Ok(()) => Ok(Ok(())),
         Err(StoreError::LostRace) => Ok(Err(store.load_job()?)),
@@ -411,9 +420,10 @@ pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
         let mut queue =
             std::collections::VecDeque::from(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs)));
         while let Some(command) = queue.pop_front() {
-            // After the caller's answer only the loser's audit is written.
+            // After the caller's answer only the loser's audit is written
+            // (a compare-and-swap: the job was created before any call).
             if let Command::Persist { job, expected } = command {
-                let answer = match persist(store, &job, expected, None) {
+                let answer = match persisted(store, store.update_job(expected, &job)) {
                     Ok(answer) => answer,
                     Err(error) => {
                         worker::console_error!("onejob: auditing a late attempt failed: {error}");

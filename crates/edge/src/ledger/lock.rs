@@ -15,7 +15,7 @@ use onejob_core::job::Job;
 
 use super::memory::{AdoptLater, Memory};
 use crate::http::JobResult;
-use crate::ledger::pump::{LiveSlot, Subscription};
+use crate::ledger::pump::{self, LiveSlot, Subscription};
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
 pub(super) enum Handed {
@@ -72,11 +72,20 @@ impl DriveLock<'_> {
     }
 
     /// The stream's pump owns the lock from here and ends the drive at the
-    /// stream's end ([`crate::ledger::pump::Pump::run`]).
-    pub fn hand_to_pump(mut self, attempt: u32) {
+    /// stream's end ([`crate::ledger::pump::Pump::run`]). The stream opens
+    /// followed from its first event by every waiting duplicate (each
+    /// handed its subscription) and by the caller (the one returned).
+    pub fn hand_to_pump(mut self, attempt: u32, content_type: &str) -> Subscription {
         self.held = false;
+        let coordination = &self.coordination;
+        let waiters: Vec<_> = coordination.waiters.borrow_mut().drain(..).collect();
+        let (own, followers) = pump::open(coordination.live, attempt, content_type, waiters.len());
+        for (waiter, subscription) in waiters.into_iter().zip(followers) {
+            let _ = waiter.send(Handed::Stream(subscription));
+        }
         // A streamed answer is the caller's: nothing is adopted after it.
-        let _ = self.coordination.memory.borrow_mut().hand_to_pump(attempt);
+        let _ = coordination.memory.borrow_mut().hand_to_pump(attempt);
+        own
     }
 }
 
@@ -148,7 +157,7 @@ mod tests {
     /// What an early `?` in `drive` does: the lock goes out of scope unused.
     fn drive_that_fails(fields: &Fields) -> Result<(), &'static str> {
         let _lock = fields.coordination().lock(Some(new_job())).expect("free");
-        pump::open(&fields.live, 1, "text/event-stream");
+        let _stream = pump::open(&fields.live, 1, "text/event-stream", 0);
         let saved: Result<(), &'static str> = Err("saving the job type's request failed");
         saved?;
         Ok(())
@@ -190,9 +199,24 @@ mod tests {
     fn a_lock_handed_to_the_pump_stays_held_until_the_pump_ends() {
         let fields = Fields::new();
         let lock = fields.coordination().lock(None).expect("free");
-        pump::open(&fields.live, 1, "text/event-stream");
-        lock.hand_to_pump(1);
+        let own = lock.hand_to_pump(1, "text/event-stream");
         assert!(fields.driving(), "the pump clears it at the stream's end");
         assert!(fields.live.borrow().is_some());
+        assert_eq!((own.attempt, own.from), (1, 0), "the caller follows from the first event");
+    }
+
+    #[test]
+    fn every_waiter_is_handed_the_stream_from_its_first_event() {
+        let fields = Fields::new();
+        let waiters = [fields.wait(), fields.wait()];
+        let lock = fields.coordination().lock(None).expect("free");
+        let _own = lock.hand_to_pump(2, "text/event-stream");
+        assert!(fields.waiters.borrow().is_empty());
+        for mut waiter in waiters {
+            match waiter.try_recv() {
+                Ok(Some(Handed::Stream(subscription))) => assert_eq!((subscription.attempt, subscription.from), (2, 0)),
+                _ => panic!("the waiter got no stream"),
+            }
+        }
     }
 }

@@ -20,9 +20,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use futures_channel::oneshot;
-use onejob_core::background::OutboxStep;
+use onejob_core::job::Job;
 use onejob_core::key::IdempotencyKey;
-use onejob_core::ledger::wake::{Ring, Tend};
+use onejob_core::ledger::wake::{self, Ring};
 use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
@@ -130,41 +130,13 @@ impl DurableObject for Ledger {
             worker::console_error!("ledger: deleting an unreadable job: {error}");
             None
         });
-        let ring = Ring::of(job.as_ref(), now, self.memory.borrow().is_busy());
-        match (ring, job) {
+        let ring = Ring::of(job, now, self.memory.borrow().is_busy());
+        match ring {
             // Expired, or streaming, while something still runs here: look again soon (the watchdog).
-            (Ring::Watch, _) => {
-                alarms::set(&self.state, alarms::watchdog()).await?;
-            }
-            (Ring::Tend, Some(mut job)) => {
-                // A stream whose pump is gone (restart, eviction, deploy) is settled.
-                pump::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
-                let Ok(config) = config::load(&self.env) else {
-                    return alarms::set(&self.state, alarms::retention(&job)).await.and(Response::empty());
-                };
-                // The outbox: a background job whose message may not exist gets it again
-                // (deliveries dedup, so this is safe), until it is left to operators.
-                let outbox_delay_ms = config.settings.outbox_delay_ms;
-                let driving = self.memory.borrow().is_driving();
-                let tend = Tend::of(&job, &self.store().load_outbox()?, outbox_delay_ms, now, driving);
-                match tend.outbox {
-                    OutboxStep::Send => self.enqueue(&config, &job, false).await?,
-                    OutboxStep::GiveUp => self.give_up_sending()?,
-                    OutboxStep::Wait => {}
-                }
-                self.dead_letter_once(&job).await?;
-                // A job type's answer not followed up yet (its stream's pump could not ask), or effects
-                // that are due (a retry, an approval's expiry, a claim left by a runtime that is gone).
-                if tend.follow_up {
-                    self.follow_up(&config).await?;
-                }
-                self.index_in_background();
-                let outbox = self.store().load_outbox()?;
-                let effects_due = self.effects_due(&config);
-                alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, effects_due)).await?
-            }
+            Ring::Watch => alarms::set(&self.state, alarms::watchdog()).await?,
+            Ring::Tend(job) => self.tend_at_alarm(job, now).await?,
             // Expired (or nothing here): leave no table, row or alarm behind.
-            (Ring::Tend | Ring::Delete, job) => {
+            Ring::Delete(job) => {
                 self.release_subject_at_expiry(job.as_ref()).await;
                 self.state.storage().delete_alarm().await?;
                 self.state.storage().delete_all().await?;
@@ -178,6 +150,24 @@ impl DurableObject for Ledger {
 impl Ledger {
     fn store(&self) -> Store {
         Store::new(self.state.storage().sql(), Rc::clone(&self.known))
+    }
+
+    /// The alarm's tending of a live job ([`wake::tend`]): a stream whose pump is gone (restart, eviction, deploy)
+    /// settled; a background job's message sent again (deliveries dedup, so this is safe) until it is left to
+    /// operators; its dead letter; a job type's answer not followed up yet (its stream's pump could not ask) or
+    /// effects that are due (a retry, an approval's expiry, a claim left by a runtime that is gone). Then the
+    /// index, and the next alarm.
+    async fn tend_at_alarm(&self, mut job: Job, now: u64) -> Result<()> {
+        pump::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
+        let Ok(config) = config::load(&self.env) else {
+            return alarms::set(&self.state, alarms::retention(&job)).await;
+        };
+        let outbox_delay_ms = config.settings.outbox_delay_ms;
+        let driving = self.memory.borrow().is_driving();
+        self.tend(&config, wake::tend(&job, &self.store().load_outbox()?, outbox_delay_ms, now, driving)).await?;
+        self.index_in_background();
+        let outbox = self.store().load_outbox()?;
+        alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, self.effects_due(&config))).await
     }
 
     /// The in-memory coordination the drive lock guards.

@@ -63,15 +63,16 @@ impl Subscription {
     }
 }
 
-/// Starts a live stream in `slot`.
-pub fn open(slot: &LiveSlot, attempt: u32, content_type: &str) {
-    *slot.borrow_mut() = Some(Live {
-        attempt,
-        content_type: content_type.to_owned(),
-        flushed: 0,
-        tail: Vec::new(),
-        subscribers: Vec::new(),
-    });
+/// Starts a live stream in `slot`, followed from its first event by its
+/// caller (the first subscription) and `waiters` more (nothing is
+/// published or stored yet: nothing is missed).
+pub fn open(slot: &LiveSlot, attempt: u32, content_type: &str, waiters: usize) -> (Subscription, Vec<Subscription>) {
+    let mut live =
+        Live { attempt, content_type: content_type.to_owned(), flushed: 0, tail: Vec::new(), subscribers: Vec::new() };
+    let own = live.follow();
+    let followers = (0..waiters).map(|_| live.follow()).collect();
+    *slot.borrow_mut() = Some(live);
+    (own, followers)
 }
 
 /// Subscribes after the first `from` events, if a stream is live.
@@ -93,6 +94,13 @@ pub fn subscribe(slot: &LiveSlot, store: &Store, from: u64) -> Result<Option<Sub
 }
 
 impl Live {
+    /// A subscriber from the first event, before any was published.
+    fn follow(&mut self) -> Subscription {
+        let (sender, events) = unbounded();
+        self.subscribers.push(sender);
+        Subscription { attempt: self.attempt, content_type: self.content_type.clone(), from: 0, events }
+    }
+
     /// Hands an event to every subscriber still listening, and keeps it.
     fn publish(&mut self, event: Vec<u8>) {
         self.subscribers.retain(|subscriber| subscriber.unbounded_send(event.clone()).is_ok());
@@ -160,12 +168,7 @@ impl Pump {
                 Either::Left((next, _)) => Some(next),
                 Either::Right(_) => None,
             };
-            let arrived = match &next {
-                Some(Some(Ok(bytes))) => Arrived::Bytes(bytes),
-                Some(Some(Err(_))) => Arrived::Broken,
-                Some(None) => Arrived::Ended,
-                None => Arrived::Nothing,
-            };
+            let arrived = Arrived::of(next.as_ref().map(|item| item.as_ref().map(|read| read.as_deref())));
             let read = self.reader.on(arrived, self.cancel.get(), now_ms());
             self.publish(read.events);
             if let Some(end) = read.end {

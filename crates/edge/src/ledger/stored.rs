@@ -3,15 +3,25 @@
 //! may be the final `504` its caller got after an unknown outcome), a
 //! streamed answer's events, or — when the last outcome was unknown and no
 //! caller was answered — a problem saying so. What a replay is, per
-//! ending: [`onejob_core::answer`].
+//! ending: [`onejob_core::answer`]. And the request it kept, as it was submitted.
 
 use onejob_core::answer;
 use onejob_core::job::Job;
 use onejob_core::sse::with_id;
 use worker::Result;
 
+use crate::api::handoff::Submission;
+use crate::error::EdgeError;
 use crate::http::JobResult;
 use crate::ledger::store::Store;
+
+/// The request kept for the job (its submission and body: what a
+/// background job's deliveries run and its messages say), if one was kept.
+pub fn kept_request(store: &Store) -> Result<Option<(Submission, Vec<u8>)>> {
+    let Some((submission, body)) = store.load_request()? else { return Ok(None) };
+    let submission = serde_json::from_str(&submission).map_err(|_| EdgeError::Unreadable("request".into()))?;
+    Ok(Some((submission, body)))
+}
 
 /// The stored result of a finished job.
 pub fn finished_result(store: &Store, job: &Job) -> Result<JobResult> {

@@ -146,8 +146,9 @@ impl Ledger {
 
     /// Drives the job under `lock` (the answer, and when to ask again), then fans the one result out to every
     /// duplicate that waited for it. Every return either hands the result
-    /// out (`finish`), hands the lock to a stream's pump, or drops the lock,
-    /// which releases it and fails the waiters (see [`super::lock`]).
+    /// out (`finish`), hands the lock and the stream to a stream's pump (the
+    /// waiters follow it), or drops the lock, which releases it and fails the
+    /// waiters (see [`super::lock`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn drive(
         &self,
@@ -196,7 +197,9 @@ impl Ledger {
         let result = match driven? {
             Driven::Result(result) => result,
             Driven::Stream { ticket, streaming } => {
-                pump::open(&self.live, ticket.attempt, &streaming.content_type);
+                // Followed before the pump starts, so no event is missed; the
+                // pump owns the stream from here and ends the drive at its end.
+                let own = lock.hand_to_pump(ticket.attempt, &streaming.content_type);
                 let pump = Pump::new(
                     Rc::clone(&self.live),
                     self.store(),
@@ -207,23 +210,6 @@ impl Ledger {
                     streaming,
                 )
                 .speaking(Dialect::from(Api::of_path(&submission.target)));
-                // Subscribed before the pump starts, so no event is missed;
-                // a failure here drops the pump (the upstream call ends) and
-                // the lock (the stream is closed, the waiters released).
-                let own = pump::subscribe(&self.live, store, 0)?
-                    .ok_or_else(|| EdgeError::broken("the stream closed before it was followed"))?;
-                let mut handed = Vec::new();
-                for _ in 0..self.waiters.borrow().len() {
-                    if let Some(subscription) = pump::subscribe(&self.live, store, 0)? {
-                        handed.push(subscription);
-                    }
-                }
-                let waiters: Vec<_> = self.waiters.borrow_mut().drain(..).collect();
-                for (waiter, subscription) in waiters.into_iter().zip(handed) {
-                    let _ = waiter.send(Handed::Stream(subscription));
-                }
-                // The pump owns the stream from here and ends the drive at its end.
-                lock.hand_to_pump(ticket.attempt);
                 let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
                 let job_type_job = submission.run.is_some().then(|| submission.clone());
                 self.state.wait_until(async move {
@@ -258,23 +244,24 @@ impl Ledger {
         let key = submission.key.as_str();
         let (sender, receiver) = oneshot::channel();
         self.waiters.borrow_mut().push(sender);
-        match select(receiver, Delay::from(Duration::from_millis(submission.wait_ms))).await {
+        let wait = Delay::from(Duration::from_millis(submission.wait_ms));
+        // The wait ran out, or the driver failed without a result.
+        let Either::Left((Ok(handed), _)) = select(receiver, wait).await else {
+            let (problem, state) = submit::wait_over(key);
+            return http::problem_about(&problem, key, state);
+        };
+        match handed {
             // Replayed: only a finished job's stored result is a replay.
-            Either::Left((Ok(Handed::Result(result)), _)) => {
+            Handed::Result(result) => {
                 let replayed = submit::handed_is_replay(result.state);
                 if replayed {
                     self.count_saved(submission, true);
                 }
                 self.run_answer(config, submission, result, replayed)
             }
-            Either::Left((Ok(Handed::Stream(subscription)), _)) => {
+            Handed::Stream(subscription) => {
                 self.count_saved(submission, true);
                 subscription.into_response(key, true, false)
-            }
-            // The wait ran out, or the driver failed without a result.
-            _ => {
-                let (problem, state) = submit::wait_over(key);
-                http::problem_about(&problem, key, state)
             }
         }
     }

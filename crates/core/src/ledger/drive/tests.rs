@@ -116,7 +116,7 @@ fn first_call(world: &mut World, drive: &mut Drive, job: &Job) -> (Job, AttemptT
     let ticket = stored.claim(0, world.now_ms, "a", None).expect("claim");
     let order = world.routing().route.steps.iter().map(|s| candidate(s.provider, 0)).collect();
     assert_eq!(world.start(drive), vec![Command::Place { order }]);
-    assert_eq!(world.on(drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: None }]);
+    assert_eq!(world.on(drive, chosen(0)), vec![Command::Create { job: stored.clone() }]);
     let mut commands = vec![call(ticket, 0)];
     if let Some(ms) = world.routing().route.hedge_after_ms {
         commands.push(Command::HedgeAfter { attempt: ticket.attempt, ms });
@@ -151,7 +151,7 @@ fn an_accepted_answer_is_saved_then_the_job_naming_it_then_the_caller_answered()
     stored.complete(ticket, world.now_ms, good.report).expect("complete");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: read }]
     );
     let ending = Ending::Answer {
         response: good.response.clone(),
@@ -176,14 +176,14 @@ fn a_503_sends_the_next_attempt_to_the_next_provider_and_the_same_one_after_the_
     stored.fail(ticket, world.now_ms, busy.report).expect("fail");
     assert_eq!(
         world.on(&mut drive, answered(1, &busy)),
-        vec![save(1, &busy), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(1, &busy), Command::Persist { job: stored.clone(), expected: read }]
     );
     // The next provider owes nothing; the one that failed owes the backoff.
     let order = vec![candidate(1, 0), candidate(0, BACKOFF_MS)];
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Place { order }]);
     let read = stored.version();
     let second = stored.claim(read, world.now_ms, "b", None).expect("claim");
-    assert_eq!(world.on(&mut drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: Some(read) }]);
+    assert_eq!(world.on(&mut drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: read }]);
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![call(second, 1)]);
     assert_eq!(world.budget.tokens(), 500 - 5, "the retry was paid for");
 }
@@ -203,7 +203,7 @@ fn a_503_on_the_only_provider_waits_out_the_backoff_before_the_claim() {
     world.now_ms += BACKOFF_MS;
     let read = stored.version();
     let second = stored.claim(read, world.now_ms, "a", None).expect("claim");
-    assert_eq!(world.on(&mut drive, Event::Woke), vec![Command::Persist { job: stored.clone(), expected: Some(read) }]);
+    assert_eq!(world.on(&mut drive, Event::Woke), vec![Command::Persist { job: stored.clone(), expected: read }]);
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![call(second, 0)]);
 }
 
@@ -223,13 +223,13 @@ fn a_record_that_loses_its_compare_and_swap_is_audited_and_the_caller_told_the_j
     mine.complete(ticket, world.now_ms, good.report).expect("complete");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![save(1, &good), Command::Persist { job: mine, expected: Some(stored.version()) }]
+        vec![save(1, &good), Command::Persist { job: mine, expected: stored.version() }]
     );
     let mut audited = current.clone();
     assert!(audited.note_discarded(1, world.now_ms, good.report));
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Err(Some(current.clone())))),
-        vec![Command::Persist { job: audited.clone(), expected: Some(current.version()) }]
+        vec![Command::Persist { job: audited.clone(), expected: current.version() }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::InProgress)]);
     assert!(drive.is_idle());
@@ -254,13 +254,13 @@ fn a_late_answer_whose_attempt_was_taken_for_lost_is_only_audited() {
     renewed.extend_lease(ticket, world.now_ms).expect("renew");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![Command::Persist { job: renewed, expected: Some(stored.version()) }]
+        vec![Command::Persist { job: renewed, expected: stored.version() }]
     );
     let mut audited = current.clone();
     assert!(audited.note_discarded(1, world.now_ms, good.report));
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Err(Some(current.clone())))),
-        vec![Command::Persist { job: audited, expected: Some(current.version()) }]
+        vec![Command::Persist { job: audited, expected: current.version() }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::Stored)]);
 }
@@ -277,13 +277,13 @@ fn a_late_answer_nobody_took_for_lost_is_still_the_job_s_answer() {
     let renewed = stored.extend_lease(ticket, world.now_ms).expect("renew");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![Command::Persist { job: stored.clone(), expected: read }]
     );
     let read = stored.version();
     stored.complete(renewed, world.now_ms, good.report).expect("complete");
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Ok(()))),
-        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: read }]
     );
     let ending = Ending::Answer {
         response: good.response.clone(),
@@ -301,7 +301,7 @@ fn race(world: &mut World, drive: &mut Drive, job: &Job) -> (Job, AttemptTicket,
     assert_eq!(world.on(drive, Event::HedgeDue { attempt: 1 }), vec![Command::Place { order: vec![candidate(1, 0)] }]);
     let read = stored.version();
     let second = stored.hedge(read, world.now_ms, "b", None).expect("hedge");
-    assert_eq!(world.on(drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: Some(read) }]);
+    assert_eq!(world.on(drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: read }]);
     assert_eq!(world.on(drive, Event::Persisted(Ok(()))), vec![call(second, 1)]);
     (stored, first, second)
 }
@@ -322,14 +322,14 @@ fn in_a_hedge_race_a_fast_400_waits_for_the_other_racer_whose_200_wins() {
     stored.complete(first, world.now_ms, good.report).expect("complete");
     assert_eq!(
         world.on(&mut drive, answered(1, &good)),
-        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(1, &good), Command::Persist { job: stored.clone(), expected: read }]
     );
     // The 400 is audited (it was paid), then the 200 is the answer.
     let read = stored.version();
     assert!(stored.note_discarded(2, world.now_ms, refused.report));
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Ok(()))),
-        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![Command::Persist { job: stored.clone(), expected: read }]
     );
     let ending = Ending::Answer {
         response: good.response.clone(),
@@ -354,7 +354,7 @@ fn a_racer_that_lost_is_audited_when_it_answers_after_the_caller_was_answered() 
     stored.complete(second, world.now_ms, good.report).expect("complete");
     assert_eq!(
         world.on(&mut drive, answered(2, &good)),
-        vec![save(2, &good), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(2, &good), Command::Persist { job: stored.clone(), expected: read }]
     );
     let ending = Ending::Answer {
         response: good.response.clone(),
@@ -371,7 +371,7 @@ fn a_racer_that_lost_is_audited_when_it_answers_after_the_caller_was_answered() 
     // Audited only: its response is never kept, the job's result stays attempt 2's.
     assert_eq!(
         world.on(&mut drive, answered(1, &late)),
-        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![Command::Persist { job: stored.clone(), expected: read }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![]);
     assert!(drive.is_idle());
@@ -388,21 +388,21 @@ fn a_background_job_s_transient_failure_is_deferred_to_the_queue() {
     assert_eq!(world.start(&mut drive), vec![Command::Place { order: vec![candidate(0, 0)] }]);
     let read = stored.version();
     let ticket = stored.claim(read, world.now_ms, "a", None).expect("claim");
-    assert_eq!(world.on(&mut drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: Some(read) }]);
+    assert_eq!(world.on(&mut drive, chosen(0)), vec![Command::Persist { job: stored.clone(), expected: read }]);
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![call(ticket, 0)]);
     let refused = attempts::judge_transport(TransportFailure::Connect, "refused");
     let read = stored.version();
     stored.fail(ticket, world.now_ms, refused.report).expect("fail");
     assert_eq!(
         world.on(&mut drive, answered(1, &refused)),
-        vec![save(1, &refused), Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![save(1, &refused), Command::Persist { job: stored.clone(), expected: read }]
     );
     // No sleep here: the job's next attempt waits in the queue.
     let read = stored.version();
     stored.defer_until(world.now_ms + BACKOFF_MS, world.now_ms);
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Ok(()))),
-        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![Command::Persist { job: stored.clone(), expected: read }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::InProgress)]);
     assert_eq!(drive.job().not_before_ms(), T0 + BACKOFF_MS);
@@ -440,7 +440,7 @@ fn an_unknown_outcome_stops_the_drive_and_keeps_no_response() {
     stored.mark_unknown(ticket, world.now_ms, dropped.report).expect("unknown");
     assert_eq!(
         world.on(&mut drive, answered(1, &dropped)),
-        vec![Command::Persist { job: stored.clone(), expected: Some(read) }]
+        vec![Command::Persist { job: stored.clone(), expected: read }]
     );
     let unknown = crate::answer::unknown_outcome(&stored, world.now_ms);
     let ending = Ending::Answer {
@@ -482,12 +482,12 @@ fn a_late_answer_never_rewrites_the_result_of_a_job_that_died_meanwhile() {
     // the late answer is only audited.
     let mut renewed = stored.clone();
     renewed.extend_lease(AttemptTicket { attempt: 1, version: 1 }, world.now_ms).expect("renew");
-    assert_eq!(commands, vec![Command::Persist { job: renewed, expected: Some(stored.version()) }]);
+    assert_eq!(commands, vec![Command::Persist { job: renewed, expected: stored.version() }]);
     let mut audited = dead.clone();
     assert!(audited.note_discarded(1, world.now_ms, late.report));
     assert_eq!(
         world.on(&mut drive, Event::Persisted(Err(Some(dead.clone())))),
-        vec![Command::Persist { job: audited, expected: Some(dead.version()) }]
+        vec![Command::Persist { job: audited, expected: dead.version() }]
     );
     assert_eq!(world.on(&mut drive, Event::Persisted(Ok(()))), vec![Command::Finish(Ending::Stored)]);
 }
