@@ -42,6 +42,7 @@ pub mod drive;
 pub mod effects;
 pub mod follow_up;
 pub mod operator;
+pub mod storage;
 pub mod stream_end;
 pub mod stream_read;
 pub mod submit;
