@@ -24,6 +24,9 @@
 //!   in order, and what it answers.
 //! - [`subject`]: a job type's subject (`once_per`): which one a job holds,
 //!   what a claim of it answers, when an expiring job frees it.
+//! - [`storage`]: the Ledger's SQLite layout as data: its table groups (created
+//!   when first written), which exist, each group's schema, the migration of
+//!   an object written by the four-table layout, where a response is kept.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
 //! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
 //!   its end, when to write and renew the lease, its size and usage).
@@ -51,6 +54,7 @@ pub mod effects;
 pub mod follow_up;
 pub mod operator;
 pub mod operator_plan;
+pub mod storage;
 pub mod stream_end;
 pub mod stream_read;
 pub mod subject;

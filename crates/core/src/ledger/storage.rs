@@ -1,0 +1,410 @@
+//! The Ledger's storage layout, sans-IO: its SQLite tables in groups, which
+//! group a table belongs to, which groups one object has (looked up once
+//! per lifetime, kept as it creates and deletes them), whether it holds a
+//! layout written by an older build that must be migrated first, and where
+//! an attempt's response is kept. The Durable Object's store runs the SQL.
+//!
+//! The first call of a job is the hot path: its job, its owner and its
+//! response (a small one) live in one row of one table (`job`), so a new
+//! object creates one table and writes two statements per transition. The
+//! other groups are created only by the object that writes them.
+
+/// Largest body chunk per row (a Durable Object's SQLite value holds at
+/// most 2 MB): a response up to this size is kept in the job's row, a
+/// larger one in chunks of this size.
+pub const CHUNK_BYTES: usize = 256 * 1024;
+
+/// The tables, in groups created together when first written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TableGroup {
+    /// The job: its record, version, owner and one small response, one row.
+    Job,
+    /// The layout before [`TableGroup::Job`]: the job and its owner in two
+    /// tables (`jobs`, `meta`). Migrated into `job` when first found.
+    Legacy,
+    /// Responses not kept in the job's row (a stream's, a large one, a
+    /// second attempt's), their bodies in chunks.
+    Responses,
+    /// A background job's queue message and its dead letter.
+    Queue,
+    /// A kept request (a background job's, a job type's).
+    Request,
+    /// A job type's effects.
+    Effects,
+    /// A streamed answer's events.
+    Stream,
+}
+
+impl TableGroup {
+    /// Every group, in the order their tables are listed.
+    pub const ALL: [TableGroup; 7] = [
+        TableGroup::Job,
+        TableGroup::Legacy,
+        TableGroup::Responses,
+        TableGroup::Queue,
+        TableGroup::Request,
+        TableGroup::Effects,
+        TableGroup::Stream,
+    ];
+
+    /// The group's tables.
+    pub fn tables(self) -> &'static [&'static str] {
+        match self {
+            TableGroup::Job => &["job"],
+            TableGroup::Legacy => &["jobs", "meta"],
+            TableGroup::Responses => &["responses", "response_chunks"],
+            TableGroup::Queue => &["queue", "outbox"],
+            TableGroup::Request => &["request", "request_chunks"],
+            TableGroup::Effects => &["effects"],
+            TableGroup::Stream => &["stream_events"],
+        }
+    }
+
+    /// The group's tables as SQL, run when the group is first written
+    /// (`IF NOT EXISTS`: an older object's tables are kept, and the ones
+    /// added since created).
+    pub fn schema(self) -> &'static str {
+        match self {
+            // The job, its owner (`meta`, JSON) and one response whose body fits
+            // in a value (`attempt` is NULL until one is kept here).
+            TableGroup::Job => {
+                "CREATE TABLE IF NOT EXISTS job (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    version INTEGER NOT NULL,
+                    record TEXT NOT NULL,
+                    meta TEXT,
+                    attempt INTEGER,
+                    status INTEGER,
+                    content_type TEXT,
+                    body BLOB
+                )"
+            }
+            // Never created: found, then migrated ([`MIGRATE_LEGACY`]).
+            TableGroup::Legacy => "",
+            TableGroup::Responses => {
+                "CREATE TABLE IF NOT EXISTS responses (
+                    attempt INTEGER PRIMARY KEY,
+                    status INTEGER NOT NULL,
+                    content_type TEXT NOT NULL,
+                    size INTEGER NOT NULL,
+                    streamed INTEGER NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS response_chunks (
+                    attempt INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    bytes BLOB NOT NULL,
+                    PRIMARY KEY (attempt, seq)
+                )"
+            }
+            // Whether the job was dead-lettered; its counts are only read
+            // from a Ledger written before the outbox table (`load_outbox`).
+            TableGroup::Queue => {
+                "CREATE TABLE IF NOT EXISTS queue (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    sends INTEGER NOT NULL,
+                    last_sent_ms INTEGER NOT NULL,
+                    dead_lettered_ms INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE IF NOT EXISTS outbox (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    record TEXT NOT NULL
+                )"
+            }
+            TableGroup::Request => {
+                "CREATE TABLE IF NOT EXISTS request (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    submission TEXT NOT NULL
+                );
+                CREATE TABLE IF NOT EXISTS request_chunks (
+                    seq INTEGER PRIMARY KEY,
+                    bytes BLOB NOT NULL
+                )"
+            }
+            TableGroup::Effects => {
+                "CREATE TABLE IF NOT EXISTS effects (
+                    seq INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL UNIQUE,
+                    version INTEGER NOT NULL,
+                    record TEXT NOT NULL
+                )"
+            }
+            TableGroup::Stream => {
+                "CREATE TABLE IF NOT EXISTS stream_events (
+                    attempt INTEGER NOT NULL,
+                    seq INTEGER NOT NULL,
+                    part INTEGER NOT NULL,
+                    bytes BLOB NOT NULL,
+                    PRIMARY KEY (attempt, seq, part)
+                )"
+            }
+        }
+    }
+
+    /// The group a table belongs to (none: not one of the Ledger's).
+    pub fn of_table(name: &str) -> Option<TableGroup> {
+        TableGroup::ALL.into_iter().find(|group| group.tables().contains(&name))
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// An older build's job (`jobs`) and owner (`meta`) moved into the job's
+/// row. Idempotent (a step cut short is done again whole next time): the
+/// row is only inserted if missing, the old tables dropped last. The older
+/// build's responses were already in `responses` and `response_chunks`,
+/// which this layout keeps for the responses not in the row.
+pub const MIGRATE_LEGACY: &str = "CREATE TABLE IF NOT EXISTS job (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        version INTEGER NOT NULL,
+        record TEXT NOT NULL,
+        meta TEXT,
+        attempt INTEGER,
+        status INTEGER,
+        content_type TEXT,
+        body BLOB
+    );
+    CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL);
+    CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
+    INSERT INTO job (id, version, record, meta)
+        SELECT 1, version, record, (SELECT record FROM meta WHERE id = 1) FROM jobs WHERE id = 1
+        ON CONFLICT (id) DO NOTHING;
+    DROP TABLE meta;
+    DROP TABLE jobs";
+
+/// A set of table groups.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableGroups(u8);
+
+impl TableGroups {
+    /// The groups the named tables belong to (other tables are ignored).
+    pub fn of_tables<'a>(names: impl IntoIterator<Item = &'a str>) -> TableGroups {
+        names.into_iter().filter_map(TableGroup::of_table).fold(TableGroups::default(), TableGroups::with)
+    }
+
+    /// Whether `group` is in the set.
+    pub fn contains(self, group: TableGroup) -> bool {
+        self.0 & group.bit() != 0
+    }
+
+    /// The set with `group` added.
+    pub fn with(self, group: TableGroup) -> TableGroups {
+        TableGroups(self.0 | group.bit())
+    }
+
+    /// Every table of the groups in the set.
+    pub fn tables(self) -> impl Iterator<Item = &'static str> {
+        TableGroup::ALL.into_iter().filter(move |group| self.contains(*group)).flat_map(TableGroup::tables).copied()
+    }
+}
+
+/// What one object knows of its own tables in this lifetime (dropped with
+/// its memory, looked up again after a restart).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tables {
+    /// The groups that exist (`None`: not looked up yet).
+    present: Option<TableGroups>,
+    /// The groups this lifetime created: not created again.
+    created: TableGroups,
+}
+
+/// What the store does after looking up which tables exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    /// The layout is current.
+    Current,
+    /// An older build's layout: migrate it (in one step) before anything
+    /// reads or writes the job; it then has [`TableGroup::Job`].
+    Migrate,
+}
+
+impl Tables {
+    /// The groups present, if looked up already in this lifetime.
+    pub fn present(self) -> Option<TableGroups> {
+        self.present
+    }
+
+    /// Whether `group` was created in this lifetime (its `CREATE` is not run again).
+    pub fn created(self, group: TableGroup) -> bool {
+        self.created.contains(group)
+    }
+
+    /// Records what a lookup found and says whether it must be migrated
+    /// first. A migrated layout holds the job group, and the legacy group
+    /// is gone (migrating drops its tables).
+    pub fn looked_up(&mut self, found: TableGroups) -> Lookup {
+        if found.contains(TableGroup::Legacy) {
+            let migrated = TableGroups(found.0 & !TableGroup::Legacy.bit()).with(TableGroup::Job);
+            self.present = Some(migrated);
+            self.created = self.created.with(TableGroup::Job);
+            Lookup::Migrate
+        } else {
+            self.present = Some(found);
+            Lookup::Current
+        }
+    }
+
+    /// Records that this lifetime created `group` (after a lookup).
+    pub fn create(&mut self, group: TableGroup) {
+        self.created = self.created.with(group);
+        self.present = Some(self.present.unwrap_or_default().with(group));
+    }
+
+    /// Whether `group`'s tables may exist (after a lookup): a read of one
+    /// that does not runs no query.
+    pub fn may_exist(self, group: TableGroup) -> bool {
+        self.present.is_some_and(|present| present.contains(group))
+    }
+
+    /// Everything was deleted: no table is left, none is to be looked up.
+    pub fn deleted() -> Tables {
+        Tables { present: Some(TableGroups::default()), created: TableGroups::default() }
+    }
+}
+
+/// Where an attempt's response is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponsePlace {
+    /// In the job's row (one response per job: the first small one).
+    JobRow,
+    /// In the responses' tables, its body in [`CHUNK_BYTES`] chunks.
+    Chunked,
+}
+
+/// Where a response of `body_len` bytes goes: a small one in the job's row
+/// (if the row's place is still free: the store learns that from the
+/// write), a large one in chunks.
+pub fn response_place(body_len: usize) -> ResponsePlace {
+    if body_len <= CHUNK_BYTES { ResponsePlace::JobRow } else { ResponsePlace::Chunked }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_schema_creates_its_groups_tables_and_no_other() {
+        let created = |sql: &str| -> Vec<String> {
+            sql.split("CREATE TABLE IF NOT EXISTS ")
+                .skip(1)
+                .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
+                .collect()
+        };
+        for group in TableGroup::ALL.into_iter().filter(|group| *group != TableGroup::Legacy) {
+            assert_eq!(created(group.schema()), group.tables(), "{group:?}");
+        }
+        assert_eq!(TableGroup::Legacy.schema(), "", "the older layout is never created, only migrated");
+    }
+
+    #[test]
+    fn the_migration_creates_the_job_table_as_its_schema_does_and_drops_the_older_tables() {
+        let words = |sql: &str| sql.split_whitespace().collect::<Vec<_>>().join(" ");
+        let statements: Vec<String> = MIGRATE_LEGACY.split(';').map(words).collect();
+        assert_eq!(statements[0], words(TableGroup::Job.schema()), "the same job table");
+        // Idempotent: the row is inserted only if missing, and the older tables
+        // exist (created if a cut-short step dropped one) until they are dropped, last.
+        let insert = statements.iter().position(|s| s.starts_with("INSERT INTO job")).unwrap();
+        assert!(statements[insert].ends_with("ON CONFLICT (id) DO NOTHING"));
+        for table in TableGroup::Legacy.tables() {
+            let create =
+                statements.iter().position(|s| s.starts_with(&format!("CREATE TABLE IF NOT EXISTS {table} "))).unwrap();
+            let drop = statements.iter().position(|s| *s == format!("DROP TABLE {table}")).unwrap();
+            assert!(create < insert && insert < drop, "{table}");
+        }
+        assert!(statements.last().is_some_and(|s| s.starts_with("DROP TABLE")));
+    }
+
+    #[test]
+    fn every_table_belongs_to_one_group() {
+        let all: Vec<&str> = TableGroup::ALL.into_iter().flat_map(TableGroup::tables).copied().collect();
+        for table in &all {
+            let owners = TableGroup::ALL.into_iter().filter(|group| group.tables().contains(table)).count();
+            assert_eq!(owners, 1, "{table}");
+            assert!(TableGroup::of_table(table).is_some_and(|group| group.tables().contains(table)));
+        }
+        assert_eq!(TableGroup::of_table("_cf_KV"), None);
+        assert_eq!(TableGroup::of_table("sqlite_sequence"), None);
+    }
+
+    #[test]
+    fn a_set_of_groups_from_table_names() {
+        let groups = TableGroups::of_tables(["job", "responses", "_cf_KV", "stream_events"]);
+        assert!(groups.contains(TableGroup::Job));
+        assert!(groups.contains(TableGroup::Responses));
+        assert!(groups.contains(TableGroup::Stream));
+        assert!(!groups.contains(TableGroup::Queue));
+        assert!(!groups.contains(TableGroup::Legacy));
+        let tables: Vec<&str> = groups.tables().collect();
+        assert_eq!(tables, ["job", "responses", "response_chunks", "stream_events"]);
+        assert_eq!(TableGroups::default().tables().count(), 0);
+    }
+
+    #[test]
+    fn nothing_may_exist_before_the_lookup() {
+        let tables = Tables::default();
+        assert_eq!(tables.present(), None);
+        assert!(TableGroup::ALL.into_iter().all(|group| !tables.may_exist(group)));
+    }
+
+    #[test]
+    fn a_fresh_object_is_current_and_has_no_group() {
+        let mut tables = Tables::default();
+        assert_eq!(tables.looked_up(TableGroups::default()), Lookup::Current);
+        assert_eq!(tables.present(), Some(TableGroups::default()));
+        assert!(!tables.may_exist(TableGroup::Job));
+        assert!(!tables.created(TableGroup::Job));
+    }
+
+    #[test]
+    fn a_current_layout_is_kept_as_found() {
+        let mut tables = Tables::default();
+        let found = TableGroups::of_tables(["job", "queue", "outbox"]);
+        assert_eq!(tables.looked_up(found), Lookup::Current);
+        assert!(tables.may_exist(TableGroup::Job));
+        assert!(tables.may_exist(TableGroup::Queue));
+        assert!(!tables.may_exist(TableGroup::Effects));
+        // Found is not created: a group added to since gets its CREATE once.
+        assert!(!tables.created(TableGroup::Job));
+    }
+
+    #[test]
+    fn a_legacy_layout_is_migrated_into_the_job_group() {
+        let mut tables = Tables::default();
+        let found = TableGroups::of_tables(["jobs", "meta", "responses", "response_chunks", "request"]);
+        assert_eq!(tables.looked_up(found), Lookup::Migrate);
+        assert!(tables.may_exist(TableGroup::Job));
+        assert!(tables.created(TableGroup::Job), "the migration creates the job table");
+        assert!(!tables.may_exist(TableGroup::Legacy));
+        assert!(tables.may_exist(TableGroup::Responses), "the responses' tables are the same in both layouts");
+        assert!(tables.may_exist(TableGroup::Request));
+        assert_eq!(tables.present().map(|p| p.tables().any(|t| t == "jobs" || t == "meta")), Some(false));
+    }
+
+    #[test]
+    fn a_created_group_is_present_and_not_created_again() {
+        let mut tables = Tables::default();
+        tables.looked_up(TableGroups::default());
+        tables.create(TableGroup::Effects);
+        assert!(tables.created(TableGroup::Effects));
+        assert!(tables.may_exist(TableGroup::Effects));
+        assert!(!tables.may_exist(TableGroup::Job));
+    }
+
+    #[test]
+    fn deleting_everything_leaves_no_group_and_nothing_to_look_up() {
+        let mut tables = Tables::default();
+        tables.looked_up(TableGroups::of_tables(["job"]));
+        tables.create(TableGroup::Job);
+        let tables = Tables::deleted();
+        assert_eq!(tables.present(), Some(TableGroups::default()));
+        assert!(!tables.created(TableGroup::Job));
+    }
+
+    #[test]
+    fn small_responses_go_in_the_job_row_large_ones_in_chunks() {
+        assert_eq!(response_place(0), ResponsePlace::JobRow);
+        assert_eq!(response_place(CHUNK_BYTES), ResponsePlace::JobRow);
+        assert_eq!(response_place(CHUNK_BYTES + 1), ResponsePlace::Chunked);
+    }
+}
