@@ -14,6 +14,24 @@
 /// larger one in chunks of this size.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
+/// The job's one row (its group's schema, and the first step of
+/// [`MIGRATE_LEGACY`]): the job, its owner (`meta`, JSON) and one response
+/// whose body fits in a value (`attempt` is NULL until one is kept here).
+macro_rules! job_table {
+    () => {
+        "CREATE TABLE IF NOT EXISTS job (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            version INTEGER NOT NULL,
+            record TEXT NOT NULL,
+            meta TEXT,
+            attempt INTEGER,
+            status INTEGER,
+            content_type TEXT,
+            body BLOB
+        )"
+    };
+}
+
 /// The tables, in groups created together when first written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TableGroup {
@@ -65,20 +83,7 @@ impl TableGroup {
     /// added since created).
     pub fn schema(self) -> &'static str {
         match self {
-            // The job, its owner (`meta`, JSON) and one response whose body fits
-            // in a value (`attempt` is NULL until one is kept here).
-            TableGroup::Job => {
-                "CREATE TABLE IF NOT EXISTS job (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    version INTEGER NOT NULL,
-                    record TEXT NOT NULL,
-                    meta TEXT,
-                    attempt INTEGER,
-                    status INTEGER,
-                    content_type TEXT,
-                    body BLOB
-                )"
-            }
+            TableGroup::Job => job_table!(),
             // Never created: found, then migrated ([`MIGRATE_LEGACY`]).
             TableGroup::Legacy => "",
             TableGroup::Responses => {
@@ -155,23 +160,17 @@ impl TableGroup {
 /// row is only inserted if missing, the old tables dropped last. The older
 /// build's responses were already in `responses` and `response_chunks`,
 /// which this layout keeps for the responses not in the row.
-pub const MIGRATE_LEGACY: &str = "CREATE TABLE IF NOT EXISTS job (
-        id INTEGER PRIMARY KEY CHECK (id = 1),
-        version INTEGER NOT NULL,
-        record TEXT NOT NULL,
-        meta TEXT,
-        attempt INTEGER,
-        status INTEGER,
-        content_type TEXT,
-        body BLOB
-    );
+pub const MIGRATE_LEGACY: &str = concat!(
+    job_table!(),
+    ";
     CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL);
     CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
     INSERT INTO job (id, version, record, meta)
         SELECT 1, version, record, (SELECT record FROM meta WHERE id = 1) FROM jobs WHERE id = 1
         ON CONFLICT (id) DO NOTHING;
     DROP TABLE meta;
-    DROP TABLE jobs";
+    DROP TABLE jobs"
+);
 
 /// A set of table groups.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -7,12 +7,15 @@
 //! as a deploy's restart does. Its next touch finds the older layout and
 //! migrates it (tests/edge/legacy-schema.test.mjs).
 
+use onejob_core::ledger::storage::TableGroup;
+
 use super::{Known, Store};
 
 /// The key prefix that asks for the older layout.
 pub const LEGACY_KEY_PREFIX: &str = "legacy-schema-";
 
-/// The job's row as the older build's tables (created as it created them).
+/// The job's row as the older build's tables (created as it created them;
+/// its `responses` and `response_chunks` are this build's, unchanged).
 const REWRITE: &str = "CREATE TABLE IF NOT EXISTS jobs (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         version INTEGER NOT NULL,
@@ -21,19 +24,6 @@ const REWRITE: &str = "CREATE TABLE IF NOT EXISTS jobs (
     CREATE TABLE IF NOT EXISTS meta (
         id INTEGER PRIMARY KEY CHECK (id = 1),
         record TEXT NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS responses (
-        attempt INTEGER PRIMARY KEY,
-        status INTEGER NOT NULL,
-        content_type TEXT NOT NULL,
-        size INTEGER NOT NULL,
-        streamed INTEGER NOT NULL
-    );
-    CREATE TABLE IF NOT EXISTS response_chunks (
-        attempt INTEGER NOT NULL,
-        seq INTEGER NOT NULL,
-        bytes BLOB NOT NULL,
-        PRIMARY KEY (attempt, seq)
     );
     INSERT INTO jobs (id, version, record) SELECT 1, version, record FROM job WHERE id = 1;
     INSERT INTO meta (id, record) SELECT 1, meta FROM job WHERE id = 1 AND meta IS NOT NULL;
@@ -50,7 +40,10 @@ pub(super) fn rewrite_if_asked(store: &Store) {
     if !asked {
         return;
     }
-    if let Err(error) = store.sql.exec(REWRITE, None).and_then(|cursor| super::drain(&cursor)) {
+    let rewritten = [TableGroup::Responses.schema(), REWRITE]
+        .into_iter()
+        .try_for_each(|sql| store.sql.exec(sql, None).and_then(|cursor| super::drain(&cursor)));
+    if let Err(error) = rewritten {
         worker::console_error!("ledger: the older layout (faults) could not be written: {error}");
     }
     let known: &Known = &store.known;
