@@ -21,10 +21,11 @@ import { DurableObject } from "cloudflare:workers";
 
 import { CHUNK, RETENTION_MS, answered, attemptOf, forward, jobRecord, ready } from "../storage-pattern/shared.js";
 
-const SHARD_SCHEMA = `CREATE TABLE IF NOT EXISTS jobs (key TEXT PRIMARY KEY, version INTEGER NOT NULL, record TEXT NOT NULL, expires_ms INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS jobs_by_expiry ON jobs (expires_ms);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS responses (key TEXT NOT NULL, attempt INTEGER NOT NULL, status INTEGER NOT NULL, content_type TEXT NOT NULL, size INTEGER NOT NULL, streamed INTEGER NOT NULL, PRIMARY KEY (key, attempt));
+// The one-row layout (store.rs), keyed: the job, its owner and a response of
+// up to 256 KB in one row per key; a larger response's body in chunks.
+const SHARD_SCHEMA = `CREATE TABLE IF NOT EXISTS job (key TEXT PRIMARY KEY, version INTEGER NOT NULL, record TEXT NOT NULL, expires_ms INTEGER NOT NULL,
+  meta TEXT, attempt INTEGER, status INTEGER, content_type TEXT, body BLOB);
+CREATE INDEX IF NOT EXISTS job_by_expiry ON job (expires_ms);
 CREATE TABLE IF NOT EXISTS response_chunks (key TEXT NOT NULL, attempt INTEGER NOT NULL, seq INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (key, attempt, seq))`;
 
 /** A key's shard (FNV-1a of the key, modulo the count). */
@@ -55,7 +56,7 @@ export class Shard extends DurableObject {
     const sql = this.ctx.storage.sql;
     const key = request.headers.get("Idempotency-Key");
     const body = await request.arrayBuffer();
-    const found = sql.exec("SELECT record FROM jobs WHERE key = ?", key).toArray()[0];
+    const found = sql.exec("SELECT record FROM job WHERE key = ?", key).toArray()[0];
     if (found) return new Response(found.record); // a replay (not what is measured)
     const now = Date.now();
     const expires = now + RETENTION_MS;
@@ -64,26 +65,27 @@ export class Shard extends DurableObject {
       this.alarmAt = expires;
       this.ctx.waitUntil(this.ctx.storage.setAlarm(expires));
     }
-    sql.exec("INSERT INTO jobs (key, version, record, expires_ms) VALUES (?, 1, ?, ?) ON CONFLICT (key) DO NOTHING", key, jobRecord(1, [], now), expires);
+    sql.exec("INSERT INTO job (key, version, record, expires_ms) VALUES (?, 1, ?, ?) ON CONFLICT (key) DO NOTHING", key, jobRecord(1, [], now), expires);
     const meta = JSON.stringify({ tenant: "dev", user: null, key, model: "gpt-test", metered: 0 });
-    sql.exec("INSERT INTO meta (key, record) VALUES (?, ?) ON CONFLICT (key) DO NOTHING", key, meta);
+    sql.exec("UPDATE job SET meta = ? WHERE key = ? AND meta IS NULL", meta, key);
     const got = await forward(this.env, request, body);
     const { status, type, answer } = got;
-    sql.exec("INSERT INTO responses (key, attempt, status, content_type, size, streamed) VALUES (?, 1, ?, ?, ?, 0)", key, status, type, answer.length);
-    for (let seq = 0; seq * CHUNK < Math.max(answer.length, 1); seq++) {
+    const inRow = answer.length <= CHUNK;
+    sql.exec("UPDATE job SET attempt = 1, status = ?, content_type = ?, body = ? WHERE key = ? AND attempt IS NULL", status, type, inRow ? answer : null, key);
+    for (let seq = 0; !inRow && seq * CHUNK < answer.length; seq++) {
       sql.exec("INSERT INTO response_chunks (key, attempt, seq, bytes) VALUES (?, 1, ?, ?)", key, seq, answer.subarray(seq * CHUNK, (seq + 1) * CHUNK));
     }
-    sql.exec("UPDATE jobs SET version = 2, record = ? WHERE key = ? AND version = 1", jobRecord(2, attemptOf(status, now), now), key);
+    sql.exec("UPDATE job SET version = 2, record = ? WHERE key = ? AND version = 1", jobRecord(2, attemptOf(status, now), now), key);
     return answered(got);
   }
 
   /** Retention: the expired keys' rows, in batches, then the alarm at the next expiry. */
   async alarm() {
     const sql = this.ctx.storage.sql;
-    const expired = "SELECT key FROM jobs WHERE expires_ms <= ? ORDER BY expires_ms LIMIT 500";
-    for (const table of ["response_chunks", "responses", "meta"]) sql.exec(`DELETE FROM ${table} WHERE key IN (${expired})`, Date.now());
-    sql.exec(`DELETE FROM jobs WHERE key IN (${expired})`, Date.now());
-    const next = sql.exec("SELECT MIN(expires_ms) AS at FROM jobs").one().at;
+    const expired = "SELECT key FROM job WHERE expires_ms <= ? ORDER BY expires_ms LIMIT 500";
+    sql.exec(`DELETE FROM response_chunks WHERE key IN (${expired})`, Date.now());
+    sql.exec(`DELETE FROM job WHERE key IN (${expired})`, Date.now());
+    const next = sql.exec("SELECT MIN(expires_ms) AS at FROM job").one().at;
     this.alarmAt = next ?? null;
     if (next !== null) await this.ctx.storage.setAlarm(Math.max(next, Date.now() + 1000));
   }

@@ -2,10 +2,11 @@
 // bench/sharded): onejob's Ledger schema (crates/edge/src/ledger/store.rs),
 // a job record about the size of onejob's, the readiness route.
 
-/** The Ledger's job tables, as store.rs creates them on a job's first write. */
-export const SCHEMA = `CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS responses (attempt INTEGER PRIMARY KEY, status INTEGER NOT NULL, content_type TEXT NOT NULL, size INTEGER NOT NULL, streamed INTEGER NOT NULL);
+/** The job's one table, as store.rs creates it on a job's first write (core's `job_table!`). */
+export const JOB_TABLE = `CREATE TABLE IF NOT EXISTS job (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL,
+  meta TEXT, attempt INTEGER, status INTEGER, content_type TEXT, body BLOB)`;
+/** The tables of a response not kept in the job's row (over 256 KB), created when first written. */
+export const RESPONSE_TABLES = `CREATE TABLE IF NOT EXISTS responses (attempt INTEGER PRIMARY KEY, status INTEGER NOT NULL, content_type TEXT NOT NULL, size INTEGER NOT NULL, streamed INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS response_chunks (attempt INTEGER NOT NULL, seq INTEGER NOT NULL, bytes BLOB NOT NULL, PRIMARY KEY (attempt, seq))`;
 export const CHUNK = 256 * 1024;
 export const RETENTION_MS = 86_400_000;
