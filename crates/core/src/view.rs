@@ -173,18 +173,7 @@ mod admin_job_tests {
         let mut view = JobView::new(key, &crate::ledger::test_job::new());
         view.set_effects(Vec::new());
         assert_eq!((view.effects.len(), view.effects_state), (0, None), "none planned: nothing shown");
-        let spec = crate::effect::EffectSpec {
-            name: "mail".into(),
-            approve: false,
-            approval_ttl_ms: 60_000,
-            retry: crate::effect::EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
-            target: crate::effect::EffectTarget::Webhook {
-                url: "https://mail.example/send".into(),
-                receipt_url: None,
-                secret: None,
-                payload: serde_json::json!({}),
-            },
-        };
+        let spec = crate::ledger::test_job::webhook_spec();
         let planned = crate::effect::Effect::plan(&spec, "t:k", &serde_json::json!({}), &serde_json::json!({}), 0);
         view.set_effects(vec![planned.clone()]);
         assert_eq!(view.effects, vec![planned.clone()]);

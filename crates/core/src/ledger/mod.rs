@@ -65,6 +65,7 @@ pub mod wake;
 /// What the Ledger's unit tests share: a fresh job with the usual policy.
 #[cfg(test)]
 pub(crate) mod test_job {
+    use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
     use crate::fingerprint::Fingerprint;
     use crate::job::{Job, JobPolicy, UnknownPolicy};
 
@@ -77,5 +78,23 @@ pub(crate) mod test_job {
     /// A new job kept a day.
     pub(crate) fn new() -> Job {
         kept_for(86_400_000)
+    }
+
+    /// A job type's webhook effect `mail` (no approval, 3 tries, no receipt
+    /// URL, no secret, an empty payload): for tests where its content does
+    /// not matter.
+    pub(crate) fn webhook_spec() -> EffectSpec {
+        EffectSpec {
+            name: "mail".into(),
+            approve: false,
+            approval_ttl_ms: 60_000,
+            retry: EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
+            target: EffectTarget::Webhook {
+                url: "https://mail.example/send".into(),
+                receipt_url: None,
+                secret: None,
+                payload: serde_json::json!({}),
+            },
+        }
     }
 }
