@@ -44,8 +44,12 @@
 //! - [`delivery`]: what a queue delivery does (settle or run), what follows
 //!   its run (a deferral, a dead letter), and what the queue consumer does
 //!   with the message.
+//! - [`consumer`]: the queue consumer's handling of one message as a
+//!   machine: the Ledger asked, a dead letter sent, recorded and alerted
+//!   about, the message settled.
 
 pub mod attempts;
+pub mod consumer;
 pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
