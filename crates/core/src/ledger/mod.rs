@@ -28,6 +28,9 @@
 //!   when first written), which exist, each group's schema, the migration of
 //!   an object written by the four-table layout, where a response is kept.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
+//! - [`stream_finish`]: what the pump writes when a stream ends (the
+//!   closing event, the transition, the stream's size), and the event that
+//!   closes a stream whose pump is gone.
 //! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
 //!   its end, when to write and renew the lease, its size and usage).
 //! - [`submit`]: what a submission does and in which order — refused,
@@ -60,6 +63,7 @@ pub mod operator;
 pub mod operator_plan;
 pub mod storage;
 pub mod stream_end;
+pub mod stream_finish;
 pub mod stream_read;
 pub mod subject;
 pub mod submit;
