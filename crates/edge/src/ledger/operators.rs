@@ -87,9 +87,8 @@ impl Ledger {
     async fn perform_step(&self, config: &Config, job: &Job, step: Perform) -> Result<()> {
         let store = self.store();
         match step {
-            Perform::SaveResponse { attempt, status, body } => {
-                let body = serde_json::to_vec(&body)?;
-                store.save_response(attempt, &StoredResponse { status, content_type: "application/json".into(), body })
+            Perform::SaveResponse { attempt, status, content_type, body } => {
+                store.save_response(attempt, &StoredResponse { status, content_type: content_type.into(), body })
             }
             Perform::WriteJob { expected } => store.update_job(expected, job).map_err(Into::into),
             Perform::ClearDeadLetter => store.clear_dead_lettered(),

@@ -172,7 +172,12 @@ fn a_resolution_stores_the_response_before_the_job_then_clears_sends_and_follows
     assert_eq!(
         plan.perform,
         vec![
-            Perform::SaveResponse { attempt: 2, status: 200, body },
+            Perform::SaveResponse {
+                attempt: 2,
+                status: 200,
+                content_type: "application/json",
+                body: serde_json::to_vec(&body).expect("json"),
+            },
             Perform::WriteJob { expected: read },
             Perform::ClearDeadLetter,
             Perform::FollowUp,
