@@ -295,6 +295,16 @@ pub enum LedgerCall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed(pub &'static str);
 
+/// The queue consumer's question to a job's Ledger as the call that asks it.
+impl From<crate::ledger::consumer::Ask> for LedgerCall {
+    fn from(ask: crate::ledger::consumer::Ask) -> Self {
+        match ask {
+            crate::ledger::consumer::Ask::Deliver => Self::Deliver,
+            crate::ledger::consumer::Ask::Facts => Self::Facts,
+        }
+    }
+}
+
 /// The name of [`LedgerCall::Submit`].
 const SUBMIT: &str = "submit";
 

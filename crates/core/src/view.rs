@@ -144,6 +144,38 @@ impl StoredResult {
         }
         Self { status, content_type: content_type.to_owned(), body: String::from_utf8_lossy(&kept).into_owned() }
     }
+
+    /// The preview of a streamed answer: its events, in order, as the `200`
+    /// `text/event-stream` its callers got.
+    pub fn of_events<'b>(events: impl IntoIterator<Item = &'b [u8]>) -> Self {
+        Self::preview(200, crate::sse::MEDIA_TYPE, events)
+    }
+}
+
+/// Where an operator's view reads a job's stored answer from: the answer
+/// its replays give (the winning attempt's, or a dead job's last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultSource {
+    /// A streamed answer: the attempt's stored events ([`StoredResult::of_events`]).
+    Events {
+        /// The attempt's number.
+        attempt: u32,
+    },
+    /// The attempt's stored response, if one was kept ([`StoredResult::preview`]).
+    Response {
+        /// The attempt's number.
+        attempt: u32,
+    },
+}
+
+impl ResultSource {
+    /// Where `job`'s answer is stored; `None` before there is one.
+    pub fn of(job: &Job) -> Option<ResultSource> {
+        job.replayed_attempt().map(|attempt| match attempt.streamed {
+            true => ResultSource::Events { attempt: attempt.number },
+            false => ResultSource::Response { attempt: attempt.number },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -168,23 +200,30 @@ mod admin_job_tests {
     }
 
     #[test]
+    fn a_streamed_answer_is_previewed_from_its_events_any_other_from_its_stored_response() {
+        use crate::job::AttemptReport;
+        let mut job = crate::ledger::test_job::new();
+        assert_eq!(ResultSource::of(&job), None, "no answer yet");
+        let ticket = job.claim(job.version(), 1, "p", None).expect("claim");
+        job.complete(ticket, 2, AttemptReport::default()).expect("completed");
+        assert_eq!(ResultSource::of(&job), Some(ResultSource::Response { attempt: 1 }));
+        let mut streamed = crate::ledger::test_job::new();
+        let ticket = streamed.claim(streamed.version(), 1, "p", None).expect("claim");
+        let ticket = streamed.mark_streaming(ticket, 2).expect("streaming");
+        streamed.complete(ticket, 3, AttemptReport::default()).expect("completed");
+        assert_eq!(ResultSource::of(&streamed), Some(ResultSource::Events { attempt: 1 }));
+        let events = StoredResult::of_events([b"data: {}\n\n".as_slice(), b"data: [DONE]\n\n"]);
+        assert_eq!((events.status, events.content_type.as_str()), (200, "text/event-stream"));
+        assert_eq!(events.body, "data: {}\n\ndata: [DONE]\n\n");
+    }
+
+    #[test]
     fn a_view_shows_a_job_type_s_planned_effects_and_where_they_stand() {
         let key = crate::key::IdempotencyKey::parse("order-4711-checkout").expect("key");
         let mut view = JobView::new(key, &crate::ledger::test_job::new());
         view.set_effects(Vec::new());
         assert_eq!((view.effects.len(), view.effects_state), (0, None), "none planned: nothing shown");
-        let spec = crate::effect::EffectSpec {
-            name: "mail".into(),
-            approve: false,
-            approval_ttl_ms: 60_000,
-            retry: crate::effect::EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
-            target: crate::effect::EffectTarget::Webhook {
-                url: "https://mail.example/send".into(),
-                receipt_url: None,
-                secret: None,
-                payload: serde_json::json!({}),
-            },
-        };
+        let spec = crate::ledger::test_job::webhook_spec();
         let planned = crate::effect::Effect::plan(&spec, "t:k", &serde_json::json!({}), &serde_json::json!({}), 0);
         view.set_effects(vec![planned.clone()]);
         assert_eq!(view.effects, vec![planned.clone()]);

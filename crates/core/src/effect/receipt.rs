@@ -26,6 +26,19 @@ pub enum Answered {
     TimedOut,
 }
 
+impl Answered {
+    /// What a call to a receiver came to: `None` when nothing came back
+    /// within [`WEBHOOK_TIMEOUT_MS`], else its status and text, or why the
+    /// request could not be made or its answer read.
+    pub fn of<E: std::fmt::Display>(within: Option<Result<(u16, String), E>>) -> Answered {
+        match within {
+            Some(Ok((status, text))) => Answered::Status(status, text),
+            Some(Err(error)) => Answered::Failed(error.to_string()),
+            None => Answered::TimedOut,
+        }
+    }
+}
+
 /// A receiver's answer as a receipt: its JSON, or (too long, or not JSON)
 /// the start of its text.
 pub fn bounded(text: String) -> Value {
@@ -232,6 +245,13 @@ mod tests {
             outcome_of_post(Answered::TimedOut),
             Outcome::Unknown { detail: "the receiver did not answer in 10000 ms".into() }
         );
+    }
+
+    #[test]
+    fn a_call_that_came_back_is_its_status_or_its_failure_and_one_that_did_not_timed_out() {
+        assert_eq!(Answered::of::<String>(Some(Ok((201, "ok".into())))), Answered::Status(201, "ok".into()));
+        assert_eq!(Answered::of(Some(Err::<(u16, String), _>("refused"))), Answered::Failed("refused".into()));
+        assert_eq!(Answered::of::<String>(None), Answered::TimedOut);
     }
 
     #[test]

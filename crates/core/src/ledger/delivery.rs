@@ -205,7 +205,17 @@ pub fn over_quota(job: Job, problem: &crate::wire::Problem, now_ms: u64) -> Defe
     defer(job, problem.retry_after_ms.unwrap_or(0), now_ms)
 }
 
-/// What follows a delivery's drive, from the job as stored after it.
+/// A delivery refused by a spent quota (`problem`), instead of its drive:
+/// the job waits ([`over_quota`]) and the message is acknowledged (the
+/// alarm sends it again when the job may run).
+pub fn refused_by_quota(job: Job, problem: &crate::wire::Problem, now_ms: u64) -> AfterDrive {
+    AfterDrive { steps: vec![Step::Defer(over_quota(job, problem, now_ms))], verdict: Verdict::Ack }
+}
+
+/// What follows a delivery's drive, from the job as stored after it (or
+/// what a delivery that did not drive does instead: [`refused_by_quota`],
+/// [`AfterDrive::NOTHING_TO_RUN`]); the steps are performed before the
+/// verdict is answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AfterDrive {
     /// What tends the job, in order: a run that made no attempt (no route,
@@ -215,6 +225,12 @@ pub struct AfterDrive {
     pub steps: Vec<Step>,
     /// The consumer's verdict ([`after_run`]).
     pub verdict: Verdict,
+}
+
+impl AfterDrive {
+    /// A delivery judged to run a job whose request was not kept: nothing
+    /// runs or tends it, and the message is acknowledged.
+    pub const NOTHING_TO_RUN: AfterDrive = AfterDrive { steps: Vec::new(), verdict: Verdict::Ack };
 }
 
 /// What follows a delivery's drive of `job` (as stored after it), whose
@@ -421,6 +437,14 @@ mod tests {
         assert_eq!(deferral.job.not_before_ms(), NOW + 3_600_000);
         let unsaid = Problem::new(ProblemType::QuotaExceeded, "spent");
         assert_eq!(over_quota(job(4), &unsaid, NOW).job.not_before_ms(), NOW);
+        let refused = refused_by_quota(job(4), &spent, NOW);
+        assert_eq!(refused.steps, vec![Step::Defer(over_quota(job(4), &spent, NOW))], "it waits, and nothing else");
+        assert_eq!(refused.verdict, Verdict::Ack, "the alarm sends it again, not the queue");
+    }
+
+    #[test]
+    fn a_delivery_with_nothing_to_run_tends_nothing_and_is_acknowledged() {
+        assert_eq!(AfterDrive::NOTHING_TO_RUN, AfterDrive { steps: vec![], verdict: Verdict::Ack });
     }
 
     #[test]

@@ -28,6 +28,9 @@
 //!   when first written), which exist, each group's schema, the migration of
 //!   an object written by the four-table layout, where a response is kept.
 //! - [`stream_end`]: how a streamed answer's end settles its attempt.
+//! - [`stream_finish`]: what the pump writes when a stream ends (the
+//!   closing event, the transition, the stream's size), and the event that
+//!   closes a stream whose pump is gone.
 //! - [`stream_read`]: what the pump makes of a stream as it arrives (events,
 //!   its end, when to write and renew the lease, its size and usage).
 //! - [`submit`]: what a submission does and in which order — refused,
@@ -44,8 +47,12 @@
 //! - [`delivery`]: what a queue delivery does (settle or run), what follows
 //!   its run (a deferral, a dead letter), and what the queue consumer does
 //!   with the message.
+//! - [`consumer`]: the queue consumer's handling of one message as a
+//!   machine: the Ledger asked, a dead letter sent, recorded and alerted
+//!   about, the message settled.
 
 pub mod attempts;
+pub mod consumer;
 pub mod coordination;
 pub mod dead_letter;
 pub mod delivery;
@@ -56,6 +63,7 @@ pub mod operator;
 pub mod operator_plan;
 pub mod storage;
 pub mod stream_end;
+pub mod stream_finish;
 pub mod stream_read;
 pub mod subject;
 pub mod submit;
@@ -65,6 +73,7 @@ pub mod wake;
 /// What the Ledger's unit tests share: a fresh job with the usual policy.
 #[cfg(test)]
 pub(crate) mod test_job {
+    use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
     use crate::fingerprint::Fingerprint;
     use crate::job::{Job, JobPolicy, UnknownPolicy};
 
@@ -77,5 +86,23 @@ pub(crate) mod test_job {
     /// A new job kept a day.
     pub(crate) fn new() -> Job {
         kept_for(86_400_000)
+    }
+
+    /// A job type's webhook effect `mail` (no approval, 3 tries, no receipt
+    /// URL, no secret, an empty payload): for tests where its content does
+    /// not matter.
+    pub(crate) fn webhook_spec() -> EffectSpec {
+        EffectSpec {
+            name: "mail".into(),
+            approve: false,
+            approval_ttl_ms: 60_000,
+            retry: EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
+            target: EffectTarget::Webhook {
+                url: "https://mail.example/send".into(),
+                receipt_url: None,
+                secret: None,
+                payload: serde_json::json!({}),
+            },
+        }
     }
 }

@@ -16,17 +16,23 @@ use super::operator::{self, ReplayStep, Resolution, Resolved};
 use crate::job::Job;
 use crate::wire::{Problem, ProblemType};
 
+/// The content type of a response an operator gives when resolving a job.
+pub const RESOLVED_CONTENT_TYPE: &str = "application/json";
+
 /// One step the Ledger performs for an operator, in the plan's order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Perform {
-    /// Store the operator attempt's response (before the job that names it).
+    /// Store the operator attempt's response (before the job that names it):
+    /// the JSON body the operator gave, as a replay gives it back.
     SaveResponse {
         /// The attempt's number.
         attempt: u32,
         /// Its status.
         status: u16,
-        /// Its JSON body.
-        body: Value,
+        /// Its content type ([`RESOLVED_CONTENT_TYPE`]).
+        content_type: &'static str,
+        /// Its body: the JSON, compact.
+        body: Vec<u8>,
     },
     /// Write the job (as the plan left it) over the version `expected`.
     WriteJob {
@@ -191,7 +197,12 @@ pub fn resolve(
     let read = job.version();
     match operator::resolve(job, resolution, by, request, now_ms) {
         Ok(Resolved::Changed { response, requeue }) => {
-            let saved = response.map(|(attempt, status, body)| Perform::SaveResponse { attempt, status, body });
+            let saved = response.map(|(attempt, status, body)| Perform::SaveResponse {
+                attempt,
+                status,
+                content_type: RESOLVED_CONTENT_TYPE,
+                body: body.to_string().into_bytes(),
+            });
             let written = [Perform::WriteJob { expected: read }, Perform::ClearDeadLetter];
             let perform = saved
                 .into_iter()

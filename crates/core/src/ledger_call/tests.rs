@@ -302,3 +302,11 @@ fn a_submission_reads_its_wait_its_mode_and_the_provider_headers_from_the_reques
         vec![("anthropic-version".to_owned(), "2023-06-01".to_owned()), ("openai-beta".to_owned(), "b".to_owned())]
     );
 }
+
+#[test]
+fn the_queue_consumer_asks_a_ledger_by_the_call_of_the_same_name() {
+    use crate::ledger::consumer::Ask;
+    assert!(matches!(LedgerCall::from(Ask::Deliver), LedgerCall::Deliver));
+    assert!(matches!(LedgerCall::from(Ask::Facts), LedgerCall::Facts));
+    assert!(!LedgerCall::from(Ask::Facts).mutates(), "reading the facts changes nothing");
+}

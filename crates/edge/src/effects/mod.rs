@@ -69,14 +69,17 @@ thread_local! {
     static TABLES_READY: RefCell<HashSet<(String, String)>> = RefCell::new(HashSet::new());
 }
 
-async fn table_ready(db: &D1Database, database: &str, table: &str, effect: &Effect) -> worker::Result<()> {
+/// The D1 database `database`, its effect `table` created if this isolate
+/// has not yet.
+async fn table_ready(env: &Env, database: &str, table: &str, effect: &Effect) -> worker::Result<D1Database> {
+    let db = env.d1(database)?;
     let pair = (database.to_owned(), table.to_owned());
     if TABLES_READY.with(|ready| ready.borrow().contains(&pair)) {
-        return Ok(());
+        return Ok(db);
     }
     db.exec(&sql::create(table, &receipt::payload_columns(&effect.payload))).await?;
     TABLES_READY.with(|ready| ready.borrow_mut().insert(pair));
-    Ok(())
+    Ok(db)
 }
 
 /// Inserts the row; `Some(row)` when this call wrote it, `None` when a row
@@ -88,8 +91,7 @@ async fn insert_row(
     effect: &Effect,
     source: &str,
 ) -> worker::Result<Option<Value>> {
-    let db = env.d1(database)?;
-    table_ready(&db, database, table, effect).await?;
+    let db = table_ready(env, database, table, effect).await?;
     let columns = receipt::payload_columns(&effect.payload);
     let mut args: Vec<JsValue> = vec![
         source.into(),
@@ -104,8 +106,7 @@ async fn insert_row(
 
 async fn find_row(env: &Env, database: &str, table: &str, effect: &Effect, source: &str) -> Found {
     let found = async {
-        let db = env.d1(database)?;
-        table_ready(&db, database, table, effect).await?;
+        let db = table_ready(env, database, table, effect).await?;
         let args = [source.into(), effect.delivery_id.as_str().into()];
         db.prepare(sql::select(table)).bind(&args)?.first::<Value>(None).await
     };
@@ -145,9 +146,9 @@ async fn answered(sent: impl std::future::Future<Output = worker::Result<worker:
         let mut response = sent.await?;
         Ok::<_, worker::Error>((response.status_code(), response.text().await.unwrap_or_default()))
     };
-    match select(Box::pin(read), Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS))).await {
-        Either::Left((Ok((status, text)), _)) => Answered::Status(status, text),
-        Either::Left((Err(error), _)) => Answered::Failed(error.to_string()),
-        Either::Right(_) => Answered::TimedOut,
-    }
+    let within = match select(Box::pin(read), Delay::from(Duration::from_millis(WEBHOOK_TIMEOUT_MS))).await {
+        Either::Left((read, _)) => Some(read),
+        Either::Right(_) => None,
+    };
+    Answered::of(within)
 }

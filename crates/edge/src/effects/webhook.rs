@@ -9,17 +9,11 @@ use worker::{Headers, Method, Request, RequestInit, Result};
 use crate::env::clock::now_ms;
 
 /// A POST of the JSON `body` to `url`, keyed by `delivery_id`, signed with
-/// `secret` when there is one.
+/// `secret` when there is one (its headers: [`signature::webhook_headers`]).
 pub fn signed_post(url: &str, secret: Option<&str>, delivery_id: &str, body: &str) -> Result<Request> {
     let headers = Headers::new();
-    headers.set("Content-Type", "application/json")?;
-    headers.set("Idempotency-Key", delivery_id)?;
-    headers.set("OneJob-Delivery", delivery_id)?;
-    if let Some(secret) = secret {
-        let timestamp_s = now_ms() / 1000;
-        headers.set("OneJob-Timestamp", &timestamp_s.to_string())?;
-        headers
-            .set("OneJob-Signature", &signature::webhook_signature(secret.as_bytes(), timestamp_s, body.as_bytes()))?;
+    for (name, value) in signature::webhook_headers(delivery_id, secret, now_ms(), body) {
+        headers.set(name, &value)?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));

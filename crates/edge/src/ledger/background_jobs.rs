@@ -4,7 +4,7 @@
 
 use onejob_core::background::{self, Outbox};
 use onejob_core::job::{Job, JobState};
-use onejob_core::ledger::delivery::{self, Plan, Verdict};
+use onejob_core::ledger::delivery::{self, AfterDrive, Plan, Verdict};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption};
 use onejob_core::ledger::tending::{self, Deferral, Step};
 use onejob_core::protocol::JobView;
@@ -146,27 +146,28 @@ impl Ledger {
         alarms::next(job, &outbox, config.settings.outbox_delay_ms, self.effects_due(config))
     }
 
-    /// A queue delivery: the core judges it ([`delivery::plan`]); at most one attempt runs.
+    /// A queue delivery: the core judges it ([`delivery::plan`]); at most one
+    /// attempt runs. What tends the job then is performed before the verdict
+    /// is answered.
     pub(super) async fn deliver(&self, config: &Config) -> Result<Response> {
         let store = self.store();
         let now = now_ms();
         let driving = self.memory.borrow().is_driving();
-        let verdict = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
-            Plan::Settle { verdict, steps } => {
-                self.tend(config, steps).await?;
-                verdict
-            }
+        let settled = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
+            Plan::Settle { verdict, steps } => AfterDrive { steps, verdict },
             Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
         };
-        self.delivered(config, &verdict)?;
-        Response::from_json(&verdict)
+        self.tend(config, settled.steps).await?;
+        self.delivered(config, &settled.verdict)?;
+        Response::from_json(&settled.verdict)
     }
 
     /// A delivery that runs the job (if its request is there): it takes
     /// the message, asks the quota, drives one attempt and judges what
-    /// follows ([`delivery::after_drive`]).
-    async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<Verdict> {
-        let Some((submission, body)) = stored::kept_request(store)? else { return Ok(Verdict::Ack) };
+    /// follows ([`delivery::after_drive`]); the lock is released before
+    /// what follows is performed.
+    async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<AfterDrive> {
+        let Some((submission, body)) = stored::kept_request(store)? else { return Ok(AfterDrive::NOTHING_TO_RUN) };
         // This delivery runs the job from here: a duplicate that arrives
         // while the quota is asked must find it taken.
         let Some(lock) = self.coordination().lock(None) else {
@@ -181,17 +182,13 @@ impl Ledger {
         if let Some(problem) = self.over_quota(config, &submission).await {
             drop(lock);
             // Over budget: the job waits for the next day (the alarm sends it again then).
-            let deferral = delivery::over_quota(job, &problem, now_ms());
-            self.tend(config, vec![Step::Defer(deferral)]).await?;
-            return Ok(Verdict::Ack);
+            return Ok(delivery::refused_by_quota(job, &problem, now_ms()));
         }
         // The caller is the queue: its response is not what matters, the job is.
         let asked_ms = self.drive(config, lock, store, job, true, &submission, &body).await?.retry_after_ms;
         // No attempt could be made (no route, every provider's breaker
         // open): the job waits for the next probe; then its dead letter.
-        let after = delivery::after_drive(store.load_job()?, asked_ms, now_ms());
-        self.tend(config, after.steps).await?;
-        Ok(after.verdict)
+        Ok(delivery::after_drive(store.load_job()?, asked_ms, now_ms()))
     }
 
     /// What the queue does with a delivered message is what the outbox

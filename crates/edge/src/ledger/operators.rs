@@ -8,8 +8,7 @@ use onejob_core::ledger::effects::Action;
 use onejob_core::ledger::operator;
 use onejob_core::ledger::operator_plan::{self, Perform, Plan, Reply};
 use onejob_core::protocol::{JobView, ProblemType};
-use onejob_core::sse;
-use onejob_core::view::{AdminJob, StoredResult};
+use onejob_core::view::{AdminJob, ResultSource, StoredResult};
 use worker::{Response, Result};
 
 use crate::answer::StoredResponse;
@@ -88,9 +87,8 @@ impl Ledger {
     async fn perform_step(&self, config: &Config, job: &Job, step: Perform) -> Result<()> {
         let store = self.store();
         match step {
-            Perform::SaveResponse { attempt, status, body } => {
-                let body = serde_json::to_vec(&body)?;
-                store.save_response(attempt, &StoredResponse { status, content_type: "application/json".into(), body })
+            Perform::SaveResponse { attempt, status, content_type, body } => {
+                store.save_response(attempt, &StoredResponse { status, content_type: content_type.into(), body })
             }
             Perform::WriteJob { expected } => store.update_job(expected, job).map_err(Into::into),
             Perform::ClearDeadLetter => store.clear_dead_lettered(),
@@ -119,12 +117,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "no job with that key");
         };
         job.expire(now_ms());
-        let result = match job.replayed_attempt() {
-            Some(attempt) if attempt.streamed => {
-                let events = store.load_events(attempt.number, 0, u64::MAX)?;
-                Some(StoredResult::preview(200, sse::MEDIA_TYPE, events.iter().map(Vec::as_slice)))
+        let result = match ResultSource::of(&job) {
+            Some(ResultSource::Events { attempt }) => {
+                let events = store.load_events(attempt, 0, u64::MAX)?;
+                Some(StoredResult::of_events(events.iter().map(Vec::as_slice)))
             }
-            Some(attempt) => store.load_response(attempt.number)?.map(|response| {
+            Some(ResultSource::Response { attempt }) => store.load_response(attempt)?.map(|response| {
                 StoredResult::preview(response.status, &response.content_type, [response.body.as_slice()])
             }),
             None => None,

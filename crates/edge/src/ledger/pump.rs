@@ -20,8 +20,9 @@ use futures_util::StreamExt;
 use futures_util::future::{Either, select};
 use onejob_core::job::{AttemptTicket, Job};
 use onejob_core::ledger::stream_end::{self, StreamEnd as End};
+use onejob_core::ledger::stream_finish::{self, Finished};
 use onejob_core::ledger::stream_read::{Arrived, StreamReader};
-use onejob_core::sse::{Dialect, interrupted_event};
+use onejob_core::sse::Dialect;
 use worker::{Delay, Result};
 
 use crate::answer::Streaming;
@@ -176,7 +177,7 @@ impl Pump {
             }
             let pending = self.slot.borrow().as_ref().map_or(0, Live::pending_bytes);
             if self.reader.write_due(pending, now_ms()) {
-                match self.flush(true) {
+                match self.write_pending().and_then(|()| self.renew_lease()) {
                     Ok(()) => self.reader.wrote(now_ms()),
                     Err(StoreError::LostRace) => return End::LostJob,
                     Err(StoreError::Failed(error)) => {
@@ -194,9 +195,8 @@ impl Pump {
         }
     }
 
-    /// Writes the pending events; `renew` also restarts the attempt's lease
-    /// (a long answer is not a lost one).
-    fn flush(&mut self, renew: bool) -> std::result::Result<(), StoreError> {
+    /// Writes the pending events.
+    fn write_pending(&mut self) -> std::result::Result<(), StoreError> {
         let mut guard = self.slot.borrow_mut();
         let Some(live) = guard.as_mut() else { return Ok(()) };
         if !live.tail.is_empty() {
@@ -204,32 +204,30 @@ impl Pump {
             live.flushed += live.tail.len() as u64;
             live.tail.clear();
         }
-        if renew {
-            let read = self.job.version();
-            self.ticket = self.job.extend_lease(self.ticket, now_ms()).map_err(|_| StoreError::LostRace)?;
-            self.store.update_job(read, &self.job)?;
-        }
         Ok(())
     }
 
-    /// Records how the stream ended (the core's `StreamEnd` says what it means).
+    /// Restarts the attempt's lease (a long answer is not a lost one).
+    fn renew_lease(&mut self) -> std::result::Result<(), StoreError> {
+        let read = self.job.version();
+        self.ticket = self.job.extend_lease(self.ticket, now_ms()).map_err(|_| StoreError::LostRace)?;
+        self.store.update_job(read, &self.job)
+    }
+
+    /// Records how the stream ended ([`stream_finish::finish`] says what it
+    /// means and what is left to write).
     fn finish(&mut self, end: End) -> Result<()> {
         if end.aborts_upstream()
             && let Some(abort) = self.streaming.abort.take()
         {
             abort.abort();
         }
-        if end == End::LostJob {
-            return Ok(());
-        }
-        let closing = self.reader.closing_event(end);
-        self.publish(closing.into_iter().collect());
-        let (usage, size) = (self.reader.usage(), self.reader.size());
-        self.flush(false)?;
         let read = self.job.version();
-        if end.record(&mut self.job, self.ticket, now_ms(), usage).is_err() {
-            return Err(EdgeError::broken("the streaming attempt no longer holds the job").into());
-        }
+        let finished = stream_finish::finish(&mut self.reader, end, &mut self.job, self.ticket, now_ms())
+            .map_err(|_| EdgeError::broken("the streaming attempt no longer holds the job"))?;
+        let Some(Finished { closing, size }) = finished else { return Ok(()) };
+        self.publish(closing.into_iter().collect());
+        self.write_pending()?;
         self.store.finish_streamed_response(self.ticket.attempt, size)?;
         self.store.update_job(read, &self.job)?;
         Ok(())
@@ -246,8 +244,7 @@ pub fn settle_by_time(store: &Store, job: &mut Job, now: u64, pump_here: bool) -
     if let Some(attempt) = settled.close_stream {
         let stored = store.count_events(attempt)?;
         let first = store.load_events(attempt, 0, 1)?;
-        let dialect = first.first().map_or(Dialect::OpenAi, |event| Dialect::of_first_event(event));
-        let event = interrupted_event("the gateway lost the stream (its runtime was restarted)", dialect);
+        let event = stream_finish::lost_pump_event(first.first().map(Vec::as_slice));
         store.append_events(attempt, stored, &[event])?;
     }
     if settled.changed {

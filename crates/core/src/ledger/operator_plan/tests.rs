@@ -36,19 +36,7 @@ fn decided(then: Then) -> Decided {
 
 /// A write of some effect (its content does not matter to the plan).
 fn write(expected: u64) -> Write {
-    let spec = crate::effect::EffectSpec {
-        name: "mail".into(),
-        approve: false,
-        approval_ttl_ms: 60_000,
-        retry: crate::effect::EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
-        target: crate::effect::EffectTarget::Webhook {
-            url: "https://mail.example/send".into(),
-            receipt_url: None,
-            secret: None,
-            payload: json!({}),
-        },
-    };
-    let effect = crate::effect::Effect::plan(&spec, "t:abc", &json!({}), &json!({}), 0);
+    let effect = crate::effect::Effect::plan(&test_job::webhook_spec(), "t:abc", &json!({}), &json!({}), 0);
     Write { effect, expected }
 }
 
@@ -184,7 +172,12 @@ fn a_resolution_stores_the_response_before_the_job_then_clears_sends_and_follows
     assert_eq!(
         plan.perform,
         vec![
-            Perform::SaveResponse { attempt: 2, status: 200, body },
+            Perform::SaveResponse {
+                attempt: 2,
+                status: 200,
+                content_type: "application/json",
+                body: serde_json::to_vec(&body).expect("json"),
+            },
             Perform::WriteJob { expected: read },
             Perform::ClearDeadLetter,
             Perform::FollowUp,
