@@ -38,6 +38,12 @@ pub fn with_cors(mut response: Response) -> Result<Response> {
     Ok(response)
 }
 
+/// A `200` JSON answer of `body`, with CORS: every listing's and page's
+/// answer. Its error converts into a plain `Result` or a route's [`Step`].
+pub fn json<E: From<worker::Error>>(body: &impl serde::Serialize) -> std::result::Result<Response, E> {
+    Ok(with_cors(Response::from_json(body)?)?)
+}
+
 /// The answer to a CORS preflight ([`response::preflight`]).
 pub fn preflight(req: &Request) -> Result<Response> {
     let requested = req.headers().get("Access-Control-Request-Headers")?;

@@ -110,7 +110,7 @@ fn listed(req: &Request, env: &Env) -> Step<Response> {
     let (config, caller) = admit_caller(req, env)?;
     front::expect(req.method().as_ref(), Method::Get)?;
     let models = front::models_for(caller.token.as_ref(), config.settings.providers.models())?;
-    Ok(http::with_cors(Response::from_json(&models_page(&models))?)?)
+    http::json(&models_page(&models))
 }
 
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
