@@ -111,10 +111,7 @@ mod tests {
 
     #[test]
     fn the_credentials_and_a_keyed_posts_head_are_its_headers() {
-        let head = head(
-            &[],
-            &[("authorization", "Bearer k"), ("idempotency-key", "key-1"), ("content-length", "12")],
-        );
+        let head = head(&[], &[("authorization", "Bearer k"), ("idempotency-key", "key-1"), ("content-length", "12")]);
         let credentials = head.credentials();
         assert_eq!((credentials.authorization, credentials.api_key), (Some("Bearer k"), None));
         let post = head.post();
