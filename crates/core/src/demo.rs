@@ -421,6 +421,30 @@ pub fn inbox_row(mut row: Value) -> Value {
     row
 }
 
+/// What one call to the demo provider does: stream paced events, or
+/// answer after a delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemoCall {
+    /// A streamed answer ([`stream`]).
+    Stream(Paced),
+    /// An answer read whole ([`respond`], or an outage's at once).
+    Answer(Plan),
+}
+
+/// The fate of one call to the demo provider (`outage`: configured as
+/// down): an outage answers its 503 at once ([`outage`]); a request that
+/// asked for a stream (`wants_stream`) gets events when its model streams
+/// ([`stream`]); every other call is answered after its delay ([`respond`]).
+pub fn call(outage_on: bool, wants_stream: bool, target: &str, body: &[u8], attempt: u32) -> DemoCall {
+    if outage_on {
+        return DemoCall::Answer(Plan { delay_ms: 0, reply: outage(target) });
+    }
+    match wants_stream.then(|| stream(target, body, attempt)).flatten() {
+        Some(paced) => DemoCall::Stream(paced),
+        None => DemoCall::Answer(respond(target, body, attempt)),
+    }
+}
+
 /// What `GET /demo/tickets` and `GET /demo/inbox` read out for the demo
 /// page: the triage job type's rows, or the mails its effect sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -495,6 +519,19 @@ mod tests {
         assert_eq!(inbox_row(row)["payload"], json!({ "to": "a@b" }));
         assert_eq!(inbox_row(json!({ "payload": "not json" }))["payload"], Value::Null);
         assert_eq!(inbox_row(json!({ "payload": 5 })), json!({ "payload": 5 }));
+    }
+
+    #[test]
+    fn a_demo_call_is_an_outage_at_once_a_stream_when_asked_and_streamable_else_an_answer() {
+        let chat = serde_json::to_vec(&json!({ "model": "demo", "messages": [] })).unwrap();
+        let down = call(true, true, CHAT, &chat, 1);
+        assert_eq!(down, DemoCall::Answer(Plan { delay_ms: 0, reply: outage(CHAT) }));
+        assert_eq!(call(false, true, CHAT, &chat, 1), DemoCall::Stream(stream(CHAT, &chat, 1).unwrap()));
+        assert_eq!(call(false, false, CHAT, &chat, 1), DemoCall::Answer(respond(CHAT, &chat, 1)));
+        // A model that does not stream is answered whole, even when asked to stream.
+        let timeout = serde_json::to_vec(&json!({ "model": "demo-timeout", "messages": [] })).unwrap();
+        assert_eq!(stream(CHAT, &timeout, 1), None);
+        assert_eq!(call(false, true, CHAT, &timeout, 1), DemoCall::Answer(respond(CHAT, &timeout, 1)));
     }
 
     #[test]
