@@ -42,6 +42,13 @@ pub const MAX_EXPORT_BYTES: usize = 1 << 20;
 pub const CAPTURED_BYTES: usize = 4096;
 
 impl TelemetrySettings {
+    /// The headers of one export: OTLP/HTTP's JSON content type, then the
+    /// configured ones (`OTEL_EXPORTER_OTLP_HEADERS`), in order.
+    pub fn export_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        let configured = self.headers.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        std::iter::once(("Content-Type", "application/json")).chain(configured)
+    }
+
     /// Reads the settings through `var` (variables and secrets alike).
     /// `Ok(None)`: no endpoint, or `OTEL_SDK_DISABLED=true`.
     pub fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
@@ -151,6 +158,18 @@ mod tests {
     fn parse(vars: &[(&str, &str)]) -> Result<Option<TelemetrySettings>, String> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         TelemetrySettings::parse(&|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn an_export_is_json_with_the_configured_headers_after() {
+        let settings = parse(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k1,x-team=t"),
+        ])
+        .unwrap()
+        .unwrap();
+        let headers: Vec<_> = settings.export_headers().collect();
+        assert_eq!(headers, vec![("Content-Type", "application/json"), ("x-api-key", "k1"), ("x-team", "t")]);
     }
 
     #[test]

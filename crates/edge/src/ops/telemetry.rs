@@ -230,10 +230,8 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
 /// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
 async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result<(), String> {
     let headers = Headers::new();
-    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
-    set("Content-Type", "application/json")?;
-    for (name, value) in &settings.headers {
-        set(name, value)?;
+    for (name, value) in settings.export_headers() {
+        headers.set(name, value).map_err(|e| e.to_string())?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));
