@@ -14,7 +14,7 @@ use onejob_core::front::{self, Refusal};
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::response::{self, HeaderList, ResultHead};
-use onejob_core::sse::with_id;
+use onejob_core::sse::Numbering;
 use worker::{Headers, Request, Response, Result};
 
 use crate::answer::StoredResponse;
@@ -211,11 +211,8 @@ pub fn stream_response(
 ) -> Result<Response> {
     let StreamHead { attempt, content_type, from } = head;
     let headers = response::stream(content_type, key, attempt, replayed);
-    let mut number = from;
-    let body = events.map(move |event| {
-        number += 1;
-        Ok::<Vec<u8>, worker::Error>(if ids { with_id(&event, number) } else { event })
-    });
+    let mut numbering = Numbering::after(from, ids);
+    let body = events.map(move |event| Ok::<Vec<u8>, worker::Error>(numbering.next(event)));
     with_headers(Response::from_stream(body)?, headers)
 }
 
