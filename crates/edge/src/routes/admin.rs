@@ -49,10 +49,7 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
             let letters = ops::dead_letters(env, tenant, class, DEAD_LETTERS_LISTED).await?;
             list(&DeadLettersAnswer::of(letters, now_ms()))
         }
-        AdminRoute::Jobs(filter) => {
-            let (jobs, next) = ops::jobs(env, &filter).await?;
-            list(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))
-        }
+        AdminRoute::Jobs(filter) => list(&ops::jobs(env, &filter).await?),
         AdminRoute::Costs(query) => {
             let grouped = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
             list(&costs_answer(query.since_ms, grouped, admin_route::prices_note(&config.prices)))
