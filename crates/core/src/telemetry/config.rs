@@ -41,6 +41,12 @@ pub const MAX_EXPORT_BYTES: usize = 1 << 20;
 /// A captured prompt or completion is cut to this many bytes.
 pub const CAPTURED_BYTES: usize = 4096;
 
+/// A traced request's body as its span may carry it: only where telemetry
+/// captures content (`OTEL_CAPTURE_CONTENT=true`), as text.
+pub fn captured_request(settings: Option<&TelemetrySettings>, body: &[u8]) -> Option<String> {
+    settings.filter(|settings| settings.capture_content).map(|_| String::from_utf8_lossy(body).into_owned())
+}
+
 impl TelemetrySettings {
     /// The headers of one export: OTLP/HTTP's JSON content type, then the
     /// configured ones (`OTEL_EXPORTER_OTLP_HEADERS`), in order.
@@ -158,6 +164,15 @@ mod tests {
     fn parse(vars: &[(&str, &str)]) -> Result<Option<TelemetrySettings>, String> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         TelemetrySettings::parse(&|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn a_request_body_is_captured_only_when_content_is() {
+        let mut settings = parse(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318")]).unwrap().unwrap();
+        assert_eq!(captured_request(None, b"{}"), None);
+        assert_eq!(captured_request(Some(&settings), b"{}"), None);
+        settings.capture_content = true;
+        assert_eq!(captured_request(Some(&settings), b"{\"a\":1}").as_deref(), Some("{\"a\":1}"));
     }
 
     #[test]

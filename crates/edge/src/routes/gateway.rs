@@ -8,6 +8,7 @@ use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
+use onejob_core::telemetry::config::captured_request;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::api::client;
@@ -76,7 +77,6 @@ fn job_facts(
     body: &[u8],
     job_type: Option<&str>,
 ) -> JobFacts {
-    let capture = config.telemetry.as_ref().is_some_and(|t| t.capture_content);
     JobFacts {
         tenant: caller.tenant.clone(),
         key: key.clone(),
@@ -85,7 +85,7 @@ fn job_facts(
         model: handoff::model_of(body),
         job_type: job_type.map(str::to_owned),
         from_cache: false,
-        request_body: capture.then(|| String::from_utf8_lossy(body).into_owned()),
+        request_body: captured_request(config.telemetry.as_ref(), body),
     }
 }
 
