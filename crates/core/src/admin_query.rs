@@ -204,6 +204,26 @@ impl<'a> Params<'a> {
     }
 }
 
+/// A page of the jobs list as `GET jobs` answers it: its jobs, newest
+/// first, and the cursor of the next page.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct JobsPage {
+    /// The page's jobs.
+    pub jobs: Vec<IndexedJob>,
+    /// The cursor of the next page ([`cursor_of`] its last job), if any.
+    pub next_cursor: Option<String>,
+}
+
+impl JobsPage {
+    /// The page of `rows`, read with `limit`: a full page may have more
+    /// after it, from its last job on; a shorter one is the last.
+    pub fn of(rows: Vec<IndexedJob>, limit: u32) -> Self {
+        let full = rows.len() == limit as usize;
+        let next_cursor = rows.last().filter(|_| full).map(|last| cursor_of(last.created_ms, &last.key));
+        JobsPage { jobs: rows, next_cursor }
+    }
+}
+
 /// A parameter's name as an error may quote it: at most 64 characters.
 fn shorten(name: &str) -> String {
     name.chars().take(64).collect()
@@ -351,6 +371,30 @@ mod tests {
             assert_eq!(query.error_class.as_deref(), Some(class));
         }
         assert_eq!(DeadLettersQuery::parse(&pairs(&[("limit", "1")])).unwrap_err().param, "limit");
+    }
+
+    #[test]
+    fn a_full_page_of_jobs_has_the_cursor_of_its_last_and_a_shorter_one_none() {
+        let job = |key: &str, created_ms: u64| {
+            serde_json::from_value::<IndexedJob>(serde_json::json!({
+                "tenant": "acme", "user": null, "job_key": key, "state": "completed", "model": null,
+                "provider": null, "error_class": null, "attempts": 1, "tokens": 0, "cost_usd": 0.0,
+                "background": 0, "created_ms": created_ms, "updated_ms": created_ms,
+            }))
+            .unwrap()
+        };
+        let rows = vec![job("key-b-0123456789ab", 20), job("key-a-0123456789ab", 10)];
+        let full = JobsPage::of(rows.clone(), 2);
+        assert_eq!(full.next_cursor.as_deref(), Some("10:key-a-0123456789ab"));
+        assert_eq!(
+            JobsQuery::parse(&pairs(&[("cursor", "10:key-a-0123456789ab")])).unwrap().cursor.map(|c| c.0),
+            Some(10)
+        );
+        assert_eq!(JobsPage::of(rows.clone(), 3).next_cursor, None);
+        assert_eq!(JobsPage::of(Vec::new(), 0).next_cursor, None);
+        let answer = serde_json::to_value(JobsPage::of(rows, 3)).unwrap();
+        assert_eq!(answer["next_cursor"], serde_json::Value::Null);
+        assert_eq!(answer["jobs"][0]["key"], "key-b-0123456789ab");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use crate::admin::{Admin, Scope};
 use crate::admin_query::{CostsQuery, DeadLettersQuery, JobsQuery, QueryError};
+use crate::front::head::Head;
 use crate::front::{Method, Refusal, expect, percent_decode, refused};
 use crate::key::IdempotencyKey;
 use crate::pricing::{BUNDLED_AS_OF, Prices};
@@ -105,6 +106,81 @@ pub struct AdminRequest<'a> {
     pub query: &'a [(String, String)],
     /// Its `Idempotency-Key` header, if any.
     pub operator_key: Option<&'a str>,
+}
+
+impl<'a> AdminRequest<'a> {
+    /// The admin request of a request whose `head` was read, at `rest`
+    /// (the path after `/onejob/v1/admin/`): its method, query and
+    /// `Idempotency-Key`.
+    pub fn of(head: &'a Head, rest: &'a str) -> Self {
+        AdminRequest {
+            method: &head.method,
+            rest,
+            query: &head.params,
+            operator_key: head.header(crate::wire::header::IDEMPOTENCY_KEY),
+        }
+    }
+}
+
+/// What an operator route answers, however it was reached (a list, a
+/// Ledger's answer, a replay's report, a keyed request's kept answer, a
+/// refusal met while performing one): its status, its JSON body, and
+/// whether it is a kept answer given again. The edge answers it once,
+/// with [`AdminAnswer::headers`] and CORS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminAnswer {
+    /// Its status.
+    pub status: u16,
+    /// Its body (JSON, or problem+JSON for a status of 400 and over).
+    pub body: String,
+    /// A keyed request's kept answer, given again.
+    pub replayed: bool,
+}
+
+impl AdminAnswer {
+    /// An answer of `status` and `body`, given the first time.
+    pub fn new(status: u16, body: String) -> Self {
+        AdminAnswer { status, body, replayed: false }
+    }
+
+    /// A list's answer: `200` and `body` as JSON.
+    pub fn json(body: &impl Serialize) -> Result<Self, serde_json::Error> {
+        Ok(Self::new(200, serde_json::to_string(body)?))
+    }
+
+    /// A keyed request's answer as it was kept ([`kept_answer`]), given again.
+    pub fn kept(stored: &str) -> Self {
+        let (status, body) = kept_answer(stored);
+        AdminAnswer { status, body, replayed: true }
+    }
+
+    /// A refusal met while a keyed request was performed, as its answer
+    /// ([`refused_answer`]).
+    pub fn refused(refusal: &Refusal) -> Self {
+        let (status, body) = refused_answer(refusal);
+        Self::new(status, body)
+    }
+
+    /// Whether it is kept for a keyed request's repeats ([`keeps`]).
+    pub fn keeps(&self) -> bool {
+        keeps(self.status)
+    }
+
+    /// The form it is kept in: `[status, body]`, as [`kept_answer`] reads it.
+    pub fn kept_form(&self) -> String {
+        // A number and a string: nothing here can fail to serialize.
+        serde_json::to_string(&(self.status, &self.body)).unwrap_or_default()
+    }
+
+    /// Whether, as a Ledger's answer to a resolve, it settled the job ([`settled`]).
+    pub fn settled(&self) -> bool {
+        settled(self.status)
+    }
+
+    /// Its headers besides CORS ([`answer_headers`]).
+    pub fn headers(&self) -> Vec<(&'static str, &'static str)> {
+        answer_headers(self.status, self.replayed)
+    }
 }
 
 /// The routes by path, before their method and parameters are checked.

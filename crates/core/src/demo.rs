@@ -421,6 +421,77 @@ pub fn inbox_row(mut row: Value) -> Value {
     row
 }
 
+/// What one call to the demo provider does: stream paced events, or
+/// answer after a delay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DemoCall {
+    /// A streamed answer ([`stream`]).
+    Stream(Paced),
+    /// An answer read whole ([`respond`], or an outage's at once).
+    Answer(Plan),
+}
+
+/// The fate of one call to the demo provider (`outage`: configured as
+/// down): an outage answers its 503 at once ([`outage`]); a request that
+/// asked for a stream (`wants_stream`) gets events when its model streams
+/// ([`stream`]); every other call is answered after its delay ([`respond`]).
+pub fn call(outage_on: bool, wants_stream: bool, target: &str, body: &[u8], attempt: u32) -> DemoCall {
+    if outage_on {
+        return DemoCall::Answer(Plan { delay_ms: 0, reply: outage(target) });
+    }
+    match wants_stream.then(|| stream(target, body, attempt)).flatten() {
+        Some(paced) => DemoCall::Stream(paced),
+        None => DemoCall::Answer(respond(target, body, attempt)),
+    }
+}
+
+/// What `GET /demo/tickets` and `GET /demo/inbox` read out for the demo
+/// page: the triage job type's rows, or the mails its effect sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOut {
+    /// `/demo/tickets`: the `ticket_triage` table the job type's `d1` effect writes.
+    Tickets,
+    /// `/demo/inbox`: the `demo_inbox` table the `demo:inbox` webhook fills.
+    Inbox,
+}
+
+impl ReadOut {
+    /// The read-out a route's last segment names (`tickets`; anything
+    /// else [`crate::front::Route`] sends here is the inbox).
+    pub fn of(what: &str) -> ReadOut {
+        if what == "tickets" { ReadOut::Tickets } else { ReadOut::Inbox }
+    }
+
+    /// Whether the inbox's table must exist before the read (the demo
+    /// makes it on first use; the tickets' table is the job type's).
+    pub fn makes_its_table(self) -> bool {
+        self == ReadOut::Inbox
+    }
+
+    /// The SQL that reads its newest 200 rows.
+    pub fn query(self) -> &'static str {
+        match self {
+            ReadOut::Tickets => "SELECT * FROM ticket_triage ORDER BY written_ms DESC LIMIT 200",
+            ReadOut::Inbox => {
+                "SELECT delivery_id, payload, received_ms FROM demo_inbox ORDER BY received_ms DESC LIMIT 200"
+            }
+        }
+    }
+
+    /// The page's answer, `{"rows": [...]}`, from what the read gave: the
+    /// tickets' read fails until a ticket was triaged (the table does not
+    /// exist yet), which lists none; the inbox's table was made before its
+    /// read, so its failure is one. An inbox row's payload is read as JSON
+    /// ([`inbox_row`]).
+    pub fn answer<E>(self, read: Result<Vec<Value>, E>) -> Result<Value, E> {
+        let rows = match (self, read) {
+            (ReadOut::Tickets, read) => read.unwrap_or_default(),
+            (ReadOut::Inbox, read) => read?.into_iter().map(inbox_row).collect(),
+        };
+        Ok(serde_json::json!({ "rows": rows }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -448,6 +519,39 @@ mod tests {
         assert_eq!(inbox_row(row)["payload"], json!({ "to": "a@b" }));
         assert_eq!(inbox_row(json!({ "payload": "not json" }))["payload"], Value::Null);
         assert_eq!(inbox_row(json!({ "payload": 5 })), json!({ "payload": 5 }));
+    }
+
+    #[test]
+    fn a_demo_call_is_an_outage_at_once_a_stream_when_asked_and_streamable_else_an_answer() {
+        let chat = serde_json::to_vec(&json!({ "model": "demo", "messages": [] })).unwrap();
+        let down = call(true, true, CHAT, &chat, 1);
+        assert_eq!(down, DemoCall::Answer(Plan { delay_ms: 0, reply: outage(CHAT) }));
+        assert_eq!(call(false, true, CHAT, &chat, 1), DemoCall::Stream(stream(CHAT, &chat, 1).unwrap()));
+        assert_eq!(call(false, false, CHAT, &chat, 1), DemoCall::Answer(respond(CHAT, &chat, 1)));
+        // A model that does not stream is answered whole, even when asked to stream.
+        let timeout = serde_json::to_vec(&json!({ "model": "demo-timeout", "messages": [] })).unwrap();
+        assert_eq!(stream(CHAT, &timeout, 1), None);
+        assert_eq!(call(false, true, CHAT, &timeout, 1), DemoCall::Answer(respond(CHAT, &timeout, 1)));
+    }
+
+    #[test]
+    fn a_read_out_is_the_tickets_or_the_inbox() {
+        assert_eq!(ReadOut::of("tickets"), ReadOut::Tickets);
+        assert_eq!(ReadOut::of("inbox"), ReadOut::Inbox);
+        assert!(ReadOut::Inbox.makes_its_table() && !ReadOut::Tickets.makes_its_table());
+        assert!(ReadOut::Tickets.query().contains("FROM ticket_triage"));
+        assert!(ReadOut::Inbox.query().contains("FROM demo_inbox"));
+    }
+
+    #[test]
+    fn no_tickets_table_yet_lists_none_but_a_failed_inbox_read_is_an_error() {
+        assert_eq!(ReadOut::Tickets.answer(Err::<Vec<Value>, _>("no such table")), Ok(json!({ "rows": [] })));
+        assert_eq!(ReadOut::Inbox.answer(Err::<Vec<Value>, _>("down")), Err("down"));
+        let ticket = json!({ "category": "billing", "payload": "{}" });
+        assert_eq!(ReadOut::Tickets.answer::<()>(Ok(vec![ticket.clone()])), Ok(json!({ "rows": [ticket] })));
+        let mail = json!({ "delivery_id": "d", "payload": "{\"to\":\"a@b\"}" });
+        let read = ReadOut::Inbox.answer::<()>(Ok(vec![mail])).unwrap();
+        assert_eq!(read["rows"][0]["payload"], json!({ "to": "a@b" }));
     }
 
     const CHAT: &str = "/v1/chat/completions";

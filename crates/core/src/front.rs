@@ -6,6 +6,7 @@
 //! functions, and performs what they return.
 
 pub mod body;
+pub mod head;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;

@@ -207,6 +207,42 @@ impl Meter {
     }
 }
 
+/// A request to a `UsageMeter`, read from its path and body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeterCall {
+    /// `POST /check`.
+    Check(Check),
+    /// `POST /add`.
+    Add(Add),
+}
+
+impl MeterCall {
+    /// The call at `path` with `body`: `Ok(None)` for a path the meter does
+    /// not serve (a `404`), an error for a body that is not the call's.
+    pub fn decode(path: &str, body: &[u8]) -> Result<Option<MeterCall>, serde_json::Error> {
+        Ok(match path {
+            "/check" => Some(MeterCall::Check(serde_json::from_slice(body)?)),
+            "/add" => Some(MeterCall::Add(serde_json::from_slice(body)?)),
+            _ => None,
+        })
+    }
+
+    /// Whether performing it changes the meter, to be stored: an add.
+    pub fn writes(&self) -> bool {
+        matches!(self, MeterCall::Add(_))
+    }
+}
+
+impl Meter {
+    /// Performs `call` at `now_ms` ([`Meter::check`] or [`Meter::count`]).
+    pub fn answer(&mut self, call: MeterCall, now_ms: u64) -> MeterAnswer {
+        match call {
+            MeterCall::Check(check) => self.check(check, now_ms),
+            MeterCall::Add(add) => self.count(add, now_ms),
+        }
+    }
+}
+
 /// The job's tokens not yet counted against its quotas: every paid
 /// attempt's total (a hedge's loser included) past the `metered` already
 /// counted; `None` when there are none.
@@ -243,6 +279,29 @@ mod tests {
             MeterRef { name: "user\u{1f}acme\u{1f}u1".into(), limit: Some(10), user: Some("u1".into()) }
         );
         assert_eq!(meters("acme", None, limits).len(), 1);
+    }
+
+    #[test]
+    fn a_meter_call_is_read_from_its_path_and_only_an_add_is_stored() {
+        let check = MeterCall::decode("/check", br#"{"limit":10}"#).unwrap();
+        assert_eq!(check, Some(MeterCall::Check(Check { limit: Some(10) })));
+        let add = MeterCall::decode("/add", br#"{"tokens":4}"#).unwrap();
+        assert_eq!(add, Some(MeterCall::Add(Add { tokens: 4, limit: None, share_permille: 0 })));
+        assert!(add.is_some_and(|call| call.writes()) && !check.is_some_and(|call| call.writes()));
+        assert_eq!(MeterCall::decode("/reset", b"{}").unwrap(), None);
+        assert!(MeterCall::decode("/add", b"{}").is_err(), "an add names its tokens");
+        assert!(MeterCall::decode("/check", b"not json").is_err());
+    }
+
+    #[test]
+    fn a_meter_performs_a_call_as_a_check_or_a_count() {
+        let mut meter = Meter::default();
+        let added = meter.answer(MeterCall::Add(Add { tokens: 7, limit: Some(10), share_permille: 0 }), 1_000);
+        assert_eq!(added, Meter::default().count(Add { tokens: 7, limit: Some(10), share_permille: 0 }, 1_000));
+        assert_eq!(meter.used_on(1_000), 7);
+        let checked = meter.answer(MeterCall::Check(Check { limit: Some(7) }), 1_000);
+        assert_eq!(checked, meter.check(Check { limit: Some(7) }, 1_000));
+        assert!(checked.refuses());
     }
 
     #[test]

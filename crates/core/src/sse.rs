@@ -164,6 +164,28 @@ pub fn with_id(event: &[u8], number: u64) -> Vec<u8> {
     out
 }
 
+/// A live stream's events as one reader gets them: numbered with `id:`
+/// lines ([`with_id`]) when it asked for ids, counting on from the `from`
+/// events it already has; as they are otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numbering {
+    ids: bool,
+    last: u64,
+}
+
+impl Numbering {
+    /// The numbering of a reader that has the first `from` events.
+    pub fn after(from: u64, ids: bool) -> Self {
+        Numbering { ids, last: from }
+    }
+
+    /// The next event as the reader gets it.
+    pub fn next(&mut self, event: Vec<u8>) -> Vec<u8> {
+        self.last += 1;
+        if self.ids { with_id(&event, self.last) } else { event }
+    }
+}
+
 /// Token usage carried by an event: OpenAI's `usage` chunk
 /// (`stream_options.include_usage`), the Responses API's
 /// `response.completed`, or Anthropic's `message_start` / `message_delta`.
@@ -322,6 +344,15 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn a_reader_that_asked_for_ids_gets_them_counting_on_from_what_it_has() {
+        let mut numbered = Numbering::after(2, true);
+        assert_eq!(numbered.next(b"data: a\n\n".to_vec()), b"id: 3\ndata: a\n\n".to_vec());
+        assert_eq!(numbered.next(b"data: b\n\n".to_vec()), b"id: 4\ndata: b\n\n".to_vec());
+        let mut plain = Numbering::after(2, false);
+        assert_eq!(plain.next(b"data: a\n\n".to_vec()), b"data: a\n\n".to_vec());
+    }
 
     #[test]
     fn events_are_cut_at_blank_lines_byte_for_byte_whatever_the_chunking() {

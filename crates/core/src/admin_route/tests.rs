@@ -274,3 +274,43 @@ fn an_answer_carries_its_content_type_and_a_kept_one_given_again_says_so() {
     );
     assert_eq!(DEAD_LETTERS_LISTED, 500);
 }
+
+#[test]
+fn an_admin_request_is_read_from_the_head() {
+    let head = Head {
+        method: "POST".into(),
+        params: pairs(&[("user", "u1")]),
+        headers: pairs(&[("idempotency-key", "operator-request-0001")]),
+        ..Head::default()
+    };
+    let request = AdminRequest::of(&head, "jobs/resolve");
+    assert_eq!(
+        (request.method, request.rest, request.operator_key),
+        ("POST", "jobs/resolve", Some("operator-request-0001"))
+    );
+    assert_eq!(request.query, &pairs(&[("user", "u1")])[..]);
+    assert_eq!(
+        AdminRoute::parse(&root(), &request),
+        Ok(AdminRoute::Resolve { request: "operator-request-0001".into() })
+    );
+}
+
+#[test]
+fn an_admin_answer_is_kept_replayed_and_headed_by_its_status() {
+    let list = AdminAnswer::json(&serde_json::json!({ "jobs": [] })).unwrap();
+    assert_eq!(list, AdminAnswer::new(200, "{\"jobs\":[]}".into()));
+    assert_eq!(list.headers(), vec![("Content-Type", "application/json")]);
+    // Kept, then given again as it was, marked replayed.
+    let conflict = AdminAnswer::new(409, "{\"a\":1}".into());
+    assert!(conflict.keeps());
+    let again = AdminAnswer::kept(&conflict.kept_form());
+    assert_eq!((again.status, again.body.as_str(), again.replayed), (409, "{\"a\":1}", true));
+    assert_eq!(again.headers(), vec![("Content-Type", "application/problem+json"), ("Idempotent-Replayed", "true")]);
+    assert!(!AdminAnswer::new(503, String::new()).keeps());
+    // A resolve's answer settles the job when it is a 2xx.
+    assert!(AdminAnswer::new(204, String::new()).settled() && !conflict.settled());
+    // A refusal met while performing is an answer like any other.
+    let refused = AdminAnswer::refused(&refused(ProblemType::Forbidden, "no"));
+    assert_eq!((refused.status, refused.replayed), (403, false));
+    assert!(refused.keeps());
+}

@@ -126,6 +126,49 @@ impl RetryBudget {
     }
 }
 
+/// Retry budgets, one per tenant, so one tenant whose requests keep
+/// failing cannot spend every tenant's retries; bounded: past `max`
+/// tenants the least recently used one's budget is dropped (it starts full
+/// again, which errs on the side of retrying).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantBudgets {
+    /// Most recently used last.
+    budgets: Vec<(String, RetryBudget)>,
+    max: usize,
+}
+
+impl TenantBudgets {
+    /// No budget yet, at most `max` (at least one) kept.
+    pub const fn new(max: usize) -> Self {
+        TenantBudgets { budgets: Vec::new(), max }
+    }
+
+    /// `tenant`'s budget (a full one for a tenant not kept), now the most
+    /// recently used.
+    pub fn of(&mut self, tenant: &str) -> &mut RetryBudget {
+        let entry = match self.budgets.iter().position(|(t, _)| t == tenant) {
+            Some(index) => self.budgets.remove(index),
+            None => (tenant.to_owned(), RetryBudget::default()),
+        };
+        self.budgets.push(entry);
+        if self.budgets.len() > self.max.max(1) {
+            self.budgets.remove(0);
+        }
+        let last = self.budgets.len() - 1;
+        &mut self.budgets[last].1
+    }
+
+    /// How many budgets are kept.
+    pub fn len(&self) -> usize {
+        self.budgets.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.budgets.is_empty()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -174,5 +217,28 @@ mod tests {
     fn config_is_validated() {
         assert_eq!(BudgetConfig::new(10, 0, 1, 1), Err(BudgetError::FreeRetries));
         assert_eq!(BudgetConfig::new(5, 5, 10, 1), Err(BudgetError::CostAboveCapacity { cost: 10, capacity: 5 }));
+    }
+
+    #[test]
+    fn each_tenant_spends_its_own_budget() {
+        let mut budgets = TenantBudgets::new(8);
+        while budgets.of("noisy").try_withdraw(RetryCause::Error) {}
+        assert!(!budgets.of("noisy").try_withdraw(RetryCause::Error));
+        assert!(budgets.of("quiet").try_withdraw(RetryCause::Error), "another tenant still retries");
+        assert_eq!(budgets.len(), 2);
+    }
+
+    #[test]
+    fn past_the_bound_the_least_recently_used_budget_is_dropped_and_starts_full() {
+        let mut budgets = TenantBudgets::new(2);
+        assert!(budgets.is_empty());
+        budgets.of("a").try_withdraw(RetryCause::Error);
+        budgets.of("b").try_withdraw(RetryCause::Error);
+        // Using "a" makes "b" the least recently used: "c" drops it.
+        let a_left = budgets.of("a").tokens();
+        budgets.of("c");
+        assert_eq!(budgets.len(), 2);
+        assert_eq!(budgets.of("a").tokens(), a_left, "kept");
+        assert_eq!(budgets.of("b").tokens(), RetryBudget::default().tokens(), "dropped, full again");
     }
 }

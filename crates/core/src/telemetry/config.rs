@@ -41,7 +41,20 @@ pub const MAX_EXPORT_BYTES: usize = 1 << 20;
 /// A captured prompt or completion is cut to this many bytes.
 pub const CAPTURED_BYTES: usize = 4096;
 
+/// A traced request's body as its span may carry it: only where telemetry
+/// captures content (`OTEL_CAPTURE_CONTENT=true`), as text.
+pub fn captured_request(settings: Option<&TelemetrySettings>, body: &[u8]) -> Option<String> {
+    settings.filter(|settings| settings.capture_content).map(|_| String::from_utf8_lossy(body).into_owned())
+}
+
 impl TelemetrySettings {
+    /// The headers of one export: OTLP/HTTP's JSON content type, then the
+    /// configured ones (`OTEL_EXPORTER_OTLP_HEADERS`), in order.
+    pub fn export_headers(&self) -> impl Iterator<Item = (&str, &str)> {
+        let configured = self.headers.iter().map(|(name, value)| (name.as_str(), value.as_str()));
+        std::iter::once(("Content-Type", "application/json")).chain(configured)
+    }
+
     /// Reads the settings through `var` (variables and secrets alike).
     /// `Ok(None)`: no endpoint, or `OTEL_SDK_DISABLED=true`.
     pub fn parse(var: &dyn Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
@@ -151,6 +164,27 @@ mod tests {
     fn parse(vars: &[(&str, &str)]) -> Result<Option<TelemetrySettings>, String> {
         let vars: HashMap<String, String> = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
         TelemetrySettings::parse(&|name| vars.get(name).cloned())
+    }
+
+    #[test]
+    fn a_request_body_is_captured_only_when_content_is() {
+        let mut settings = parse(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318")]).unwrap().unwrap();
+        assert_eq!(captured_request(None, b"{}"), None);
+        assert_eq!(captured_request(Some(&settings), b"{}"), None);
+        settings.capture_content = true;
+        assert_eq!(captured_request(Some(&settings), b"{\"a\":1}").as_deref(), Some("{\"a\":1}"));
+    }
+
+    #[test]
+    fn an_export_is_json_with_the_configured_headers_after() {
+        let settings = parse(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://otel.example:4318"),
+            ("OTEL_EXPORTER_OTLP_HEADERS", "x-api-key=k1,x-team=t"),
+        ])
+        .unwrap()
+        .unwrap();
+        let headers: Vec<_> = settings.export_headers().collect();
+        assert_eq!(headers, vec![("Content-Type", "application/json"), ("x-api-key", "k1"), ("x-team", "t")]);
     }
 
     #[test]

@@ -14,4 +14,4 @@ mod provider;
 pub mod routes;
 
 pub use inbox::{deliver_mail, mail_receipt};
-pub use provider::{outage, respond, stream};
+pub use provider::{answer, pace};

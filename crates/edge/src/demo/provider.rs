@@ -5,30 +5,18 @@
 //! answers and events in each API's format) are the core's
 //! ([`onejob_core::demo`]); this module sleeps, paces and hands the reply on.
 
-use onejob_core::demo::{self, DemoReply, Paced};
+use onejob_core::demo::{DemoReply, Paced, Plan};
 
 use crate::answer::{ByteChunks, Reply};
 use crate::env::clock;
 
-/// Answers one call; `attempt` is the job's attempt number (1 for the first).
-pub async fn respond(target: &str, body: &[u8], attempt: u32) -> Reply {
-    let plan = demo::respond(target, body, attempt);
+/// Answers one call as its plan says ([`demo::call`]): after its delay.
+pub async fn answer(plan: Plan) -> Reply {
     // A refused call answers at once (no timer).
     if plan.delay_ms > 0 {
         sleep(plan.delay_ms).await;
     }
     reply(plan.reply)
-}
-
-/// A streamed answer (`"stream": true`), paced; `None` when this call does
-/// not stream ([`respond`] answers it).
-pub fn stream(target: &str, body: &[u8], attempt: u32) -> Option<ByteChunks> {
-    demo::stream(target, body, attempt).map(pace)
-}
-
-/// What the demo provider in an outage answers: a 503 in the API's format.
-pub fn outage(target: &str) -> Reply {
-    reply(demo::outage(target))
 }
 
 fn reply(answer: DemoReply) -> Reply {
@@ -37,8 +25,8 @@ fn reply(answer: DemoReply) -> Reply {
     reply
 }
 
-/// The events, one every `pause_ms`.
-fn pace(Paced { events, pause_ms }: Paced) -> ByteChunks {
+/// A streamed answer's events, one every `pause_ms`.
+pub fn pace(Paced { events, pause_ms }: Paced) -> ByteChunks {
     Box::pin(futures_util::stream::unfold(events.into_iter(), move |mut events| async move {
         let event = events.next()?;
         sleep(pause_ms).await;

@@ -6,43 +6,25 @@
 //! reader, else `400`); this reads the headers and the bytes as it says.
 
 use futures_util::StreamExt;
-use onejob_core::front::body::{BodyHead, BodyRead, PostHead};
+use onejob_core::front::body::BodyRead;
+use onejob_core::front::head::Head;
 use onejob_core::front::{self};
-use onejob_core::protocol::header;
 use serde::de::DeserializeOwned;
 use worker::{Request, Result};
 
 use crate::http::Step;
 
-/// The headers a body's checks read, as the request sent them.
-pub struct SentHead {
-    method: String,
-    idempotency_key: Option<String>,
-    content_type: Option<String>,
-    content_length: Option<String>,
-}
-
-impl SentHead {
-    /// Reads the method, `Idempotency-Key`, `Content-Type` and `Content-Length`.
-    pub fn of(req: &Request) -> Result<Self> {
-        let headers = req.headers();
-        Ok(Self {
-            method: req.method().as_ref().to_owned(),
-            idempotency_key: headers.get(header::IDEMPOTENCY_KEY)?,
-            content_type: headers.get("Content-Type")?,
-            content_length: headers.get("Content-Length")?,
-        })
-    }
-
-    /// The body's head, for [`BodyRead::of`].
-    pub fn body(&self) -> BodyHead<'_> {
-        BodyHead { content_type: self.content_type.as_deref(), content_length: self.content_length.as_deref() }
-    }
-
-    /// The keyed POST's head, for [`front::body::keyed_post`].
-    pub fn post(&self) -> PostHead<'_> {
-        PostHead { method: &self.method, idempotency_key: self.idempotency_key.as_deref(), body: self.body() }
-    }
+/// The request's head, read in one go: its method, URL path and query
+/// (raw and decoded) and headers, which the core reads by name ([`Head`]).
+pub fn head(req: &Request) -> Result<Head> {
+    let url = req.url()?;
+    Ok(Head {
+        method: req.method().as_ref().to_owned(),
+        path: url.path().to_owned(),
+        query: url.query().map(str::to_owned),
+        params: url.query_pairs().map(|(name, value)| (name.into_owned(), value.into_owned())).collect(),
+        headers: req.headers().entries().collect(),
+    })
 }
 
 /// The body's bytes as `plan` says: whole, or counted chunk by chunk and
@@ -68,7 +50,7 @@ pub async fn read(req: &mut Request, plan: &BodyRead) -> Step<Vec<u8>> {
 /// read ([`read`]) and read strictly ([`front::parse_strict`]); `shape`
 /// tells a caller whose JSON is valid but not a `T` what to send.
 pub async fn read_json<T: DeserializeOwned>(req: &mut Request, limit: u64, shape: &str) -> Step<T> {
-    let plan = BodyRead::of(&SentHead::of(req)?.body(), limit)?;
+    let plan = BodyRead::of(&head(req)?.body(), limit)?;
     let bytes = read(req, &plan).await?;
     Ok(front::parse_strict(&bytes, shape)?)
 }

@@ -14,7 +14,7 @@ use onejob_core::front::{self, Refusal};
 use onejob_core::job::JobState;
 use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use onejob_core::response::{self, HeaderList, ResultHead};
-use onejob_core::sse::with_id;
+use onejob_core::sse::Numbering;
 use worker::{Headers, Request, Response, Result};
 
 use crate::answer::StoredResponse;
@@ -36,6 +36,12 @@ fn with_headers(response: Response, list: HeaderList) -> Result<Response> {
 pub fn with_cors(mut response: Response) -> Result<Response> {
     set_all(response.headers_mut(), response::cors())?;
     Ok(response)
+}
+
+/// A `200` JSON answer of `body`, with CORS: every listing's and page's
+/// answer. Its error converts into a plain `Result` or a route's [`Step`].
+pub fn json<E: From<worker::Error>>(body: &impl serde::Serialize) -> std::result::Result<Response, E> {
+    Ok(with_cors(Response::from_json(body)?)?)
 }
 
 /// The answer to a CORS preflight ([`response::preflight`]).
@@ -205,11 +211,8 @@ pub fn stream_response(
 ) -> Result<Response> {
     let StreamHead { attempt, content_type, from } = head;
     let headers = response::stream(content_type, key, attempt, replayed);
-    let mut number = from;
-    let body = events.map(move |event| {
-        number += 1;
-        Ok::<Vec<u8>, worker::Error>(if ids { with_id(&event, number) } else { event })
-    });
+    let mut numbering = Numbering::after(from, ids);
+    let body = events.map(move |event| Ok::<Vec<u8>, worker::Error>(numbering.next(event)));
     with_headers(Response::from_stream(body)?, headers)
 }
 

@@ -4,10 +4,9 @@
 
 use std::cell::Cell;
 
-use onejob_core::quota::Meter;
+use onejob_core::quota::{Meter, MeterCall};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
-use crate::api::meter::{Add, Check};
 use crate::env::clock::now_ms;
 
 const STORAGE_KEY: &str = "meter";
@@ -26,20 +25,17 @@ impl DurableObject for UsageMeter {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         // Read the body before the meter: nothing may run between its read and write.
         let body = req.bytes().await?;
+        let Some(call) = MeterCall::decode(&req.path(), &body)? else { return Response::error("no such route", 404) };
         let mut meter = match self.loaded.get() {
             Some(meter) => meter,
             None => self.state.storage().get::<Meter>(STORAGE_KEY).await.ok().flatten().unwrap_or_default(),
         };
-        let now = now_ms();
-        let answer = match req.path().as_str() {
-            "/check" => Response::from_json(&meter.check(serde_json::from_slice::<Check>(&body)?, now))?,
-            "/add" => Response::from_json(&meter.count(serde_json::from_slice::<Add>(&body)?, now))?,
-            _ => Response::error("no such route", 404)?,
-        };
+        let writes = call.writes();
+        let answer = meter.answer(call, now_ms());
         self.loaded.set(Some(meter));
-        if req.path() == "/add" {
+        if writes {
             self.state.storage().put(STORAGE_KEY, &meter).await?;
         }
-        Ok(answer)
+        Response::from_json(&answer)
     }
 }

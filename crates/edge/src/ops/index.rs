@@ -4,7 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsQuery, cursor_of};
+use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsPage, JobsQuery};
 use onejob_core::job::Job;
 use onejob_core::savings::Spent;
 use wasm_bindgen::JsValue;
@@ -107,7 +107,7 @@ fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> serde_json::Value {
 }
 
 /// A page of the jobs list, newest first, and the cursor of the next.
-pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Option<String>)> {
+pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<JobsPage> {
     let db = super::database(env).await?;
     let limit = filter.limit;
     let (cursor_ms, cursor_key) = filter
@@ -143,8 +143,7 @@ pub async fn jobs(env: &Env, filter: &JobsQuery) -> Result<(Vec<IndexedJob>, Opt
         .all()
         .await?
         .results::<IndexedJob>()?;
-    let next = (rows.len() as u32 == limit).then(|| rows.last().map(|j| cursor_of(j.created_ms, &j.key))).flatten();
-    Ok((rows, next))
+    Ok(JobsPage::of(rows, limit))
 }
 
 /// Jobs, tokens and estimated spend since `since_ms` (of one tenant with

@@ -17,6 +17,7 @@ use std::rc::Rc;
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use futures_util::{StreamExt, stream};
+use onejob_core::front::head::Head;
 use onejob_core::key::{IdempotencyKey, StorageId};
 use onejob_core::protocol::{JobView, header};
 use onejob_core::providers::Api;
@@ -52,12 +53,9 @@ impl Started {
 
 /// The trace of a job request, when telemetry is configured: a child of
 /// the caller's `traceparent` (and `tracestate`), or a new trace.
-pub fn start(req: &Request, config: &Config) -> Option<Started> {
+pub fn start(head: &Head, config: &Config) -> Option<Started> {
     config.telemetry.as_ref()?;
-    let headers = req.headers();
-    let traceparent = headers.get("traceparent").ok().flatten();
-    let tracestate = headers.get("tracestate").ok().flatten();
-    let trace = RequestTrace::start(traceparent.as_deref(), tracestate.as_deref(), &mut MathRandom);
+    let trace = RequestTrace::start(head.header("traceparent"), head.header("tracestate"), &mut MathRandom);
     Some(Started { trace, started_ms: now_ms() })
 }
 
@@ -232,10 +230,8 @@ async fn export(settings: &TelemetrySettings, spans: Vec<Span>) {
 /// One OTLP/HTTP JSON export, abandoned after the settings' timeout.
 async fn post(settings: &TelemetrySettings, body: String) -> std::result::Result<(), String> {
     let headers = Headers::new();
-    let set = |name: &str, value: &str| headers.set(name, value).map_err(|e| e.to_string());
-    set("Content-Type", "application/json")?;
-    for (name, value) in &settings.headers {
-        set(name, value)?;
+    for (name, value) in settings.export_headers() {
+        headers.set(name, value).map_err(|e| e.to_string())?;
     }
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.into()));

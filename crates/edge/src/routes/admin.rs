@@ -16,11 +16,10 @@
 use onejob_core::admin::Admin;
 use onejob_core::admin_query::costs_answer;
 use onejob_core::admin_route::{
-    self, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
+    self, AdminAnswer, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
     ReplaySelection, ResolveBody,
 };
 use onejob_core::dead_letters::DeadLettersAnswer;
-use onejob_core::protocol::header;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::client;
@@ -31,33 +30,26 @@ use crate::env::config::{self, Config};
 use crate::http::body;
 use crate::http::{self, Step, Stop};
 use crate::ops;
-use crate::routes::auth::Presented;
 
 /// Routes `rest` (the path after `/onejob/v1/admin/`): the core reads and
-/// checks the route ([`AdminRoute::parse`]), this performs it.
+/// checks the route ([`AdminRoute::parse`]), this performs it and answers
+/// what it gives ([`AdminAnswer`]) in one place.
 pub async fn handle(req: Request, env: &Env, rest: &str) -> Result<Response> {
     let Ok(config) = config::load(env) else { return http::misconfigured() };
-    route(req, env, &config, rest).await.or_else(Stop::respond)
+    route(req, env, &config, rest).await.map_or_else(Stop::respond, |answer| respond(&answer))
 }
 
-async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step<Response> {
-    let admin = Presented::of(&req).credentials().admin(&config.admins)?.clone();
-    let url = req.url()?;
-    let query: Vec<(String, String)> = url.query_pairs().map(|(n, v)| (n.into_owned(), v.into_owned())).collect();
-    let operator_key = req.headers().get(header::IDEMPOTENCY_KEY)?;
-    let method = req.method();
-    let request = AdminRequest { method: method.as_ref(), rest, query: &query, operator_key: operator_key.as_deref() };
+async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step<AdminAnswer> {
+    let head = body::head(&req)?;
+    let admin = head.credentials().admin(&config.admins)?.clone();
     let limit = config.settings.max_body_bytes;
-    match AdminRoute::parse(&admin, &request)? {
+    match AdminRoute::parse(&admin, &AdminRequest::of(&head, rest))? {
         AdminRoute::DeadLetters(query) => {
             let (tenant, class) = (query.tenant.as_deref(), query.error_class.as_deref());
             let letters = ops::dead_letters(env, tenant, class, DEAD_LETTERS_LISTED).await?;
             list(&DeadLettersAnswer::of(letters, now_ms()))
         }
-        AdminRoute::Jobs(filter) => {
-            let (jobs, next) = ops::jobs(env, &filter).await?;
-            list(&serde_json::json!({ "jobs": jobs, "next_cursor": next }))
-        }
+        AdminRoute::Jobs(filter) => list(&ops::jobs(env, &filter).await?),
         AdminRoute::Costs(query) => {
             let grouped = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
             list(&costs_answer(query.since_ms, grouped, admin_route::prices_note(&config.prices)))
@@ -79,12 +71,12 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
             body.check(&admin)?;
             let (job, call) = LedgerCall::resolve(&admin, &request, body);
             let resolve = async {
-                let (status, answer) = forward(env, &job, &call).await?;
+                let answer = forward(env, &job, &call).await?;
                 // Settled: off the dead-letter list.
-                if admin_route::settled(status) {
+                if answer.settled() {
                     ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
                 }
-                Ok::<_, Stop>((status, answer))
+                Ok::<_, Stop>(answer)
             };
             once(env, &admin, &request, resolve).await
         }
@@ -95,61 +87,59 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
     }
 }
 
-/// A list's answer: `body` as JSON, with CORS.
-fn list(body: &impl serde::Serialize) -> Step<Response> {
-    Ok(http::with_cors(Response::from_json(body)?)?)
+/// A list's answer: `body` as JSON.
+fn list(body: &impl serde::Serialize) -> Step<AdminAnswer> {
+    Ok(AdminAnswer::json(body)?)
 }
 
 /// An admin's request to one job's Ledger that carries no operator key
 /// (a look, a kick), answered as the Ledger answers it.
-async fn to_job(env: &Env, admin: &Admin, job: &JobName, call: fn(OperatorRequest) -> LedgerCall) -> Step<Response> {
-    let (status, body) = forward(env, job, &call(OperatorRequest::of(admin, job, ""))).await?;
-    Ok(json_response(status, &body, false)?)
+async fn to_job(env: &Env, admin: &Admin, job: &JobName, call: fn(OperatorRequest) -> LedgerCall) -> Step<AdminAnswer> {
+    Ok(forward(env, job, &call(OperatorRequest::of(admin, job, ""))).await?)
 }
 
 /// Answers a keyed operator request once: a repeat gets the first answer.
 /// A refusal met while performing it is its answer, kept as any other
-/// ([`admin_route::refused_answer`]).
+/// ([`AdminAnswer::refused`]).
 async fn once(
     env: &Env,
     admin: &Admin,
     request_key: &str,
-    work: impl std::future::Future<Output = Step<(u16, String)>>,
-) -> Step<Response> {
+    work: impl std::future::Future<Output = Step<AdminAnswer>>,
+) -> Step<AdminAnswer> {
     let id = admin_route::request_id(admin, request_key);
     if let Some(stored) = ops::done_request(env, &id).await? {
-        let (status, body) = admin_route::kept_answer(&stored);
-        return Ok(json_response(status, &body, true)?);
+        return Ok(AdminAnswer::kept(&stored));
     }
-    let (status, body) = match work.await {
-        Err(Stop::Refused(refusal)) => admin_route::refused_answer(&refusal),
+    let answer = match work.await {
+        Err(Stop::Refused(refusal)) => AdminAnswer::refused(&refusal),
         answer => answer?,
     };
-    if admin_route::keeps(status) {
-        ops::remember_request(env, &id, &serde_json::to_string(&(status, &body))?).await?;
+    if answer.keeps() {
+        ops::remember_request(env, &id, &answer.kept_form()).await?;
     }
-    Ok(json_response(status, &body, false)?)
+    Ok(answer)
 }
 
-/// An operator answer: `status`, `body` and the headers the core gives it
-/// ([`admin_route::answer_headers`]), with CORS.
-fn json_response(status: u16, body: &str, replayed: bool) -> Result<Response> {
-    let mut response = Response::from_bytes(body.as_bytes().to_vec())?.with_status(status);
-    for (name, value) in admin_route::answer_headers(status, replayed) {
+/// An operator answer: its status, body and the headers the core gives it
+/// ([`AdminAnswer::headers`]), with CORS.
+fn respond(answer: &AdminAnswer) -> Result<Response> {
+    let mut response = Response::from_bytes(answer.body.as_bytes().to_vec())?.with_status(answer.status);
+    for (name, value) in answer.headers() {
         response.headers_mut().set(name, value)?;
     }
     http::with_cors(response)
 }
 
-/// One operator request to a job's Ledger: its status and body.
-async fn forward(env: &Env, job: &JobName, call: &LedgerCall) -> Result<(u16, String)> {
+/// One operator request to a job's Ledger: its answer.
+async fn forward(env: &Env, job: &JobName, call: &LedgerCall) -> Result<AdminAnswer> {
     let message = JobMessage { tenant: job.tenant.clone(), user: job.user.clone(), key: job.key.clone() };
     let mut response = client::to_ledger(env, &message, call).await?;
-    Ok((response.status_code(), response.text().await?))
+    Ok(AdminAnswer::new(response.status_code(), response.text().await?))
 }
 
 /// Replays one dead job, or every dead job of a cause (at most [`MAX_REPLAY`]).
-async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Step<(u16, String)> {
+async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -> Step<AdminAnswer> {
     let targets: Vec<JobName> = match body.selection(admin)? {
         ReplaySelection::One(job) => vec![job],
         ReplaySelection::Cause { tenant, error_class } => {
@@ -162,11 +152,10 @@ async fn replay(env: &Env, admin: &Admin, request_key: &str, body: ReplayBody) -
         if !report.in_scope(admin, job) {
             continue;
         }
-        let (status, answer) =
-            forward(env, job, &LedgerCall::Replay(OperatorRequest::of(admin, job, request_key))).await?;
-        if report.record(job, status, &answer) {
+        let answer = forward(env, job, &LedgerCall::Replay(OperatorRequest::of(admin, job, request_key))).await?;
+        if report.record(job, answer.status, &answer.body) {
             ops::mark_replayed(env, &job.tenant, job.user.as_deref(), &job.key).await?;
         }
     }
-    Ok((200, report.to_json()))
+    Ok(AdminAnswer::new(200, report.to_json()))
 }

@@ -54,5 +54,5 @@ pub async fn run(mut req: Request, config: &Config) -> Step<Response> {
         }
         report.push(ProviderResult::of(provider.name.clone(), model.clone(), results));
     }
-    Ok(http::with_cors(Response::from_json(&plan.report(&check.model, &report))?)?)
+    http::json(&plan.report(&check.model, &report))
 }

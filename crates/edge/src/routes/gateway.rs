@@ -2,12 +2,13 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
-use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, ProxyRequest, Refusal, RunJob};
+use onejob_core::front::head::Head;
+use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, RunJob};
 use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::protocol::header;
 use onejob_core::providers::models_page;
 use onejob_core::result_cache::RETRY_COUNT;
 use onejob_core::savings::AnswerKind;
+use onejob_core::telemetry::config::captured_request;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::api::client;
@@ -16,11 +17,10 @@ use crate::api::ledger::LedgerCall;
 use crate::cache;
 use crate::env::clock::now_ms;
 use crate::env::config::{self, Config};
-use crate::http::body::{self, SentHead};
+use crate::http::body;
 use crate::http::{self, Step, Stop};
 use crate::ops;
 use crate::ops::telemetry::{self, JobFacts};
-use crate::routes::auth::Presented;
 
 /// `POST /v1/{path}`.
 pub async fn proxy(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
@@ -28,36 +28,27 @@ pub async fn proxy(req: Request, env: &Env, ctx: &Context) -> Result<Response> {
 }
 
 async fn proxied(mut req: Request, env: &Env, ctx: &Context) -> Step<Response> {
-    let (config, caller) = admit_caller(&req, env)?;
+    let (config, caller, head) = admit_caller(&req, env)?;
     // With telemetry on: the request's trace (nothing at all otherwise).
-    let traced = telemetry::start(&req, &config);
+    let traced = telemetry::start(&head, &config);
     let may_derive = config.settings.keyless.derives();
-    let post = front::body::keyed_post(&SentHead::of(&req)?.post(), may_derive, config.settings.max_body_bytes)?;
+    let post = front::body::keyed_post(&head.post(), may_derive, config.settings.max_body_bytes)?;
     let body = body::read(&mut req, &post.body).await?;
-    let url = req.url()?;
-    let (prefer, cache_control) = (req.headers().get(header::PREFER)?, req.headers().get("Cache-Control")?);
     // The model matters here only to a user token (which models it may ask
     // for): the body is read for it only then, not on every first call.
     let model = caller.token.as_ref().and_then(|_| handoff::model_of(&body));
-    let request = ProxyRequest {
-        path: url.path(),
-        query: url.query(),
-        body: &body,
-        model: model.as_deref(),
-        prefer: prefer.as_deref(),
-        cache_control: cache_control.as_deref(),
-    };
+    let request = head.proxy_request(&body, model.as_deref());
     let ProxyJob { target, fingerprint, key, keyless } =
         front::proxy_job(&caller, config.settings.keyless, post.key, &request)?;
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     // What the spans need of the job (only when traced).
-    let job = traced.as_ref().map(|_| job_facts(&config, &caller, &key, &storage_id, url.path(), &body, None));
+    let job = traced.as_ref().map(|_| job_facts(&config, &caller, &key, &storage_id, &head.path, &body, None));
 
     // A keyless job's answer is replayed only within its window, which the
     // Ledger decides: KV, whose entries outlive it, is neither read nor written.
     // Otherwise KV is looked in first when the setting says this request
     // should (by default a retry: a first call would only miss it).
-    if config.settings.result_cache.looks_first(keyless.is_some(), req.headers().get(RETRY_COUNT)?.as_deref())
+    if config.settings.result_cache.looks_first(keyless.is_some(), head.header(RETRY_COUNT))
         && let Some((result, spent)) = cache::lookup(env, storage_id.as_str(), fingerprint.as_str()).await
     {
         // Counted after the answer: a call this replay did not make.
@@ -66,7 +57,7 @@ async fn proxied(mut req: Request, env: &Env, ctx: &Context) -> Step<Response> {
         let job = job.map(|job| JobFacts { from_cache: true, ..job });
         return Ok(telemetry::finish(ctx, env, &config, traced, answer, job)?);
     }
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let header = |name: &str| head.owned_header(name);
     let wait = config.settings.coalesce_wait_ms;
     let content_type = post.body.content_type;
     let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
@@ -86,7 +77,6 @@ fn job_facts(
     body: &[u8],
     job_type: Option<&str>,
 ) -> JobFacts {
-    let capture = config.telemetry.as_ref().is_some_and(|t| t.capture_content);
     JobFacts {
         tenant: caller.tenant.clone(),
         key: key.clone(),
@@ -95,7 +85,7 @@ fn job_facts(
         model: handoff::model_of(body),
         job_type: job_type.map(str::to_owned),
         from_cache: false,
-        request_body: capture.then(|| String::from_utf8_lossy(body).into_owned()),
+        request_body: captured_request(config.telemetry.as_ref(), body),
     }
 }
 
@@ -107,10 +97,10 @@ pub fn models(req: &Request, env: &Env) -> Result<Response> {
 }
 
 fn listed(req: &Request, env: &Env) -> Step<Response> {
-    let (config, caller) = admit_caller(req, env)?;
-    front::expect(req.method().as_ref(), Method::Get)?;
+    let (config, caller, head) = admit_caller(req, env)?;
+    front::expect(&head.method, Method::Get)?;
     let models = front::models_for(caller.token.as_ref(), config.settings.providers.models())?;
-    Ok(http::with_cors(Response::from_json(&models_page(&models))?)?)
+    http::json(&models_page(&models))
 }
 
 /// `POST /onejob/v1/run/{type}`: a job type's input becomes its job. The
@@ -121,18 +111,17 @@ pub async fn run(req: Request, env: &Env, ctx: &Context, type_name: &str) -> Res
 }
 
 async fn ran(mut req: Request, env: &Env, ctx: &Context, type_name: &str) -> Step<Response> {
-    let (config, caller) = admit_caller(&req, env)?;
-    let traced = telemetry::start(&req, &config);
+    let (config, caller, head) = admit_caller(&req, env)?;
+    let traced = telemetry::start(&head, &config);
     let type_name = front::percent_decode(type_name);
     let job_type = front::job_type(&config.job_types, &type_name)?;
     // A job type's effects happen once per intent: its runs are always keyed.
-    let (key, plan) = front::body::always_keyed(&SentHead::of(&req)?.post(), config.settings.max_body_bytes)?;
+    let (key, plan) = front::body::always_keyed(&head.post(), config.settings.max_body_bytes)?;
     let input_bytes = body::read(&mut req, &plan).await?;
     // `Accept: text/event-stream` streams the answer (the effects run once
     // it has ended).
-    let accept = req.headers().get("Accept")?;
     let RunJob { fingerprint, input, body, .. } =
-        front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, accept.as_deref())?;
+        front::run_job(job_type, caller.token.as_ref(), &key, &input_bytes, head.header("Accept"))?;
     let storage_id = StorageId::of(&caller.tenant, caller.user.as_deref(), &key);
     let route = front::run_route(&type_name);
     let job = traced.as_ref().map(|_| {
@@ -140,7 +129,7 @@ async fn ran(mut req: Request, env: &Env, ctx: &Context, type_name: &str) -> Ste
         facts.model = Some(job_type.model.clone());
         facts
     });
-    let header = |name: &str| req.headers().get(name).ok().flatten();
+    let header = |name: &str| head.owned_header(name);
     let (target, content_type) = ("/v1/chat/completions".into(), "application/json".into());
     let wait = config.settings.coalesce_wait_ms;
     let mut submission = Submission::new(caller, &key, &fingerprint, target, content_type, wait, &header);
@@ -161,15 +150,12 @@ pub async fn job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Res
 }
 
 async fn to_job(req: Request, env: &Env, raw_key: &str, route: JobRoute) -> Step<Response> {
-    let (_, caller) = admit_caller(&req, env)?;
-    let url = req.url()?;
-    let param = |wanted: &str| url.query_pairs().find(|(name, _)| name == wanted).map(|(_, v)| v.into_owned());
-    let from = param("from").or(req.headers().get("Last-Event-ID")?);
-    front::expect(req.method().as_ref(), route.method())?;
+    let (_, caller, head) = admit_caller(&req, env)?;
+    front::expect(&head.method, route.method())?;
     let key = front::job_key(raw_key)?;
-    let call = LedgerCall::of_job_route(route, &caller, &key, param("ids").as_deref(), from.as_deref())?;
+    let call = LedgerCall::of_job_route(route, &caller, &key, head.param("ids"), head.stream_from())?;
     // The tenant's own key may look at one of its users' jobs (`?user=`).
-    let user = front::job_user(caller.token.is_some(), caller.user.as_deref(), param("user"));
+    let user = front::job_user(caller.token.is_some(), caller.user.as_deref(), head.owned_param("user"));
     Ok(client::ledger(env, &StorageId::of(&caller.tenant, user.as_deref(), &key), &call).await?)
 }
 
@@ -183,11 +169,11 @@ pub fn problem_doc(req: &Request, slug: &str) -> Result<Response> {
     }
 }
 
-/// The configuration and the caller (a tenant, or a user of one), or the
-/// core's refusal of either.
-fn admit_caller(req: &Request, env: &Env) -> std::result::Result<(std::rc::Rc<Config>, Caller), Refusal> {
+/// The configuration, the caller (a tenant, or a user of one) and the
+/// request's head, or the core's refusal of the caller.
+fn admit_caller(req: &Request, env: &Env) -> Step<(std::rc::Rc<Config>, Caller, Head)> {
     let config = config::loaded(env)?;
-    let presented = Presented::of(req);
-    let caller = presented.credentials().caller(&config.tenants, &config.token_secrets, now_ms() / 1000)?;
-    Ok((config, caller))
+    let head = body::head(req)?;
+    let caller = head.credentials().caller(&config.tenants, &config.token_secrets, now_ms() / 1000)?;
+    Ok((config, caller, head))
 }

@@ -47,5 +47,5 @@ async fn page(env: &Env, config: &Config) -> Result<Response> {
     for (index, name) in provider_check::with_breaker(providers) {
         views.push((index, health::view(env, name).await?));
     }
-    http::with_cors(Response::from_json(&provider_check::providers_page(providers, &views))?)
+    http::json(&provider_check::providers_page(providers, &views))
 }

@@ -4,9 +4,8 @@
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
-use onejob_core::protocol::PROBLEM_CONTENT_TYPE;
 use onejob_core::providers::UpstreamRequest;
-use onejob_core::upstream::{self, HINT_HEADERS, MAX_RESPONSE_BYTES, Receive};
+use onejob_core::upstream::Receive;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::answer::{Reply, Streaming};
@@ -39,10 +38,13 @@ pub async fn call(base_url: &str, api_key: Option<&str>, call: &Call, timeout: S
         )
     });
     match select(sent, timeout).await {
-        Either::Left((Ok(Received::Whole(response, body)), _)) => CallResult::Reply(reply_of(&response, body)),
+        Either::Left((Ok(Received::Whole(response, body)), _)) => {
+            let header = |name: &str| response.headers().get(name).ok().flatten();
+            CallResult::Reply(Reply::read_whole(response.status_code(), &header, body))
+        }
         Either::Left((Ok(Received::TooLarge(len)), _)) => {
             controller.abort();
-            CallResult::Reply(too_large(len))
+            CallResult::Reply(Reply::too_large(len))
         }
         Either::Left((Ok(Received::Stream(content_type, body)), _)) => {
             CallResult::Stream(Streaming { content_type, body: Box::pin(body), abort: Some(controller) })
@@ -74,30 +76,6 @@ enum Received {
     Whole(worker::Response, Vec<u8>),
     Stream(String, worker::ByteStream),
     TooLarge(usize),
-}
-
-/// An answer over the size limit, as the core keeps it ([`upstream::too_large`]).
-fn too_large(len: usize) -> Reply {
-    let (problem, hints) = upstream::too_large(len);
-    Reply {
-        status: problem.status(),
-        content_type: PROBLEM_CONTENT_TYPE.into(),
-        body: problem.to_json().into_bytes(),
-        hints,
-    }
-}
-
-fn reply_of(response: &worker::Response, body: Vec<u8>) -> Reply {
-    if body.len() > MAX_RESPONSE_BYTES {
-        return too_large(body.len());
-    }
-    let header = |name: &str| response.headers().get(name).ok().flatten();
-    Reply {
-        status: response.status_code(),
-        content_type: header("Content-Type").unwrap_or_else(|| "application/json".into()),
-        body,
-        hints: HINT_HEADERS.iter().filter_map(|name| Some((*name, header(name)?))).collect(),
-    }
 }
 
 /// A fetch that failed without a response: what it means is core's

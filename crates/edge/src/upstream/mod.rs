@@ -15,6 +15,7 @@ use std::rc::Rc;
 
 use futures_util::future::{Either, select};
 use onejob_core::classify::TransportFailure;
+use onejob_core::demo::DemoCall;
 use onejob_core::providers::{Endpoint, Provider};
 use onejob_core::sse;
 
@@ -62,20 +63,21 @@ pub async fn call(provider: Provider, api_key: Option<String>, call: Call) -> Ca
     // another task, which this timer must wake (see `clock::sleep`).
     let timeout = clock::sleep(call.timeout_ms);
     match &provider.endpoint {
-        Endpoint::Demo { outage: true } => CallResult::Reply(demo::outage(&call.target)),
-        Endpoint::Demo { .. }
-            if let Some(body) = call.stream.then(|| demo::stream(&call.target, &call.body, call.attempt)).flatten() =>
-        {
-            CallResult::Stream(Streaming { content_type: sse::MEDIA_TYPE.into(), body, abort: None })
-        }
-        Endpoint::Demo { .. } => {
-            let reply = Box::pin(demo::respond(&call.target, &call.body, call.attempt));
-            match select(reply, timeout).await {
-                Either::Left((reply, _)) => CallResult::Reply(reply),
-                Either::Right(_) => timed_out(call.timeout_ms),
-            }
-        }
+        Endpoint::Demo { outage } => demo_call(*outage, &call, timeout).await,
         Endpoint::Http { base_url } => http::call(base_url, api_key.as_deref(), &call, timeout).await,
+    }
+}
+
+/// A call to the demo provider, as the core plans it ([`onejob_core::demo::call`]).
+async fn demo_call(outage: bool, call: &Call, timeout: clock::Sleep) -> CallResult {
+    match onejob_core::demo::call(outage, call.stream, &call.target, &call.body, call.attempt) {
+        DemoCall::Stream(paced) => {
+            CallResult::Stream(Streaming { content_type: sse::MEDIA_TYPE.into(), body: demo::pace(paced), abort: None })
+        }
+        DemoCall::Answer(plan) => match select(Box::pin(demo::answer(plan)), timeout).await {
+            Either::Left((reply, _)) => CallResult::Reply(reply),
+            Either::Right(_) => timed_out(call.timeout_ms),
+        },
     }
 }
 
