@@ -184,15 +184,9 @@ impl Ledger {
         let driven = driver.run(&mut job, stored).await;
         lock.created();
         if let Some(late) = driver.take_late() {
-            // A hedge's loser is still out: audit what it cost when it
-            // answers, then index the job again (the index written after
-            // this response does not have the loser's tokens).
+            // A hedge's loser is still out: audit what it cost when it answers.
             let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
-            self.state.wait_until(async move {
-                if driver::audit_late(&env, &store, late).await {
-                    index_now(&env, &store, &metering).await;
-                }
-            });
+            self.state.wait_until(driver::audit_late(env, store, metering, late));
         }
         let result = match driven? {
             Driven::Result(result) => result,
