@@ -36,8 +36,8 @@ use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
-use crate::ledger::store::{Store, StoreError};
-use crate::ledger::stored;
+use crate::ledger::store::Store;
+use crate::ledger::{driver, stored};
 use crate::ops;
 
 impl Ledger {
@@ -230,7 +230,10 @@ impl Ledger {
                     continue;
                 }
                 Command::Load => Event::Loaded(store.load_effects()?),
-                Command::Persist { effect, expected } => Event::Persisted(persist(&store, expected, &effect)?),
+                Command::Persist { effect, expected } => {
+                    let written = store.update_effect(expected, &effect);
+                    Event::Persisted(driver::persisted(&store, written, |store| stored_effect(store, &effect.name))?)
+                }
                 Command::Perform { effect } => {
                     let spec = job_type.effects.iter().find(|s| s.name == effect.name);
                     let performed = effects::perform(&self.env, spec, &effect, &source).await;
@@ -330,21 +333,27 @@ impl Ledger {
     }
 
     /// `POST /onejob/v1/jobs/{key}/approve`: every effect waiting for an
-    /// approval may run, once; then they run ([`operator_plan::on_effects`]).
+    /// approval may run, once; then they run.
     pub(super) async fn approve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let Some(job) = self.store().load_job()? else {
-            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
-        };
-        let decided = self.decide_effects(config, &Action::Approve, &request.by)?;
-        self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
+        self.act_on_effects(config, request, Action::Approve, "this tenant has no job with that key").await
     }
 
     /// An operator resends an effect (dead or unknown), or marks one done.
     pub(super) async fn effect_action(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let Some(job) = self.store().load_job()? else {
-            return http::problem_of(ProblemType::JobNotFound, "no job with that key");
-        };
         let action = Action::on_effect(request.effect.as_deref().unwrap_or_default(), request.action.as_deref());
+        self.act_on_effects(config, request, action, "no job with that key").await
+    }
+
+    /// Performs what `action` does to the stored effects
+    /// ([`operator_plan::on_effects`]); without a job, `404` saying `missing`.
+    async fn act_on_effects(
+        &self,
+        config: &Config,
+        request: &OperatorRequest,
+        action: Action,
+        missing: &str,
+    ) -> Result<Response> {
+        let Some(job) = self.store().load_job()? else { return http::problem_of(ProblemType::JobNotFound, missing) };
         let decided = self.decide_effects(config, &action, &request.by)?;
         self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
     }
@@ -361,15 +370,10 @@ impl Ledger {
     }
 }
 
-/// A write of the effects machine: written, or lost (with the effect as stored now).
-fn persist(store: &Store, expected: u64, effect: &Effect) -> Result<std::result::Result<(), Option<Box<Effect>>>> {
-    match store.update_effect(expected, effect) {
-        Ok(()) => Ok(Ok(())),
-        Err(StoreError::LostRace) => {
-            Ok(Err(store.load_effects()?.into_iter().find(|e| e.name == effect.name).map(Box::new)))
-        }
-        Err(StoreError::Failed(error)) => Err(error),
-    }
+/// The effect named `name` as stored now (what a lost write of the effects
+/// machine is answered with).
+fn stored_effect(store: &Store, name: &str) -> Result<Option<Box<Effect>>> {
+    Ok(store.load_effects()?.into_iter().find(|e| e.name == name).map(Box::new))
 }
 
 /// How a job type's model part ended, from a result the driver returned
