@@ -56,16 +56,26 @@ impl Resolution {
     }
 }
 
-/// What a cancel of `job` does: `Ok(true)` stops the stream running here
-/// (`202`, under way), `Ok(false)` changes nothing (`200`: a streamed answer
-/// that has ended, cancelled or not), `Err` refuses (`409`: a job whose
-/// answer does not stream, finished or not, was never cancellable).
-pub fn cancel(job: &Job, streaming_here: bool) -> Result<bool, Refused> {
+/// What a cancel does that is not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancel {
+    /// Stop the stream running here.
+    pub stops: bool,
+    /// The status the job's view is answered with: `202` while the cancel
+    /// is under way, else `200`.
+    pub status: u16,
+}
+
+/// What a cancel of `job` does: stops the stream running here (`202`,
+/// under way), or changes nothing (`200`: a streamed answer that has ended,
+/// cancelled or not); `Err` refuses (`409`: a job whose answer does not
+/// stream, finished or not, was never cancellable).
+pub fn cancel(job: &Job, streaming_here: bool) -> Result<Cancel, Refused> {
     let streamed = job.replayed_attempt().is_some_and(|attempt| attempt.streamed);
     if streaming_here {
-        Ok(true)
+        Ok(Cancel { stops: true, status: 202 })
     } else if job.state().is_terminal() && streamed {
-        Ok(false)
+        Ok(Cancel { stops: false, status: 200 })
     } else {
         let detail = "only a job whose answer is streaming can be cancelled";
         Err(Refused { kind: ProblemType::NotCancellable, detail })
@@ -184,12 +194,12 @@ mod tests {
     #[test]
     fn only_a_streamed_answer_is_cancellable_and_an_ended_one_changes_nothing() {
         let mut j = job();
-        assert!(cancel(&j, true).expect("streaming here"));
+        assert_eq!(cancel(&j, true), Ok(Cancel { stops: true, status: 202 }));
         assert_eq!(cancel(&j, false).unwrap_err().kind, ProblemType::NotCancellable);
         let ticket = j.claim(j.version(), 1, "p", None).expect("claim");
         let ticket = j.mark_streaming(ticket, 2).expect("stream");
         j.complete(ticket, 3, AttemptReport::default()).expect("complete");
-        assert!(!cancel(&j, false).expect("ended stream"));
+        assert_eq!(cancel(&j, false), Ok(Cancel { stops: false, status: 200 }));
         // A finished answer that did not stream was never cancellable.
         let mut other = job();
         let ticket = other.claim(other.version(), 1, "p", None).expect("claim");

@@ -101,14 +101,16 @@ impl Ledger {
             Plan::Adopt { subject_first } => {
                 self.submit_background(config, &submission, &body, subject_first, decision.renewed).await
             }
-            Plan::Run(Run { job, stored, created }) => {
+            Plan::Run(run) => {
+                let creating = run.creating();
+                let Run { job, stored, created } = run;
                 if created {
                     alarms::set_in_background(&self.state, alarms::retention(&job));
                 }
                 // A renewed keyless job calls its provider under its own key.
                 submission.generation = job.generation();
                 // Admitted to run: nobody drives the job (no await since the decision).
-                let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
+                let Some(lock) = self.coordination().lock(creating) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
                 let answer = self.drive(config, lock, &store, job, stored, &submission, &body).await?;
@@ -270,13 +272,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         let streaming_here = self.live.borrow().is_some();
-        let stops = match operator::cancel(&job, streaming_here) {
-            Ok(stops) => stops,
+        let cancel = match operator::cancel(&job, streaming_here) {
+            Ok(cancel) => cancel,
             Err(refused) => return http::problem_about(&refused.problem(), key, job.state()),
         };
-        self.cancel.set(stops);
-        let status = if stops { 202 } else { 200 };
-        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(status))
+        self.cancel.set(cancel.stops);
+        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(cancel.status))
     }
 
     /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
