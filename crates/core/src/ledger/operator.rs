@@ -82,6 +82,22 @@ pub fn cancel(job: &Job, streaming_here: bool) -> Result<Cancel, Refused> {
     }
 }
 
+/// A stream's resumption when no stream is live here: from storage, the
+/// `read` of a finished `job`'s streamed answer (`None`: it did not
+/// stream); `404 job-not-found` without a finished job, or when its answer
+/// did not stream. `read`'s failure is the shell's (I/O).
+pub fn resume<T, E>(
+    job: Option<&Job>,
+    read: impl FnOnce(&Job) -> Result<Option<T>, E>,
+) -> Result<Result<T, Refused>, E> {
+    let Some(job) = job.filter(|job| job.state().is_terminal()) else {
+        let detail = "this tenant has no streamed job with that key";
+        return Ok(Err(Refused { kind: ProblemType::JobNotFound, detail }));
+    };
+    let detail = "this job's answer was not streamed";
+    Ok(read(job)?.ok_or(Refused { kind: ProblemType::JobNotFound, detail }))
+}
+
 /// When a caller polling an unfinished job should look again: after a
 /// background job's backoff, else soon (1 to 10 s). `None` once it is finished.
 pub fn poll_after_ms(job: &Job, now_ms: u64) -> Option<u64> {
@@ -205,6 +221,26 @@ mod tests {
         let ticket = other.claim(other.version(), 1, "p", None).expect("claim");
         other.complete(ticket, 2, AttemptReport::default()).expect("complete");
         assert_eq!(cancel(&other, false).unwrap_err().kind, ProblemType::NotCancellable);
+    }
+
+    #[test]
+    fn a_stream_resumes_from_storage_only_for_a_finished_job_whose_answer_streamed() {
+        let read = |job: &Job| Ok::<_, ()>(Some(job.version()));
+        let not_found = |refused: Refused| (refused.kind, refused.detail);
+        // No job, or one not finished (and no stream live here): nothing is read.
+        let unread = |_: &Job| -> Result<Option<u64>, ()> { panic!("not read") };
+        let none = resume(None, unread).unwrap().map_err(not_found);
+        assert_eq!(none, Err((ProblemType::JobNotFound, "this tenant has no streamed job with that key")));
+        let mut j = job();
+        let running = resume(Some(&j), unread).unwrap().map_err(not_found);
+        assert_eq!(running, Err((ProblemType::JobNotFound, "this tenant has no streamed job with that key")));
+        let ticket = j.claim(j.version(), 1, "p", None).expect("claim");
+        j.complete(ticket, 2, AttemptReport::default()).expect("complete");
+        assert_eq!(resume(Some(&j), read), Ok(Ok(j.version())));
+        let unstreamed = resume(Some(&j), |_| Ok::<Option<u64>, ()>(None)).unwrap().map_err(not_found);
+        assert_eq!(unstreamed, Err((ProblemType::JobNotFound, "this job's answer was not streamed")));
+        // The read's own failure is the shell's.
+        assert_eq!(resume(Some(&j), |_| Err::<Option<u64>, _>("io")), Err("io"));
     }
 
     #[test]

@@ -287,12 +287,10 @@ impl Ledger {
         if let Some(subscription) = pump::subscribe(&self.live, &store, from)? {
             return subscription.into_response(key, true, ids);
         }
-        match store.load_job()? {
-            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from, ids)? {
-                Some(result) => result.into_response(key, true),
-                None => http::problem_of(ProblemType::JobNotFound, "this job's answer was not streamed"),
-            },
-            _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
+        let job = store.load_job()?;
+        match operator::resume(job.as_ref(), |job| stored::stream_after(&store, job, from, ids))? {
+            Ok(result) => result.into_response(key, true),
+            Err(refused) => http::problem(&refused.problem()),
         }
     }
 
