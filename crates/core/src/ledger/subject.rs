@@ -11,6 +11,7 @@ use serde_json::Value;
 use super::follow_up::Ended;
 use crate::job::Job;
 use crate::job_type::{JobType, JobTypes};
+use crate::ledger_call::RunOf;
 use crate::wire::{Problem, ProblemType};
 
 /// The subject a job of a type holds.
@@ -32,6 +33,13 @@ impl<'a> Subject<'a> {
         let job_type = job_types.get(type_name)?;
         let subject = job_type.subject_of(input)?;
         Some(Self { job_type, type_name, subject })
+    }
+
+    /// The subject of the job `run` says (its type and input): `None` for
+    /// a job that is not a job type's, and as [`Subject::of`] says.
+    pub fn of_run(job_types: &'a JobTypes, run: Option<&'a RunOf>) -> Option<Self> {
+        let run = run?;
+        Self::of(job_types, &run.job_type, &run.input)
     }
 
     /// What a claim of it by the job under `key` (of `caller_user`)

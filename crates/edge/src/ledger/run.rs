@@ -44,10 +44,8 @@ impl Ledger {
     /// The submission this object's job was made with, if it kept one (a
     /// job type's job always does: its type and input are in it).
     fn stored_submission(&self) -> Result<Option<Submission>> {
-        match self.store().load_submission()? {
-            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
-            None => Ok(None),
-        }
+        let text = self.store().load_submission()?;
+        Ok(text.map(|text| serde_json::from_str(&text)).transpose()?)
     }
 
     /// The job type of this object's job (as the deployment defines it now).
@@ -59,8 +57,7 @@ impl Ledger {
     /// A new job of a type with `once_per`: its subject must be free (or
     /// this job's). `Some` is the refusal ([`Subject::refusal`]).
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
-        let run = submission.run.as_ref()?;
-        let subject = Subject::of(&config.job_types, &run.job_type, &run.input)?;
+        let subject = Subject::of_run(&config.job_types, submission.run.as_ref())?;
         let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject)).await;
         // Not knowing whether the subject is taken, run nothing: the caller
         // retries with the same key.
@@ -81,11 +78,7 @@ impl Ledger {
             return;
         };
         // The subject is only ever claimed when the type names one.
-        let Some(subject) =
-            submission.run.as_ref().and_then(|run| Subject::of(&config.job_types, &run.job_type, &run.input))
-        else {
-            return;
-        };
+        let Some(subject) = Subject::of_run(&config.job_types, submission.run.as_ref()) else { return };
         if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject)).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
