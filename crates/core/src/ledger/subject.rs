@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::follow_up::Ended;
+use super::follow_up::{Ended, Held};
 use crate::job::Job;
 use crate::job_type::{JobType, JobTypes};
 use crate::ledger_call::RunOf;
@@ -40,6 +40,11 @@ impl<'a> Subject<'a> {
     pub fn of_run(job_types: &'a JobTypes, run: Option<&'a RunOf>) -> Option<Self> {
         let run = run?;
         Self::of(job_types, &run.job_type, &run.input)
+    }
+
+    /// The hold of the job on it, as its follow-up frees it or marks it answered.
+    pub fn held(&self) -> Held {
+        Held { type_name: self.type_name.to_owned(), subject: self.subject.clone() }
     }
 
     /// What a claim of it by the job under `key` (of `caller_user`)

@@ -22,7 +22,7 @@ use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
     self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
-use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Step};
+use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
 use onejob_core::ledger::operator_plan;
 use onejob_core::ledger::subject::{self, Subject};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
@@ -58,7 +58,7 @@ impl Ledger {
     /// this job's). `Some` is the refusal ([`Subject::refusal`]).
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
         let subject = Subject::of_run(&config.job_types, submission.run.as_ref())?;
-        let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject)).await;
+        let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject.held())).await;
         // Not knowing whether the subject is taken, run nothing: the caller
         // retries with the same key.
         if let Err(error) = &claimed {
@@ -79,7 +79,7 @@ impl Ledger {
         };
         // The subject is only ever claimed when the type names one.
         let Some(subject) = Subject::of_run(&config.job_types, submission.run.as_ref()) else { return };
-        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject)).await {
+        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject.held())).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
     }
@@ -99,20 +99,18 @@ impl Ledger {
     /// (the steps are the core's [`AfterAnswer`], [`AfterCheck`]).
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: Ended) {
         let Some(run) = &submission.run else { return };
-        let subject = Subject::of(&config.job_types, &run.job_type, &run.input);
-        let claim = subject.as_ref().map(|subject| claim_of(submission, subject));
-        let mut steps = VecDeque::from(AfterAnswer::of(result).steps());
+        let held = Subject::of_run(&config.job_types, Some(run)).map(|subject| subject.held());
+        let mut steps = VecDeque::from(AfterAnswer::of(result).steps(held.as_ref()));
         while let Some(step) = steps.pop_front() {
-            let done = match (step, &claim) {
-                (Step::CheckContract, _) => {
-                    self.broken_answer(config).map(|broken| steps.extend(AfterCheck::of(&run.job_type, broken).steps()))
-                }
-                (Step::ReleaseSubject, Some(claim)) => ops::release_subject(&self.env, claim).await,
-                (Step::SubjectAnswered, Some(claim)) => ops::subject_answered(&self.env, claim).await,
-                (Step::DeadLetter(detail), _) => self.dead_letter_contract(config, submission, result, detail).await,
-                (Step::ReleaseSubject | Step::SubjectAnswered, None) => Ok(()),
-                (Step::PlanEffects, _) => self.plan_effects(config),
-                (Step::RunEffects, _) => self.run_effects(config).await,
+            let done = match step {
+                Step::CheckContract => self.broken_answer(config).map(|broken| {
+                    steps.extend(AfterCheck::of(&run.job_type, broken).steps(held.as_ref()));
+                }),
+                Step::ReleaseSubject(held) => ops::release_subject(&self.env, &claim_of(submission, &held)).await,
+                Step::SubjectAnswered(held) => ops::subject_answered(&self.env, &claim_of(submission, &held)).await,
+                Step::DeadLetter(detail) => self.dead_letter_contract(config, submission, result, detail).await,
+                Step::PlanEffects => self.plan_effects(config),
+                Step::RunEffects => self.run_effects(config).await,
             };
             if let Err(error) = done {
                 // The alarm picks the effects up again (they are planned from storage).
@@ -375,13 +373,13 @@ pub(super) fn ended_of(result: &JobResult) -> Ended {
     Ended { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
 }
 
-/// The hold of `submission`'s job on its `subject`.
-fn claim_of<'a>(submission: &'a Submission, subject: &'a Subject<'_>) -> ops::SubjectClaim<'a> {
+/// The hold of `submission`'s job on the subject it `held`.
+fn claim_of<'a>(submission: &'a Submission, held: &'a Held) -> ops::SubjectClaim<'a> {
     ops::SubjectClaim {
         tenant: &submission.tenant,
         user: submission.user.as_deref(),
-        job_type: subject.type_name,
-        subject: &subject.subject,
+        job_type: &held.type_name,
+        subject: &held.subject,
         key: submission.key.as_str(),
     }
 }
