@@ -408,6 +408,7 @@ pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> st
 /// after the caller's response does not have the loser's tokens).
 pub async fn audit_late(env: Env, store: Store, metering: Rc<Cell<bool>>, late: LateAttempt) {
     if audit(&env, &store, late).await {
+        worker::console_log!("onejob: an attempt answered after losing the race");
         index_now(&env, &store, &metering).await;
     }
 }
@@ -436,9 +437,6 @@ async fn audit(env: &Env, store: &Store, late: LateAttempt) -> bool {
             let event = Event::Persisted(answer);
             queue.extend(shell::late_writes(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs))));
         }
-    }
-    if written {
-        worker::console_log!("onejob: an attempt answered after losing the race");
     }
     written
 }
