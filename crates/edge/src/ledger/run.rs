@@ -22,7 +22,7 @@ use onejob_core::job_type::JobType;
 use onejob_core::ledger::effects::{
     self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
-use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
+use onejob_core::ledger::follow_up::{self, AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
 use onejob_core::ledger::operator_plan;
 use onejob_core::ledger::subject::{self, Subject};
 use onejob_core::protocol::{JobView, Problem, ProblemType};
@@ -50,8 +50,8 @@ impl Ledger {
 
     /// The job type of this object's job (as the deployment defines it now).
     fn stored_job_type<'c>(&self, config: &'c Config) -> Option<&'c JobType> {
-        let run = self.stored_submission().ok()??.run?;
-        config.job_types.get(&run.job_type)
+        let submission = self.stored_submission().ok().flatten();
+        follow_up::job_type_of(&config.job_types, submission.and_then(|s| s.run).as_ref())
     }
 
     /// A new job of a type with `once_per`: its subject must be free (or
@@ -206,9 +206,7 @@ impl Ledger {
     /// Performs what the core's effects machine ([`Run`]) decides until it finishes.
     async fn run_effects_now(&self, config: &Config) -> Result<()> {
         let Some(submission) = self.stored_submission()? else { return Ok(()) };
-        let Some(job_type) = submission.run.as_ref().and_then(|run| config.job_types.get(&run.job_type)) else {
-            return Ok(());
-        };
+        let Some(job_type) = follow_up::job_type_of(&config.job_types, submission.run.as_ref()) else { return Ok(()) };
         let store = self.store();
         let source = format!("onejob:{}", job_type.name);
         let mut run = Run::new(Defined::of(Some(job_type)));
