@@ -152,16 +152,16 @@ impl<'a> Driver<'a> {
         let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
         let streams: Streams = Rc::default();
         let mut commands = with_inputs(&self.submission.tenant, |inputs| drive.start(routing, inputs));
+        // Commands are performed until the machine gives the caller's answer;
+        // meanwhile each awaited event goes back to it.
         let ending = loop {
-            match self.perform(&mut drive, routing, commands, &mut pending, &streams)? {
-                Some(ending) => break ending,
-                None => {
-                    let Some(event) = pending.next().await else {
-                        return Err(EdgeError::broken("the driver had nothing left to wait for").into());
-                    };
-                    commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
-                }
+            if let Some(ending) = self.perform(&mut drive, routing, commands, &mut pending, &streams)? {
+                break ending;
             }
+            let Some(event) = pending.next().await else {
+                return Err(EdgeError::broken("the driver had nothing left to wait for").into());
+            };
+            commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
         };
         *job = drive.job().clone();
         if !drive.is_idle() {
