@@ -11,8 +11,6 @@
 
 use crate::effect::{self, Effect};
 use crate::job::{Job, JobState};
-use crate::job_type::{JobType, JobTypes};
-use crate::ledger_call::RunOf;
 
 /// A retry due sooner than this is waited for in the run that found it; a
 /// later one is left to the alarm.
@@ -29,13 +27,6 @@ pub const CLAIM_WATCH_MS: u64 = 5_000;
 /// A dead letter that could not be recorded (the operators' database was
 /// down) is tried again this long after the run that found it so.
 pub const LETTER_RETRY_MS: u64 = 30_000;
-
-/// The job type a job's kept `run` runs, as the deployment defines it now:
-/// none for a job that is not a job type's (or kept no request), or whose
-/// type is gone from the deployment (what it still has runs nothing).
-pub fn job_type_of<'t>(job_types: &'t JobTypes, run: Option<&RunOf>) -> Option<&'t JobType> {
-    job_types.get(&run?.job_type)
-}
 
 /// How a job type's model part ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,17 +325,6 @@ mod tests {
         assert!(matches!(&broken[..], [Step::DeadLetter(detail)] if detail.ends_with("no label")));
         // A streamed answer is checked whether or not its job holds a subject.
         assert_eq!(AfterAnswer::of(ended(JobState::Completed, 200, true)).steps(None), vec![Step::CheckContract]);
-    }
-
-    #[test]
-    fn a_kept_run_names_its_type_while_the_deployment_defines_it() {
-        let types = r#"{"triage": {"model": "demo", "input": {"type": "object"},
-            "prompt": {"system": "s", "user": "u"}, "output": {"type": "object"}}}"#;
-        let types = JobTypes::from_json(types).expect("job types");
-        let run = |job_type: &str| RunOf { job_type: job_type.into(), input: serde_json::json!({}) };
-        assert_eq!(job_type_of(&types, Some(&run("triage"))).map(|t| t.name.as_str()), Some("triage"));
-        assert!(job_type_of(&types, Some(&run("gone"))).is_none(), "a type gone from the deployment");
-        assert!(job_type_of(&types, None).is_none(), "not a job type's job");
     }
 
     #[test]

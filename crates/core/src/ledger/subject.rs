@@ -11,7 +11,6 @@ use serde_json::Value;
 use super::follow_up::{Ended, Held};
 use crate::job::Job;
 use crate::job_type::{JobType, JobTypes};
-use crate::ledger_call::RunOf;
 use crate::wire::{Problem, ProblemType};
 
 /// The subject a job of a type holds.
@@ -33,13 +32,6 @@ impl<'a> Subject<'a> {
         let job_type = job_types.get(type_name)?;
         let subject = job_type.subject_of(input)?;
         Some(Self { job_type, type_name, subject })
-    }
-
-    /// The subject of the job `run` says (its type and input): `None` for
-    /// a job that is not a job type's, and as [`Subject::of`] says.
-    pub fn of_run(job_types: &'a JobTypes, run: Option<&'a RunOf>) -> Option<Self> {
-        let run = run?;
-        Self::of(job_types, &run.job_type, &run.input)
     }
 
     /// The hold of the job on it, as its follow-up frees it or marks it answered.

@@ -30,8 +30,9 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use onejob_core::classify::ErrorClass;
 use onejob_core::job::{AttemptTicket, Job};
+use onejob_core::job_logging::Logging;
 use onejob_core::ledger::attempts;
-use onejob_core::ledger::drive::shell::{self, Answered, Caller, LateWrite, Logging};
+use onejob_core::ledger::drive::shell::{self, Answered, Caller, LateWrite};
 use onejob_core::ledger::drive::{
     Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placing, Routing,
 };

@@ -19,12 +19,13 @@ use std::time::Duration;
 use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
+use onejob_core::kept_run;
 use onejob_core::ledger::effects::{
     self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
-use onejob_core::ledger::follow_up::{self, AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
+use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
 use onejob_core::ledger::operator_plan;
-use onejob_core::ledger::subject::{self, Subject};
+use onejob_core::ledger::subject;
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use worker::{Delay, Response, Result};
 
@@ -51,13 +52,13 @@ impl Ledger {
     /// The job type of this object's job (as the deployment defines it now).
     fn stored_job_type<'c>(&self, config: &'c Config) -> Option<&'c JobType> {
         let submission = self.stored_submission().ok().flatten();
-        follow_up::job_type_of(&config.job_types, submission.and_then(|s| s.run).as_ref())
+        kept_run::job_type(&config.job_types, submission.and_then(|s| s.run).as_ref())
     }
 
     /// A new job of a type with `once_per`: its subject must be free (or
-    /// this job's). `Some` is the refusal ([`Subject::refusal`]).
+    /// this job's). `Some` is the refusal ([`subject::Subject::refusal`]).
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
-        let subject = Subject::of_run(&config.job_types, submission.run.as_ref())?;
+        let subject = kept_run::subject(&config.job_types, submission.run.as_ref())?;
         let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject.held())).await;
         // Not knowing whether the subject is taken, run nothing: the caller
         // retries with the same key.
@@ -78,7 +79,7 @@ impl Ledger {
             return;
         };
         // The subject is only ever claimed when the type names one.
-        let Some(subject) = Subject::of_run(&config.job_types, submission.run.as_ref()) else { return };
+        let Some(subject) = kept_run::subject(&config.job_types, submission.run.as_ref()) else { return };
         if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject.held())).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
@@ -99,7 +100,7 @@ impl Ledger {
     /// (the steps are the core's [`AfterAnswer`], [`AfterCheck`]).
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: Ended) {
         let Some(run) = &submission.run else { return };
-        let held = Subject::of_run(&config.job_types, Some(run)).map(|subject| subject.held());
+        let held = kept_run::subject(&config.job_types, Some(run)).map(|subject| subject.held());
         let mut steps = VecDeque::from(AfterAnswer::of(result).steps(held.as_ref()));
         while let Some(step) = steps.pop_front() {
             let done = match step {
@@ -206,7 +207,7 @@ impl Ledger {
     /// Performs what the core's effects machine ([`Run`]) decides until it finishes.
     async fn run_effects_now(&self, config: &Config) -> Result<()> {
         let Some(submission) = self.stored_submission()? else { return Ok(()) };
-        let Some(job_type) = follow_up::job_type_of(&config.job_types, submission.run.as_ref()) else { return Ok(()) };
+        let Some(job_type) = kept_run::job_type(&config.job_types, submission.run.as_ref()) else { return Ok(()) };
         let store = self.store();
         let source = format!("onejob:{}", job_type.name);
         let mut run = Run::new(Defined::of(Some(job_type)));

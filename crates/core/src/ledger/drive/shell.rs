@@ -1,16 +1,13 @@
 //! What the Ledger's shell makes of the drive machine's output, decided
 //! here so the shell only performs it: the caller's answer once the machine
-//! finished ([`Caller::of`]), the writes a hedge's loser still asks for
-//! after that answer ([`late_writes`]), and the log lines each write of the
-//! job prints ([`Logging`]).
+//! finished ([`Caller::of`]) and the writes a hedge's loser still asks for
+//! after that answer ([`late_writes`]). (The log lines each write prints
+//! are [`crate::job_logging`]'s.)
 
 use super::{Command, Ending};
 use crate::admission;
 use crate::job::{AttemptTicket, Job, JobState};
-use crate::key::StorageId;
 use crate::ledger::attempts::StoredResponse;
-use crate::settings::JobLogs;
-use crate::telemetry::{self, log::JobLog};
 use crate::wire::Problem;
 
 /// A response the caller gets, with what its headers say of the job.
@@ -99,29 +96,6 @@ pub fn late_writes(commands: Vec<Command>) -> Vec<LateWrite> {
         .collect()
 }
 
-/// The job's log lines as its writes print them: with `JOB_LOGS=json`, a
-/// line per transition and ended attempt; nothing otherwise (nothing is
-/// built either).
-#[derive(Debug, Clone, Default)]
-pub struct Logging(Option<JobLog>);
-
-impl Logging {
-    /// The log of the job of `tenant` under `storage_id` as `setting` asks,
-    /// from the job as stored (`None`: not written yet).
-    pub fn of(setting: JobLogs, tenant: &str, storage_id: &StorageId, stored: Option<&Job>) -> Self {
-        Self((setting == JobLogs::Json).then(|| JobLog::new(tenant, &telemetry::key_digest(storage_id), stored)))
-    }
-
-    /// The lines a write of `job` prints: what it changed once it is
-    /// written; a write that lost changed nothing.
-    pub fn written<L>(&mut self, job: &Job, written: &Result<(), L>) -> Vec<String> {
-        match (&mut self.0, written) {
-            (Some(log), Ok(())) => log.lines(job),
-            _ => Vec::new(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -138,10 +112,6 @@ mod tests {
     fn job() -> Job {
         let policy = JobPolicy::new(3, 1_000, 5_000, 86_400_000, UnknownPolicy::RetryAfterLease).unwrap();
         Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), T0, policy)
-    }
-
-    fn storage_id() -> StorageId {
-        StorageId::derive("tenant", &crate::key::IdempotencyKey::parse(KEY).unwrap())
     }
 
     #[test]
@@ -201,20 +171,5 @@ mod tests {
         let writes = late_writes(commands);
         assert_eq!(writes, vec![LateWrite { job: job.clone(), expected: 3 }, LateWrite { job, expected: 4 }]);
         assert!(late_writes(Vec::new()).is_empty());
-    }
-
-    #[test]
-    fn a_write_prints_its_lines_only_when_logging_and_written() {
-        let mut off = Logging::of(JobLogs::Off, "t", &storage_id(), None);
-        let mut on = Logging::of(JobLogs::Json, "t", &storage_id(), None);
-        let job = job();
-        assert!(off.written(&job, &Ok::<(), ()>(())).is_empty());
-        assert!(on.written(&job, &Err::<(), _>(None::<Job>)).is_empty());
-        let lines = on.written(&job, &Ok::<(), ()>(()));
-        assert_eq!(lines.len(), 1, "{lines:?}");
-        assert!(lines[0].contains("\"transition\""), "{}", lines[0]);
-        // Printed once: the same job written again changed nothing.
-        assert!(on.written(&job, &Ok::<(), ()>(())).is_empty());
-        assert!(Logging::default().written(&job, &Ok::<(), ()>(())).is_empty());
     }
 }

@@ -30,17 +30,6 @@ fn a_job_holds_the_subject_its_input_names_when_its_type_has_one() {
 }
 
 #[test]
-fn only_a_job_types_job_holds_a_subject() {
-    let types = job_types();
-    let run = |job_type: &str| RunOf { job_type: job_type.into(), input: json!({"ticket_id": "T-7"}) };
-    let triage = run("triage");
-    let held = Subject::of_run(&types, Some(&triage)).expect("a subject");
-    assert_eq!((held.type_name, held.subject.as_str()), ("triage", "T-7"));
-    assert!(Subject::of_run(&types, None).is_none(), "not a job type's job");
-    assert!(Subject::of_run(&types, Some(&run("summary"))).is_none(), "the type names none");
-}
-
-#[test]
 fn a_claim_runs_the_job_when_free_and_refuses_it_when_held_or_unknown() {
     let types = job_types();
     let held = Subject::of(&types, "triage", &json!({"ticket_id": "T-7"})).expect("a subject");
