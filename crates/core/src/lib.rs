@@ -56,12 +56,14 @@
 //!   - [`dead_letters`]: the operators' dead letters: a row, the list grouped by cause with its trend, the dead-letter alert.
 //!   - [`ledger`]: what the Ledger Durable Object decides about a job (moving here, sans-IO).
 //!   - [`savings`]: answers given without an upstream call, what they saved, and the report beside the spend.
-//! - L5 `view`, `response`, `protocol`, `telemetry`, `ledger_call`, `deployment`: what a job looks like from outside, the worker's call to a job's Ledger, and a deployment's configuration.
+//! - L5 `view`, `response`, `protocol`, `telemetry`, `job_logging`, `ledger_call`, `kept_run`, `deployment`: what a job looks like from outside, the worker's call to a job's Ledger, and a deployment's configuration.
 //!   - [`view`]: the job view served by `GET /onejob/v1/jobs/{key}`.
 //!   - [`response`]: which headers the worker's responses carry (CORS, a preflight, a problem, a job's result, a stream).
 //!   - [`protocol`]: the old path of [`wire`] and [`view`], kept so the client and the edge compile.
 //!   - [`telemetry`]: OpenTelemetry spans of a job request (OTLP JSON), W3C trace context, log lines.
+//!   - [`job_logging`]: which log lines a job's writes print (`JOB_LOGS=json`).
 //!   - [`ledger_call`]: the worker's one call to a job's Ledger (`LedgerCall`), its payloads and their wire form.
+//!   - [`kept_run`]: a job type's run as a job keeps it: the type it runs and the subject it holds.
 //!   - [`deployment`]: a deployment's configuration as its variables and secrets make it, each checked.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -87,7 +89,9 @@ pub mod fingerprint;
 pub mod front;
 pub mod intent;
 pub mod job;
+pub mod job_logging;
 pub mod job_type;
+pub mod kept_run;
 pub mod key;
 pub mod keyless;
 pub mod ledger;

@@ -864,5 +864,7 @@ fn unstreamed(answer: Answer) -> Attempted {
     }
 }
 
+pub mod shell;
+
 #[cfg(test)]
 mod tests;

@@ -98,29 +98,48 @@ pub enum Step {
     /// Check the stored (streamed) answer against the type's contract, and
     /// go on with [`AfterCheck::of`] its outcome.
     CheckContract,
-    /// Free the job's subject (if its type names one).
-    ReleaseSubject,
+    /// Free the job's subject.
+    ReleaseSubject(Held),
     /// Record a dead letter of class `contract` with this detail, and alert.
     DeadLetter(String),
-    /// Mark the job's subject answered (if its type names one): it is not run again.
-    SubjectAnswered,
+    /// Mark the job's subject answered: it is not run again.
+    SubjectAnswered(Held),
     /// Plan the effects from the stored input and answer (once).
     PlanEffects,
     /// Run the effects that are due.
     RunEffects,
 }
 
-/// The steps that follow an answer in the contract: the subject answered,
-/// then the effects planned and run.
-const EFFECTS: [Step; 3] = [Step::SubjectAnswered, Step::PlanEffects, Step::RunEffects];
+/// The subject a job type's job holds (`once_per`), as its follow-up frees
+/// it or marks it answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The job's type.
+    pub type_name: String,
+    /// The subject its input names.
+    pub subject: String,
+}
+
+/// The steps that follow an answer in the contract: the subject answered
+/// (when the job holds one), then the effects planned and run.
+fn effects(held: Option<&Held>) -> Vec<Step> {
+    let answered = held.map(|held| Step::SubjectAnswered(held.clone()));
+    answered.into_iter().chain([Step::PlanEffects, Step::RunEffects]).collect()
+}
+
+/// Freeing the subject, when the job holds one.
+fn release(held: Option<&Held>) -> Vec<Step> {
+    held.map(|held| Step::ReleaseSubject(held.clone())).into_iter().collect()
+}
 
 impl AfterAnswer {
-    /// The steps, in order.
-    pub fn steps(self) -> Vec<Step> {
+    /// The steps, in order, for a job that holds the subject `held` (none:
+    /// its type names no subject, or its input none; no subject step then).
+    pub fn steps(self, held: Option<&Held>) -> Vec<Step> {
         match self {
             Self::CheckThenEffects { check_contract: true } => vec![Step::CheckContract],
-            Self::CheckThenEffects { check_contract: false } => EFFECTS.to_vec(),
-            Self::ReleaseSubject => vec![Step::ReleaseSubject],
+            Self::CheckThenEffects { check_contract: false } => effects(held),
+            Self::ReleaseSubject => release(held),
             Self::Nothing => Vec::new(),
         }
     }
@@ -147,12 +166,13 @@ impl AfterCheck {
         }
     }
 
-    /// The steps, in order: a broken answer frees its subject before its
-    /// dead letter is recorded (a new job may take the subject at once).
-    pub fn steps(self) -> Vec<Step> {
+    /// The steps, in order, for a job that holds the subject `held`: a
+    /// broken answer frees its subject before its dead letter is recorded
+    /// (a new job may take the subject at once).
+    pub fn steps(self, held: Option<&Held>) -> Vec<Step> {
         match self {
-            Self::DeadLetter(detail) => vec![Step::ReleaseSubject, Step::DeadLetter(detail)],
-            Self::Effects => EFFECTS.to_vec(),
+            Self::DeadLetter(detail) => release(held).into_iter().chain([Step::DeadLetter(detail)]).collect(),
+            Self::Effects => effects(held),
         }
     }
 }
@@ -270,19 +290,41 @@ mod tests {
         );
     }
 
+    fn held() -> Held {
+        Held { type_name: "triage".into(), subject: "T-7".into() }
+    }
+
     #[test]
     fn the_steps_after_an_answer_check_a_streamed_one_before_its_effects_and_free_a_failed_ones_subject() {
+        let held = Some(held());
+        let held = held.as_ref();
         let streamed = AfterAnswer::of(ended(JobState::Completed, 200, true));
-        assert_eq!(streamed.steps(), vec![Step::CheckContract]);
+        assert_eq!(streamed.steps(held), vec![Step::CheckContract]);
         let answered = AfterAnswer::of(ended(JobState::Completed, 200, false));
-        assert_eq!(answered.steps(), vec![Step::SubjectAnswered, Step::PlanEffects, Step::RunEffects]);
-        assert_eq!(AfterAnswer::of(ended(JobState::Dead, 503, false)).steps(), vec![Step::ReleaseSubject]);
-        assert_eq!(AfterAnswer::of(ended(JobState::Failed, 503, false)).steps(), vec![]);
-        assert_eq!(AfterCheck::Effects.steps(), answered.steps());
-        let broken = AfterCheck::of("triage", Some("no label".into())).steps();
-        assert_eq!(broken[0], Step::ReleaseSubject, "the subject is freed first");
+        assert_eq!(
+            answered.steps(held),
+            vec![Step::SubjectAnswered(self::held()), Step::PlanEffects, Step::RunEffects]
+        );
+        let dead = AfterAnswer::of(ended(JobState::Dead, 503, false));
+        assert_eq!(dead.steps(held), vec![Step::ReleaseSubject(self::held())]);
+        assert_eq!(AfterAnswer::of(ended(JobState::Failed, 503, false)).steps(held), vec![]);
+        assert_eq!(AfterCheck::Effects.steps(held), answered.steps(held));
+        let broken = AfterCheck::of("triage", Some("no label".into())).steps(held);
+        assert_eq!(broken[0], Step::ReleaseSubject(self::held()), "the subject is freed first");
         assert!(matches!(&broken[1], Step::DeadLetter(detail) if detail.ends_with("no label")));
         assert_eq!(broken.len(), 2, "no effect follows a broken answer");
+    }
+
+    #[test]
+    fn a_job_that_holds_no_subject_has_no_subject_step() {
+        let answered = AfterAnswer::of(ended(JobState::Completed, 200, false));
+        assert_eq!(answered.steps(None), vec![Step::PlanEffects, Step::RunEffects]);
+        assert_eq!(AfterAnswer::of(ended(JobState::Dead, 503, false)).steps(None), vec![]);
+        assert_eq!(AfterCheck::Effects.steps(None), answered.steps(None));
+        let broken = AfterCheck::of("triage", Some("no label".into())).steps(None);
+        assert!(matches!(&broken[..], [Step::DeadLetter(detail)] if detail.ends_with("no label")));
+        // A streamed answer is checked whether or not its job holds a subject.
+        assert_eq!(AfterAnswer::of(ended(JobState::Completed, 200, true)).steps(None), vec![Step::CheckContract]);
     }
 
     #[test]

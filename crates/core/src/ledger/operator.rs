@@ -56,20 +56,46 @@ impl Resolution {
     }
 }
 
-/// What a cancel of `job` does: `Ok(true)` stops the stream running here
-/// (`202`, under way), `Ok(false)` changes nothing (`200`: a streamed answer
-/// that has ended, cancelled or not), `Err` refuses (`409`: a job whose
-/// answer does not stream, finished or not, was never cancellable).
-pub fn cancel(job: &Job, streaming_here: bool) -> Result<bool, Refused> {
+/// What a cancel does that is not refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancel {
+    /// Stop the stream running here.
+    pub stops: bool,
+    /// The status the job's view is answered with: `202` while the cancel
+    /// is under way, else `200`.
+    pub status: u16,
+}
+
+/// What a cancel of `job` does: stops the stream running here (`202`,
+/// under way), or changes nothing (`200`: a streamed answer that has ended,
+/// cancelled or not); `Err` refuses (`409`: a job whose answer does not
+/// stream, finished or not, was never cancellable).
+pub fn cancel(job: &Job, streaming_here: bool) -> Result<Cancel, Refused> {
     let streamed = job.replayed_attempt().is_some_and(|attempt| attempt.streamed);
     if streaming_here {
-        Ok(true)
+        Ok(Cancel { stops: true, status: 202 })
     } else if job.state().is_terminal() && streamed {
-        Ok(false)
+        Ok(Cancel { stops: false, status: 200 })
     } else {
         let detail = "only a job whose answer is streaming can be cancelled";
         Err(Refused { kind: ProblemType::NotCancellable, detail })
     }
+}
+
+/// A stream's resumption when no stream is live here: from storage, the
+/// `read` of a finished `job`'s streamed answer (`None`: it did not
+/// stream); `404 job-not-found` without a finished job, or when its answer
+/// did not stream. `read`'s failure is the shell's (I/O).
+pub fn resume<T, E>(
+    job: Option<&Job>,
+    read: impl FnOnce(&Job) -> Result<Option<T>, E>,
+) -> Result<Result<T, Refused>, E> {
+    let Some(job) = job.filter(|job| job.state().is_terminal()) else {
+        let detail = "this tenant has no streamed job with that key";
+        return Ok(Err(Refused { kind: ProblemType::JobNotFound, detail }));
+    };
+    let detail = "this job's answer was not streamed";
+    Ok(read(job)?.ok_or(Refused { kind: ProblemType::JobNotFound, detail }))
 }
 
 /// When a caller polling an unfinished job should look again: after a
@@ -184,17 +210,37 @@ mod tests {
     #[test]
     fn only_a_streamed_answer_is_cancellable_and_an_ended_one_changes_nothing() {
         let mut j = job();
-        assert!(cancel(&j, true).expect("streaming here"));
+        assert_eq!(cancel(&j, true), Ok(Cancel { stops: true, status: 202 }));
         assert_eq!(cancel(&j, false).unwrap_err().kind, ProblemType::NotCancellable);
         let ticket = j.claim(j.version(), 1, "p", None).expect("claim");
         let ticket = j.mark_streaming(ticket, 2).expect("stream");
         j.complete(ticket, 3, AttemptReport::default()).expect("complete");
-        assert!(!cancel(&j, false).expect("ended stream"));
+        assert_eq!(cancel(&j, false), Ok(Cancel { stops: false, status: 200 }));
         // A finished answer that did not stream was never cancellable.
         let mut other = job();
         let ticket = other.claim(other.version(), 1, "p", None).expect("claim");
         other.complete(ticket, 2, AttemptReport::default()).expect("complete");
         assert_eq!(cancel(&other, false).unwrap_err().kind, ProblemType::NotCancellable);
+    }
+
+    #[test]
+    fn a_stream_resumes_from_storage_only_for_a_finished_job_whose_answer_streamed() {
+        let read = |job: &Job| Ok::<_, ()>(Some(job.version()));
+        let not_found = |refused: Refused| (refused.kind, refused.detail);
+        // No job, or one not finished (and no stream live here): nothing is read.
+        let unread = |_: &Job| -> Result<Option<u64>, ()> { panic!("not read") };
+        let none = resume(None, unread).unwrap().map_err(not_found);
+        assert_eq!(none, Err((ProblemType::JobNotFound, "this tenant has no streamed job with that key")));
+        let mut j = job();
+        let running = resume(Some(&j), unread).unwrap().map_err(not_found);
+        assert_eq!(running, Err((ProblemType::JobNotFound, "this tenant has no streamed job with that key")));
+        let ticket = j.claim(j.version(), 1, "p", None).expect("claim");
+        j.complete(ticket, 2, AttemptReport::default()).expect("complete");
+        assert_eq!(resume(Some(&j), read), Ok(Ok(j.version())));
+        let unstreamed = resume(Some(&j), |_| Ok::<Option<u64>, ()>(None)).unwrap().map_err(not_found);
+        assert_eq!(unstreamed, Err((ProblemType::JobNotFound, "this job's answer was not streamed")));
+        // The read's own failure is the shell's.
+        assert_eq!(resume(Some(&j), |_| Err::<Option<u64>, _>("io")), Err("io"));
     }
 
     #[test]

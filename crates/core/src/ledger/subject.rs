@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use super::follow_up::Ended;
+use super::follow_up::{Ended, Held};
 use crate::job::Job;
 use crate::job_type::{JobType, JobTypes};
 use crate::wire::{Problem, ProblemType};
@@ -32,6 +32,11 @@ impl<'a> Subject<'a> {
         let job_type = job_types.get(type_name)?;
         let subject = job_type.subject_of(input)?;
         Some(Self { job_type, type_name, subject })
+    }
+
+    /// The hold of the job on it, as its follow-up frees it or marks it answered.
+    pub fn held(&self) -> Held {
+        Held { type_name: self.type_name.to_owned(), subject: self.subject.clone() }
     }
 
     /// What a claim of it by the job under `key` (of `caller_user`)

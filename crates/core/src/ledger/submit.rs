@@ -110,6 +110,15 @@ pub struct Run {
     pub created: bool,
 }
 
+impl Run {
+    /// The job a drive here is creating, shared while it is not stored yet
+    /// (a duplicate that comes meanwhile waits for it instead of creating
+    /// another); `None` for a stored one.
+    pub fn creating(&self) -> Option<Job> {
+        (!self.stored).then(|| self.job.clone())
+    }
+}
+
 /// The decision about a submission.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -459,6 +468,15 @@ mod tests {
 
     fn no_route() -> Problem {
         Problem::new(ProblemType::NoRoute, "no route serves this model")
+    }
+
+    #[test]
+    fn a_run_shares_the_job_it_creates_until_it_is_stored() {
+        let new = Run { job: new_job(), stored: false, created: true };
+        assert_eq!(new.creating(), Some(new_job()));
+        let renewed = Run { job: running(), stored: false, created: false };
+        assert_eq!(renewed.creating(), Some(running()));
+        assert_eq!(Run { job: running(), stored: true, created: false }.creating(), None);
     }
 
     #[test]

@@ -19,7 +19,8 @@
 //! the winner: it is recorded in the audit as discarded, and the caller gets
 //! the job as it now stands.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -27,16 +28,15 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
-use onejob_core::admission;
 use onejob_core::classify::ErrorClass;
 use onejob_core::job::{AttemptTicket, Job};
+use onejob_core::job_logging::Logging;
 use onejob_core::ledger::attempts;
+use onejob_core::ledger::drive::shell::{self, Answered, Caller, LateWrite};
 use onejob_core::ledger::drive::{
     Answer, Candidate, Command, Drive, DriveSetup, Ending, Event, Inputs, Placing, Routing,
 };
 use onejob_core::providers::{Api, NoRoute, Provider, RequestFacts, Route, with_model};
-use onejob_core::settings::JobLogs;
-use onejob_core::telemetry::{self, log::JobLog};
 use worker::{Delay, Env, Result};
 
 use crate::answer::{Reply, Streaming, header_of};
@@ -48,6 +48,7 @@ use crate::env::config::{self, Config};
 use crate::env::random::MathRandom;
 use crate::error::EdgeError;
 use crate::http::JobResult;
+use crate::ledger::index::index_now;
 use crate::ledger::store::{Store, StoreError};
 use crate::ledger::stored;
 use crate::upstream::{self, Call, CallResult};
@@ -70,7 +71,7 @@ pub struct Driver<'a> {
     /// The body, owned once for the calls that outlive this borrow.
     shared_body: OnceCell<Rc<[u8]>>,
     /// What the job's log lines have said (one per transition and attempt).
-    log: RefCell<Option<JobLog>>,
+    log: RefCell<Logging>,
 }
 
 /// What driving a job produced for its caller.
@@ -98,7 +99,7 @@ pub struct LateAttempt {
     tenant: String,
     target: String,
     model: Option<String>,
-    log: Option<JobLog>,
+    log: Logging,
 }
 
 impl<'a> Driver<'a> {
@@ -118,7 +119,7 @@ impl<'a> Driver<'a> {
             api,
             late: RefCell::new(None),
             shared_body: OnceCell::new(),
-            log: RefCell::new(None),
+            log: RefCell::default(),
         }
     }
 
@@ -135,7 +136,7 @@ impl<'a> Driver<'a> {
         let providers = &self.config.settings.providers;
         let route = match route_of(self.config, &self.submission.target, self.model.as_deref()) {
             Ok(route) => route,
-            Err(no_route) => return Ok(Driven::Result(JobResult::problem(&no_route.problem(), job.state(), None))),
+            Err(no_route) => return Ok(Driven::Result(result_of(Answered::problem(&no_route.problem(), job.state())))),
         };
         let routing = Routing { providers, route };
         let setup = DriveSetup {
@@ -145,25 +146,23 @@ impl<'a> Driver<'a> {
             api: self.api,
             backoff: self.config.settings.backoff,
         };
-        // JOB_LOGS=json: the job's log lines (nothing is built otherwise).
-        if self.config.settings.job_logs == JobLogs::Json {
-            let digest = telemetry::key_digest(&self.submission.storage_id());
-            *self.log.borrow_mut() = Some(JobLog::new(&self.submission.tenant, &digest, stored.then_some(&*job)));
-        }
+        let (tenant, storage_id) = (&self.submission.tenant, self.submission.storage_id());
+        *self.log.borrow_mut() =
+            Logging::of(self.config.settings.job_logs, tenant, &storage_id, stored.then_some(&*job));
         let mut drive = Drive::new(setup, job.clone(), stored, providers);
         let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
         let streams: Streams = Rc::default();
         let mut commands = with_inputs(&self.submission.tenant, |inputs| drive.start(routing, inputs));
+        // Commands are performed until the machine gives the caller's answer;
+        // meanwhile each awaited event goes back to it.
         let ending = loop {
-            match self.perform(&mut drive, routing, commands, &mut pending, &streams)? {
-                Some(ending) => break ending,
-                None => {
-                    let Some(event) = pending.next().await else {
-                        return Err(EdgeError::broken("the driver had nothing left to wait for").into());
-                    };
-                    commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
-                }
+            if let Some(ending) = self.perform(&mut drive, routing, commands, &mut pending, &streams)? {
+                break ending;
             }
+            let Some(event) = pending.next().await else {
+                return Err(EdgeError::broken("the driver had nothing left to wait for").into());
+            };
+            commands = with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs));
         };
         *job = drive.job().clone();
         if !drive.is_idle() {
@@ -173,20 +172,13 @@ impl<'a> Driver<'a> {
                 tenant: self.submission.tenant.clone(),
                 target: self.submission.target.clone(),
                 model: self.model.clone(),
-                log: self.log.borrow_mut().take(),
+                log: self.log.take(),
             });
         }
-        Ok(match ending {
-            Ending::Answer { response, state, attempt, retry_after_ms } => {
-                Driven::Result(JobResult::of(response, state, attempt, retry_after_ms))
-            }
-            Ending::Problem { problem, state } => Driven::Result(JobResult::problem(&problem, state, None)),
-            Ending::Stored => Driven::Result(stored::finished_result(self.store, job)?),
-            Ending::InProgress => {
-                let problem = admission::in_progress(self.submission.key.as_str(), admission::DEFAULT_RETRY_AFTER_MS);
-                Driven::Result(JobResult::problem(&problem, job.state(), None))
-            }
-            Ending::Stream { ticket } => {
+        Ok(match Caller::of(ending, self.submission.key.as_str(), job.state()) {
+            Caller::Answer(answered) => Driven::Result(result_of(answered)),
+            Caller::Stored => Driven::Result(stored::finished_result(self.store, job)?),
+            Caller::Stream { ticket } => {
                 let position = streams.borrow().iter().position(|(attempt, _)| *attempt == ticket.attempt);
                 let Some(position) = position else {
                     return Err(EdgeError::broken("a stream without its body").into());
@@ -194,7 +186,7 @@ impl<'a> Driver<'a> {
                 let (_, streaming) = streams.borrow_mut().remove(position);
                 Driven::Stream { ticket, streaming }
             }
-            Ending::Broken(error) => return Err(EdgeError::Broken(error).into()),
+            Caller::Broken(error) => return Err(EdgeError::Broken(error).into()),
         })
     }
 
@@ -209,7 +201,7 @@ impl<'a> Driver<'a> {
         pending: &mut FuturesUnordered<Pending>,
         streams: &Streams,
     ) -> Result<Option<Ending>> {
-        let mut queue = std::collections::VecDeque::from(commands);
+        let mut queue = VecDeque::from(commands);
         let mut ending = None;
         while let Some(command) = queue.pop_front() {
             match command {
@@ -258,10 +250,8 @@ impl<'a> Driver<'a> {
         job: &Job,
         written: std::result::Result<(), StoreError>,
     ) -> Result<Vec<Command>> {
-        let written = persisted(self.store, written)?;
-        if written.is_ok() {
-            log_written(self.log.borrow_mut().as_mut(), job);
-        }
+        let written = persisted(self.store, written, Store::load_job)?;
+        print(self.log.borrow_mut().written(job, &written));
         let event = Event::Persisted(written);
         Ok(with_inputs(&self.submission.tenant, |inputs| drive.on(routing, event, inputs)))
     }
@@ -373,12 +363,18 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// Prints the log lines of what a write of `job` changed (Workers Logs,
-/// Logpush and Tail Workers read them; their shape is the core's).
-fn log_written(log: Option<&mut JobLog>, job: &Job) {
-    for line in log.map(|log| log.lines(job)).unwrap_or_default() {
+/// Prints a write's log lines (Workers Logs, Logpush and Tail Workers
+/// read them; which and their shape are the core's, [`Logging`]).
+fn print(lines: Vec<String>) {
+    for line in lines {
         worker::console_log!("{line}");
     }
+}
+
+/// The caller's answer as a job's result.
+fn result_of(answered: Answered) -> JobResult {
+    let Answered { response, state, attempt, retry_after_ms } = answered;
+    JobResult::of(response, state, attempt, retry_after_ms)
 }
 
 /// Runs `f` with the machine's inputs: now, `Math.random` jitter, and the tenant's retry budget.
@@ -386,15 +382,16 @@ fn with_inputs<T>(tenant: &str, f: impl FnOnce(&mut Inputs<'_>) -> T) -> T {
     budgets::with_budget(tenant, |budget| f(&mut Inputs { now_ms: now_ms(), random: &mut MathRandom, budget }))
 }
 
-/// What the machine is told of one of its writes: written, or a lost race
-/// answered with the job as it now stands.
-fn persisted(
+/// What a machine is told of one of its compare-and-swap writes: written,
+/// or a lost race answered with the row as it now stands (`now` reads it).
+pub(super) fn persisted<T>(
     store: &Store,
     written: std::result::Result<(), StoreError>,
-) -> Result<std::result::Result<(), Option<Job>>> {
+    now: impl FnOnce(&Store) -> Result<Option<T>>,
+) -> Result<std::result::Result<(), Option<T>>> {
     match written {
         Ok(()) => Ok(Ok(())),
-        Err(StoreError::LostRace) => Ok(Err(store.load_job()?)),
+        Err(StoreError::LostRace) => Ok(Err(now(store)?)),
         Err(StoreError::Failed(error)) => Err(error),
     }
 }
@@ -408,8 +405,17 @@ pub fn route_of<'c>(config: &'c Config, target: &str, model: Option<&str>) -> st
 
 /// Awaits a hedged attempt that lost the race and has the machine audit its
 /// answer (status, usage) as `lost_race`: it was paid for, and never used.
-/// Returns whether the audit was written.
-pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
+/// Once the audit is written the job is indexed again (the index written
+/// after the caller's response does not have the loser's tokens).
+pub async fn audit_late(env: Env, store: Store, metering: Rc<Cell<bool>>, late: LateAttempt) {
+    if audit(&env, &store, late).await {
+        worker::console_log!("onejob: an attempt answered after losing the race");
+        index_now(&env, &store, &metering).await;
+    }
+}
+
+/// The audit of [`audit_late`]; returns whether it was written.
+async fn audit(env: &Env, store: &Store, late: LateAttempt) -> bool {
     let LateAttempt { mut drive, mut pending, tenant, target, model, mut log } = late;
     let Ok(config) = config::load(env) else { return false };
     let Ok(route) = route_of(&config, &target, model.as_deref()) else { return false };
@@ -418,28 +424,20 @@ pub async fn audit_late(env: &Env, store: &Store, late: LateAttempt) -> bool {
     while !drive.is_idle() {
         let Some(event) = pending.next().await else { break };
         let mut queue =
-            std::collections::VecDeque::from(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs)));
-        while let Some(command) = queue.pop_front() {
-            // After the caller's answer only the loser's audit is written
-            // (a compare-and-swap: the job was created before any call).
-            if let Command::Persist { job, expected } = command {
-                let answer = match persisted(store, store.update_job(expected, &job)) {
-                    Ok(answer) => answer,
-                    Err(error) => {
-                        worker::console_error!("onejob: auditing a late attempt failed: {error}");
-                        return written;
-                    }
-                };
-                written |= answer.is_ok();
-                if answer.is_ok() {
-                    log_written(log.as_mut(), &job);
+            VecDeque::from(shell::late_writes(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs))));
+        while let Some(LateWrite { job, expected }) = queue.pop_front() {
+            let answer = match persisted(store, store.update_job(expected, &job), Store::load_job) {
+                Ok(answer) => answer,
+                Err(error) => {
+                    worker::console_error!("onejob: auditing a late attempt failed: {error}");
+                    return written;
                 }
-                queue.extend(with_inputs(&tenant, |inputs| drive.on(routing, Event::Persisted(answer), inputs)));
-            }
+            };
+            print(log.written(&job, &answer));
+            written |= answer.is_ok();
+            let event = Event::Persisted(answer);
+            queue.extend(shell::late_writes(with_inputs(&tenant, |inputs| drive.on(routing, event, inputs))));
         }
-    }
-    if written {
-        worker::console_log!("onejob: an attempt answered after losing the race");
     }
     written
 }

@@ -19,12 +19,13 @@ use std::time::Duration;
 use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::job_type::JobType;
+use onejob_core::kept_run;
 use onejob_core::ledger::effects::{
     self as machine, Action, Command, Decided, Defined, EffectDeadLetter, Event, Inputs, Planning, Run,
 };
-use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Step};
+use onejob_core::ledger::follow_up::{AfterAnswer, AfterCheck, Ended, FollowUp, Held, Step};
 use onejob_core::ledger::operator_plan;
-use onejob_core::ledger::subject::{self, Subject};
+use onejob_core::ledger::subject;
 use onejob_core::protocol::{JobView, Problem, ProblemType};
 use worker::{Delay, Response, Result};
 
@@ -36,32 +37,29 @@ use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::env::random::MathRandom;
 use crate::http::{self, JobResult};
-use crate::ledger::store::{Store, StoreError};
-use crate::ledger::stored;
+use crate::ledger::store::Store;
+use crate::ledger::{driver, stored};
 use crate::ops;
 
 impl Ledger {
     /// The submission this object's job was made with, if it kept one (a
     /// job type's job always does: its type and input are in it).
     fn stored_submission(&self) -> Result<Option<Submission>> {
-        match self.store().load_submission()? {
-            Some(text) => Ok(Some(serde_json::from_str(&text)?)),
-            None => Ok(None),
-        }
+        let text = self.store().load_submission()?;
+        Ok(text.map(|text| serde_json::from_str(&text)).transpose()?)
     }
 
     /// The job type of this object's job (as the deployment defines it now).
     fn stored_job_type<'c>(&self, config: &'c Config) -> Option<&'c JobType> {
-        let run = self.stored_submission().ok()??.run?;
-        config.job_types.get(&run.job_type)
+        let submission = self.stored_submission().ok().flatten();
+        kept_run::job_type(&config.job_types, submission.and_then(|s| s.run).as_ref())
     }
 
     /// A new job of a type with `once_per`: its subject must be free (or
-    /// this job's). `Some` is the refusal ([`Subject::refusal`]).
+    /// this job's). `Some` is the refusal ([`subject::Subject::refusal`]).
     pub(super) async fn subject_taken(&self, config: &Config, submission: &Submission) -> Option<Problem> {
-        let run = submission.run.as_ref()?;
-        let subject = Subject::of(&config.job_types, &run.job_type, &run.input)?;
-        let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject)).await;
+        let subject = kept_run::subject(&config.job_types, submission.run.as_ref())?;
+        let claimed = ops::claim_subject(&self.env, &claim_of(submission, &subject.held())).await;
         // Not knowing whether the subject is taken, run nothing: the caller
         // retries with the same key.
         if let Err(error) = &claimed {
@@ -81,12 +79,8 @@ impl Ledger {
             return;
         };
         // The subject is only ever claimed when the type names one.
-        let Some(subject) =
-            submission.run.as_ref().and_then(|run| Subject::of(&config.job_types, &run.job_type, &run.input))
-        else {
-            return;
-        };
-        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject)).await {
+        let Some(subject) = kept_run::subject(&config.job_types, submission.run.as_ref()) else { return };
+        if let Err(error) = ops::release_subject(&self.env, &claim_of(&submission, &subject.held())).await {
             worker::console_warn!("ledger: freeing an expired job's subject failed: {error}");
         }
     }
@@ -106,20 +100,18 @@ impl Ledger {
     /// (the steps are the core's [`AfterAnswer`], [`AfterCheck`]).
     pub(super) async fn after_answer(&self, config: &Config, submission: &Submission, result: Ended) {
         let Some(run) = &submission.run else { return };
-        let subject = Subject::of(&config.job_types, &run.job_type, &run.input);
-        let claim = subject.as_ref().map(|subject| claim_of(submission, subject));
-        let mut steps = VecDeque::from(AfterAnswer::of(result).steps());
+        let held = kept_run::subject(&config.job_types, Some(run)).map(|subject| subject.held());
+        let mut steps = VecDeque::from(AfterAnswer::of(result).steps(held.as_ref()));
         while let Some(step) = steps.pop_front() {
-            let done = match (step, &claim) {
-                (Step::CheckContract, _) => {
-                    self.broken_answer(config).map(|broken| steps.extend(AfterCheck::of(&run.job_type, broken).steps()))
-                }
-                (Step::ReleaseSubject, Some(claim)) => ops::release_subject(&self.env, claim).await,
-                (Step::SubjectAnswered, Some(claim)) => ops::subject_answered(&self.env, claim).await,
-                (Step::DeadLetter(detail), _) => self.dead_letter_contract(config, submission, result, detail).await,
-                (Step::ReleaseSubject | Step::SubjectAnswered, None) => Ok(()),
-                (Step::PlanEffects, _) => self.plan_effects(config),
-                (Step::RunEffects, _) => self.run_effects(config).await,
+            let done = match step {
+                Step::CheckContract => self.broken_answer(config).map(|broken| {
+                    steps.extend(AfterCheck::of(&run.job_type, broken).steps(held.as_ref()));
+                }),
+                Step::ReleaseSubject(held) => ops::release_subject(&self.env, &claim_of(submission, &held)).await,
+                Step::SubjectAnswered(held) => ops::subject_answered(&self.env, &claim_of(submission, &held)).await,
+                Step::DeadLetter(detail) => self.dead_letter_contract(config, submission, result, detail).await,
+                Step::PlanEffects => self.plan_effects(config),
+                Step::RunEffects => self.run_effects(config).await,
             };
             if let Err(error) = done {
                 // The alarm picks the effects up again (they are planned from storage).
@@ -215,9 +207,7 @@ impl Ledger {
     /// Performs what the core's effects machine ([`Run`]) decides until it finishes.
     async fn run_effects_now(&self, config: &Config) -> Result<()> {
         let Some(submission) = self.stored_submission()? else { return Ok(()) };
-        let Some(job_type) = submission.run.as_ref().and_then(|run| config.job_types.get(&run.job_type)) else {
-            return Ok(());
-        };
+        let Some(job_type) = kept_run::job_type(&config.job_types, submission.run.as_ref()) else { return Ok(()) };
         let store = self.store();
         let source = format!("onejob:{}", job_type.name);
         let mut run = Run::new(Defined::of(Some(job_type)));
@@ -230,7 +220,10 @@ impl Ledger {
                     continue;
                 }
                 Command::Load => Event::Loaded(store.load_effects()?),
-                Command::Persist { effect, expected } => Event::Persisted(persist(&store, expected, &effect)?),
+                Command::Persist { effect, expected } => {
+                    let written = store.update_effect(expected, &effect);
+                    Event::Persisted(driver::persisted(&store, written, |store| stored_effect(store, &effect.name))?)
+                }
                 Command::Perform { effect } => {
                     let spec = job_type.effects.iter().find(|s| s.name == effect.name);
                     let performed = effects::perform(&self.env, spec, &effect, &source).await;
@@ -330,21 +323,27 @@ impl Ledger {
     }
 
     /// `POST /onejob/v1/jobs/{key}/approve`: every effect waiting for an
-    /// approval may run, once; then they run ([`operator_plan::on_effects`]).
+    /// approval may run, once; then they run.
     pub(super) async fn approve(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let Some(job) = self.store().load_job()? else {
-            return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
-        };
-        let decided = self.decide_effects(config, &Action::Approve, &request.by)?;
-        self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
+        self.act_on_effects(config, request, Action::Approve, "this tenant has no job with that key").await
     }
 
     /// An operator resends an effect (dead or unknown), or marks one done.
     pub(super) async fn effect_action(&self, config: &Config, request: &OperatorRequest) -> Result<Response> {
-        let Some(job) = self.store().load_job()? else {
-            return http::problem_of(ProblemType::JobNotFound, "no job with that key");
-        };
         let action = Action::on_effect(request.effect.as_deref().unwrap_or_default(), request.action.as_deref());
+        self.act_on_effects(config, request, action, "no job with that key").await
+    }
+
+    /// Performs what `action` does to the stored effects
+    /// ([`operator_plan::on_effects`]); without a job, `404` saying `missing`.
+    async fn act_on_effects(
+        &self,
+        config: &Config,
+        request: &OperatorRequest,
+        action: Action,
+        missing: &str,
+    ) -> Result<Response> {
+        let Some(job) = self.store().load_job()? else { return http::problem_of(ProblemType::JobNotFound, missing) };
         let decided = self.decide_effects(config, &action, &request.by)?;
         self.perform(config, &job, operator_plan::on_effects(decided, &request.by, &request.key), &request.key).await
     }
@@ -361,15 +360,10 @@ impl Ledger {
     }
 }
 
-/// A write of the effects machine: written, or lost (with the effect as stored now).
-fn persist(store: &Store, expected: u64, effect: &Effect) -> Result<std::result::Result<(), Option<Box<Effect>>>> {
-    match store.update_effect(expected, effect) {
-        Ok(()) => Ok(Ok(())),
-        Err(StoreError::LostRace) => {
-            Ok(Err(store.load_effects()?.into_iter().find(|e| e.name == effect.name).map(Box::new)))
-        }
-        Err(StoreError::Failed(error)) => Err(error),
-    }
+/// The effect named `name` as stored now (what a lost write of the effects
+/// machine is answered with).
+fn stored_effect(store: &Store, name: &str) -> Result<Option<Box<Effect>>> {
+    Ok(store.load_effects()?.into_iter().find(|e| e.name == name).map(Box::new))
 }
 
 /// How a job type's model part ended, from a result the driver returned
@@ -378,13 +372,13 @@ pub(super) fn ended_of(result: &JobResult) -> Ended {
     Ended { state: result.state, status: result.status, attempt: result.attempt.unwrap_or(1), streamed: false }
 }
 
-/// The hold of `submission`'s job on its `subject`.
-fn claim_of<'a>(submission: &'a Submission, subject: &'a Subject<'_>) -> ops::SubjectClaim<'a> {
+/// The hold of `submission`'s job on the subject it `held`.
+fn claim_of<'a>(submission: &'a Submission, held: &'a Held) -> ops::SubjectClaim<'a> {
     ops::SubjectClaim {
         tenant: &submission.tenant,
         user: submission.user.as_deref(),
-        job_type: subject.type_name,
-        subject: &subject.subject,
+        job_type: &held.type_name,
+        subject: &held.subject,
         key: submission.key.as_str(),
     }
 }

@@ -101,14 +101,16 @@ impl Ledger {
             Plan::Adopt { subject_first } => {
                 self.submit_background(config, &submission, &body, subject_first, decision.renewed).await
             }
-            Plan::Run(Run { job, stored, created }) => {
+            Plan::Run(run) => {
+                let creating = run.creating();
+                let Run { job, stored, created } = run;
                 if created {
                     alarms::set_in_background(&self.state, alarms::retention(&job));
                 }
                 // A renewed keyless job calls its provider under its own key.
                 submission.generation = job.generation();
                 // Admitted to run: nobody drives the job (no await since the decision).
-                let Some(lock) = self.coordination().lock((!stored).then(|| job.clone())) else {
+                let Some(lock) = self.coordination().lock(creating) else {
                     return Err(EdgeError::broken("admitted to run a job another drive holds").into());
                 };
                 let answer = self.drive(config, lock, &store, job, stored, &submission, &body).await?;
@@ -184,15 +186,9 @@ impl Ledger {
         let driven = driver.run(&mut job, stored).await;
         lock.created();
         if let Some(late) = driver.take_late() {
-            // A hedge's loser is still out: audit what it cost when it
-            // answers, then index the job again (the index written after
-            // this response does not have the loser's tokens).
+            // A hedge's loser is still out: audit what it cost when it answers.
             let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
-            self.state.wait_until(async move {
-                if driver::audit_late(&env, &store, late).await {
-                    index_now(&env, &store, &metering).await;
-                }
-            });
+            self.state.wait_until(driver::audit_late(env, store, metering, late));
         }
         let result = match driven? {
             Driven::Result(result) => result,
@@ -276,13 +272,12 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         let streaming_here = self.live.borrow().is_some();
-        let stops = match operator::cancel(&job, streaming_here) {
-            Ok(stops) => stops,
+        let cancel = match operator::cancel(&job, streaming_here) {
+            Ok(cancel) => cancel,
             Err(refused) => return http::problem_about(&refused.problem(), key, job.state()),
         };
-        self.cancel.set(stops);
-        let status = if stops { 202 } else { 200 };
-        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(status))
+        self.cancel.set(cancel.stops);
+        http::with_cors(Response::from_json(&JobView::new(parsed, &job))?.with_status(cancel.status))
     }
 
     /// `GET /onejob/v1/jobs/{key}/stream?from=N`: the events after the first
@@ -292,12 +287,10 @@ impl Ledger {
         if let Some(subscription) = pump::subscribe(&self.live, &store, from)? {
             return subscription.into_response(key, true, ids);
         }
-        match store.load_job()? {
-            Some(job) if job.state().is_terminal() => match stored::stream_after(&store, &job, from, ids)? {
-                Some(result) => result.into_response(key, true),
-                None => http::problem_of(ProblemType::JobNotFound, "this job's answer was not streamed"),
-            },
-            _ => http::problem_of(ProblemType::JobNotFound, "this tenant has no streamed job with that key"),
+        let job = store.load_job()?;
+        match operator::resume(job.as_ref(), |job| stored::stream_after(&store, job, from, ids))? {
+            Ok(result) => result.into_response(key, true),
+            Err(refused) => http::problem(&refused.problem()),
         }
     }
 
