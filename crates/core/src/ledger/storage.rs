@@ -9,6 +9,8 @@
 //! object creates one table and writes two statements per transition. The
 //! other groups are created only by the object that writes them.
 
+pub mod statements;
+
 /// Largest body chunk per row (a Durable Object's SQLite value holds at
 /// most 2 MB): a response up to this size is kept in the job's row, a
 /// larger one in chunks of this size.
