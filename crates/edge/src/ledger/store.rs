@@ -39,7 +39,7 @@ use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
 use onejob_core::ledger::storage::{
-    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroup, TableGroups, Tables, response_place,
+    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, response_place,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -453,8 +453,6 @@ impl Store {
     /// Records that an attempt's response streams: its body is its events.
     pub fn start_streamed_response(&self, attempt: u32, content_type: &str) -> worker::Result<()> {
         self.remember_response(attempt, None);
-        // Its events' table too: a stream's readers find it before its first event.
-        self.create(TableGroup::Stream)?;
         self.perform(
             &sql::START_STREAM,
             vec![Value::Integer(i64::from(attempt)), Value::String(content_type.to_owned())],
@@ -521,22 +519,20 @@ impl Store {
     pub fn clear_job(&self) -> worker::Result<()> {
         let present = self.tables()?.present().unwrap_or_default();
         for table in present.tables() {
-            // A group may lack a table added to it since it was created.
-            self.query_tolerant(&format!("DELETE FROM {table}"), vec![])?.map(|cursor| drain(&cursor)).transpose()?;
+            self.write(&format!("DELETE FROM {table}"), vec![])?;
         }
         self.forget_job();
         Ok(())
     }
 
-    /// Creates `group`'s tables if this lifetime has not (`IF NOT EXISTS`:
-    /// an older object's tables are kept, and the ones added since created).
-    fn create(&self, group: TableGroup) -> worker::Result<()> {
-        let mut tables = self.tables()?;
-        if tables.created(group) {
-            return Ok(());
+    /// Creates the groups' tables (`IF NOT EXISTS`: an older object's
+    /// tables are kept, and the ones added since created), after a lookup.
+    fn create(&self, groups: TableGroups) -> worker::Result<()> {
+        let mut tables = self.known.tables.get();
+        for group in groups.groups() {
+            self.sql.exec(group.schema(), None)?;
+            tables.create(group);
         }
-        self.sql.exec(group.schema(), None)?;
-        tables.create(group);
         self.known.tables.set(tables);
         Ok(())
     }
@@ -551,29 +547,20 @@ impl Store {
         }
         let names: Vec<Name> =
             self.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'", None)?.to_array()?;
-        if tables.looked_up(TableGroups::of_tables(names.iter().map(|row| row.name.as_str()))) == Lookup::Migrate {
+        if tables.looked_up(TableSet::of_tables(names.iter().map(|row| row.name.as_str()))) == Lookup::Migrate {
             drain(&self.sql.exec(MIGRATE_LEGACY, None)?)?;
         }
         self.known.tables.set(tables);
         Ok(tables)
     }
 
-    /// A read of its group's tables, or `None` when they do not exist
-    /// (nothing was ever written there).
+    /// A read of its table, or `None` when the table does not exist
+    /// (nothing was ever written there, or an older build's group lacks it).
     fn query(&self, read: &Read, args: Vec<Value>) -> worker::Result<Option<SqlCursor>> {
-        if !self.tables()?.may_exist(read.group) {
+        if !self.tables()?.has(read.table) {
             return Ok(None);
         }
-        self.query_tolerant(read.sql, args)
-    }
-
-    /// A query, or `None` if its table does not exist: a group that may
-    /// exist can still lack a table added to it since it was created.
-    fn query_tolerant(&self, query: &str, args: Vec<Value>) -> worker::Result<Option<SqlCursor>> {
-        match self.sql.exec(query, args) {
-            Err(error) if error.to_string().contains("no such table") => Ok(None),
-            cursor => cursor.map(Some),
-        }
+        self.sql.exec(read.sql, args).map(Some)
     }
 
     /// The first row of a read, decoded by its column names, or `None`
