@@ -362,6 +362,22 @@ pub fn response_place(body_len: usize) -> ResponsePlace {
     if body_len <= CHUNK_BYTES { ResponsePlace::JobRow } else { ResponsePlace::Chunked }
 }
 
+/// A stored stream's events from their parts, in order (`(seq, bytes)`,
+/// as read by the event's number, then the part's): an event longer than
+/// a chunk was written in several parts, one row each, joined here.
+pub fn join_parts(parts: impl IntoIterator<Item = (i64, Vec<u8>)>) -> Vec<Vec<u8>> {
+    let mut events: Vec<Vec<u8>> = Vec::new();
+    let mut current = None;
+    for (seq, bytes) in parts {
+        match events.last_mut().filter(|_| current == Some(seq)) {
+            Some(event) => event.extend_from_slice(&bytes),
+            None => events.push(bytes),
+        }
+        current = Some(seq);
+    }
+    events
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -513,6 +529,21 @@ mod tests {
         let tables = Tables::deleted();
         assert_eq!(tables.present(), Some(TableSet::default()));
         assert!(!tables.created(TableGroup::Job));
+    }
+
+    #[test]
+    fn an_events_parts_are_joined_and_events_kept_apart() {
+        let parts = [(3, b"da".to_vec()), (3, b"ta".to_vec()), (4, b"x".to_vec()), (5, vec![]), (6, b"y".to_vec())];
+        assert_eq!(join_parts(parts), [b"data".to_vec(), b"x".to_vec(), vec![], b"y".to_vec()]);
+        assert!(join_parts([]).is_empty());
+        // Events read from any point: the first number need not be 0.
+        assert_eq!(join_parts([(7, b"a".to_vec())]), [b"a".to_vec()]);
+    }
+
+    #[test]
+    fn the_same_bytes_in_two_events_stay_two_events() {
+        let parts = [(0, b"a".to_vec()), (1, b"a".to_vec())];
+        assert_eq!(join_parts(parts), [b"a".to_vec(), b"a".to_vec()]);
     }
 
     #[test]

@@ -39,7 +39,7 @@ use onejob_core::effect::Effect;
 use onejob_core::job::Job;
 use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
 use onejob_core::ledger::storage::{
-    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, response_place,
+    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -383,13 +383,12 @@ impl Store {
 
     /// An attempt's stored response head, and where it is kept.
     fn stored_head(&self, attempt: u32) -> worker::Result<Option<(ResponsePlace, ResponseHead)>> {
-        let number = || vec![Value::Integer(i64::from(attempt))];
-        let in_row = self.first(&sql::ROW_RESPONSE_HEAD, number())?;
-        if let Some(head) = in_row {
-            return Ok(Some((ResponsePlace::JobRow, head)));
+        for (place, read) in sql::RESPONSE_HEADS {
+            if let Some(head) = self.first(&read, vec![Value::Integer(i64::from(attempt))])? {
+                return Ok(Some((place, head)));
+            }
         }
-        let chunked = self.first(&sql::CHUNKED_RESPONSE_HEAD, number())?;
-        Ok(chunked.map(|head| (ResponsePlace::Chunked, head)))
+        Ok(None)
     }
 
     /// An attempt's stored response, body reassembled (a stream's from its events).
@@ -434,20 +433,15 @@ impl Store {
             sql::LOAD_EVENTS.sql,
             vec![Value::Integer(i64::from(attempt)), Value::Integer(clamp(from)), Value::Integer(clamp(to))],
         )?;
-        let mut events: Vec<Vec<u8>> = Vec::new();
-        let mut current = None;
+        let mut parts = Vec::new();
         for row in rows.raw() {
             let mut values = row?.into_iter();
             let (Some(Value::Integer(seq)), Some(Value::Blob(bytes))) = (values.next(), values.next()) else {
                 return Err(unreadable(sql::LOAD_EVENTS.what));
             };
-            match events.last_mut().filter(|_| current == Some(seq)) {
-                Some(event) => event.extend_from_slice(&bytes),
-                None => events.push(bytes),
-            }
-            current = Some(seq);
+            parts.push((seq, bytes));
         }
-        Ok(events)
+        Ok(join_parts(parts))
     }
 
     /// Records that an attempt's response streams: its body is its events.

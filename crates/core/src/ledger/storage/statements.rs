@@ -205,6 +205,13 @@ pub const ROW_RESPONSE_HEAD: Read = read(
 pub const CHUNKED_RESPONSE_HEAD: Read =
     read("SELECT status, content_type, size, streamed FROM responses WHERE attempt = ?", "responses", "response");
 
+/// Where an attempt's response head may be (`attempt`, the one argument
+/// of each), in the order the store looks: the job's row first (most jobs
+/// keep their one response there: one read), then the responses' table.
+/// An attempt's response is in one of them at most.
+pub const RESPONSE_HEADS: [(ResponsePlace, Read); 2] =
+    [(ResponsePlace::JobRow, ROW_RESPONSE_HEAD), (ResponsePlace::Chunked, CHUNKED_RESPONSE_HEAD)];
+
 /// An attempt's response body in the job's row (`attempt`).
 pub const ROW_RESPONSE_BODY: Read = read("SELECT body FROM job WHERE id = 1 AND attempt = ?", "job", "response");
 

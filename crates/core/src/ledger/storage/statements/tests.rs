@@ -170,3 +170,17 @@ fn a_streams_body_is_not_kept_in_memory() {
     assert!(BodyRead::of(ResponsePlace::JobRow, false).keepable());
     assert!(BodyRead::of(ResponsePlace::Chunked, false).keepable());
 }
+
+#[test]
+fn a_head_is_looked_for_in_the_row_first_and_its_body_read_from_where_it_was_found() {
+    let places: Vec<ResponsePlace> = RESPONSE_HEADS.iter().map(|(place, _)| *place).collect();
+    assert_eq!(places, [ResponsePlace::JobRow, ResponsePlace::Chunked]);
+    for (place, head) in RESPONSE_HEADS {
+        let BodyRead::Rows(body) = BodyRead::of(place, false) else { panic!("{place:?}") };
+        let head_group = TableGroup::of_table(head.table);
+        assert_eq!(TableGroup::of_table(body.table), head_group, "{place:?}: the body is in the head's group");
+    }
+    // Where a response is saved, its head is found: the row's write and the chunks' head.
+    assert_eq!(TableGroup::of_table(RESPONSE_HEADS[0].1.table), TableGroup::of_table(KEEP_IN_ROW.table));
+    assert_eq!(RESPONSE_HEADS[1].1.table, SAVE_RESPONSE_HEAD.table);
+}
