@@ -9,6 +9,8 @@
 //! object creates one table and writes two statements per transition. The
 //! other groups are created only by the object that writes them.
 
+pub mod statements;
+
 /// Largest body chunk per row (a Durable Object's SQLite value holds at
 /// most 2 MB): a response up to this size is kept in the job's row, a
 /// larger one in chunks of this size.
@@ -194,7 +196,79 @@ impl TableGroups {
 
     /// Every table of the groups in the set.
     pub fn tables(self) -> impl Iterator<Item = &'static str> {
-        TableGroup::ALL.into_iter().filter(move |group| self.contains(*group)).flat_map(TableGroup::tables).copied()
+        self.groups().flat_map(TableGroup::tables).copied()
+    }
+
+    /// The groups in the set, in [`TableGroup::ALL`]'s order.
+    pub fn groups(self) -> impl Iterator<Item = TableGroup> {
+        TableGroup::ALL.into_iter().filter(move |group| self.contains(*group))
+    }
+
+    /// The groups of this set not in `other`.
+    pub fn without(self, other: TableGroups) -> TableGroups {
+        TableGroups(self.0 & !other.0)
+    }
+
+    /// Whether the set has no group.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Every table of every group, in [`TableGroup::ALL`]'s order: a table's
+/// place here is its bit in a [`TableSet`].
+const TABLES: [&str; 11] = [
+    "job",
+    "jobs",
+    "meta",
+    "responses",
+    "response_chunks",
+    "queue",
+    "outbox",
+    "request",
+    "request_chunks",
+    "effects",
+    "stream_events",
+];
+
+/// A set of the Ledger's tables, each on its own: a group found may lack
+/// a table added to it since an older build created it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableSet(u16);
+
+impl TableSet {
+    /// The named tables that are the Ledger's (others are ignored).
+    pub fn of_tables<'a>(names: impl IntoIterator<Item = &'a str>) -> TableSet {
+        names.into_iter().filter_map(TableSet::bit).fold(TableSet::default(), |set, bit| TableSet(set.0 | bit))
+    }
+
+    /// Whether `table` is in the set.
+    pub fn contains(self, table: &str) -> bool {
+        TableSet::bit(table).is_some_and(|bit| self.0 & bit != 0)
+    }
+
+    /// The set with every table of `group` added.
+    pub fn with_group(self, group: TableGroup) -> TableSet {
+        TableSet(self.0 | TableSet::of_tables(group.tables().iter().copied()).0)
+    }
+
+    /// The set without `group`'s tables.
+    pub fn without_group(self, group: TableGroup) -> TableSet {
+        TableSet(self.0 & !TableSet::of_tables(group.tables().iter().copied()).0)
+    }
+
+    /// The groups with a table in the set.
+    pub fn groups(self) -> TableGroups {
+        TableGroups::of_tables(self.tables())
+    }
+
+    /// The tables in the set, in [`TableGroup::ALL`]'s order.
+    pub fn tables(self) -> impl Iterator<Item = &'static str> {
+        TABLES.into_iter().filter(move |table| self.contains(table))
+    }
+
+    fn bit(table: &str) -> Option<u16> {
+        TABLES.iter().position(|known| *known == table).map(|place| 1 << place)
     }
 }
 
@@ -202,8 +276,8 @@ impl TableGroups {
 /// its memory, looked up again after a restart).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tables {
-    /// The groups that exist (`None`: not looked up yet).
-    present: Option<TableGroups>,
+    /// The tables that exist (`None`: not looked up yet).
+    present: Option<TableSet>,
     /// The groups this lifetime created: not created again.
     created: TableGroups,
 }
@@ -219,8 +293,8 @@ pub enum Lookup {
 }
 
 impl Tables {
-    /// The groups present, if looked up already in this lifetime.
-    pub fn present(self) -> Option<TableGroups> {
+    /// The tables present, if looked up already in this lifetime.
+    pub fn present(self) -> Option<TableSet> {
         self.present
     }
 
@@ -229,12 +303,17 @@ impl Tables {
         self.created.contains(group)
     }
 
+    /// The groups created in this lifetime.
+    pub fn created_groups(self) -> TableGroups {
+        self.created
+    }
+
     /// Records what a lookup found and says whether it must be migrated
     /// first. A migrated layout holds the job group, and the legacy group
     /// is gone (migrating drops its tables).
-    pub fn looked_up(&mut self, found: TableGroups) -> Lookup {
-        if found.contains(TableGroup::Legacy) {
-            let migrated = TableGroups(found.0 & !TableGroup::Legacy.bit()).with(TableGroup::Job);
+    pub fn looked_up(&mut self, found: TableSet) -> Lookup {
+        if found.groups().contains(TableGroup::Legacy) {
+            let migrated = found.without_group(TableGroup::Legacy).with_group(TableGroup::Job);
             self.present = Some(migrated);
             self.created = self.created.with(TableGroup::Job);
             Lookup::Migrate
@@ -247,18 +326,23 @@ impl Tables {
     /// Records that this lifetime created `group` (after a lookup).
     pub fn create(&mut self, group: TableGroup) {
         self.created = self.created.with(group);
-        self.present = Some(self.present.unwrap_or_default().with(group));
+        self.present = Some(self.present.unwrap_or_default().with_group(group));
     }
 
-    /// Whether `group`'s tables may exist (after a lookup): a read of one
-    /// that does not runs no query.
+    /// Whether `table` exists (after a lookup): a read of one that does
+    /// not runs no query.
+    pub fn has(self, table: &str) -> bool {
+        self.present.is_some_and(|present| present.contains(table))
+    }
+
+    /// Whether any of `group`'s tables exists (after a lookup).
     pub fn may_exist(self, group: TableGroup) -> bool {
-        self.present.is_some_and(|present| present.contains(group))
+        self.present.is_some_and(|present| present.groups().contains(group))
     }
 
     /// Everything was deleted: no table is left, none is to be looked up.
     pub fn deleted() -> Tables {
-        Tables { present: Some(TableGroups::default()), created: TableGroups::default() }
+        Tables { present: Some(TableSet::default()), created: TableGroups::default() }
     }
 }
 
@@ -276,6 +360,22 @@ pub enum ResponsePlace {
 /// write), a large one in chunks.
 pub fn response_place(body_len: usize) -> ResponsePlace {
     if body_len <= CHUNK_BYTES { ResponsePlace::JobRow } else { ResponsePlace::Chunked }
+}
+
+/// A stored stream's events from their parts, in order (`(seq, bytes)`,
+/// as read by the event's number, then the part's): an event longer than
+/// a chunk was written in several parts, one row each, joined here.
+pub fn join_parts(parts: impl IntoIterator<Item = (i64, Vec<u8>)>) -> Vec<Vec<u8>> {
+    let mut events: Vec<Vec<u8>> = Vec::new();
+    let mut current = None;
+    for (seq, bytes) in parts {
+        match events.last_mut().filter(|_| current == Some(seq)) {
+            Some(event) => event.extend_from_slice(&bytes),
+            None => events.push(bytes),
+        }
+        current = Some(seq);
+    }
+    events
 }
 
 #[cfg(test)]
@@ -340,6 +440,35 @@ mod tests {
     }
 
     #[test]
+    fn the_tables_are_every_groups_in_order() {
+        let all: Vec<&str> = TableGroup::ALL.into_iter().flat_map(TableGroup::tables).copied().collect();
+        assert_eq!(all, TABLES);
+        assert!(TABLES.len() <= 16, "a table set holds 16");
+    }
+
+    #[test]
+    fn a_set_of_tables_from_their_names() {
+        let set = TableSet::of_tables(["queue", "_cf_KV", "job"]);
+        assert!(set.contains("queue") && set.contains("job"));
+        assert!(!set.contains("outbox") && !set.contains("_cf_KV"));
+        assert_eq!(set.tables().collect::<Vec<_>>(), ["job", "queue"]);
+        assert!(set.groups().contains(TableGroup::Queue) && set.groups().contains(TableGroup::Job));
+        assert_eq!(set.with_group(TableGroup::Queue).tables().collect::<Vec<_>>(), ["job", "queue", "outbox"]);
+        assert_eq!(set.without_group(TableGroup::Queue).tables().collect::<Vec<_>>(), ["job"]);
+    }
+
+    #[test]
+    fn a_group_found_without_a_table_added_since_lacks_only_that_table() {
+        let mut tables = Tables::default();
+        tables.looked_up(TableSet::of_tables(["job", "queue"]));
+        assert!(tables.may_exist(TableGroup::Queue));
+        assert!(tables.has("queue"));
+        assert!(!tables.has("outbox"), "a read of it runs no query");
+        tables.create(TableGroup::Queue);
+        assert!(tables.has("outbox"), "created with its group");
+    }
+
+    #[test]
     fn nothing_may_exist_before_the_lookup() {
         let tables = Tables::default();
         assert_eq!(tables.present(), None);
@@ -349,8 +478,8 @@ mod tests {
     #[test]
     fn a_fresh_object_is_current_and_has_no_group() {
         let mut tables = Tables::default();
-        assert_eq!(tables.looked_up(TableGroups::default()), Lookup::Current);
-        assert_eq!(tables.present(), Some(TableGroups::default()));
+        assert_eq!(tables.looked_up(TableSet::default()), Lookup::Current);
+        assert_eq!(tables.present(), Some(TableSet::default()));
         assert!(!tables.may_exist(TableGroup::Job));
         assert!(!tables.created(TableGroup::Job));
     }
@@ -358,7 +487,7 @@ mod tests {
     #[test]
     fn a_current_layout_is_kept_as_found() {
         let mut tables = Tables::default();
-        let found = TableGroups::of_tables(["job", "queue", "outbox"]);
+        let found = TableSet::of_tables(["job", "queue", "outbox"]);
         assert_eq!(tables.looked_up(found), Lookup::Current);
         assert!(tables.may_exist(TableGroup::Job));
         assert!(tables.may_exist(TableGroup::Queue));
@@ -370,7 +499,7 @@ mod tests {
     #[test]
     fn a_legacy_layout_is_migrated_into_the_job_group() {
         let mut tables = Tables::default();
-        let found = TableGroups::of_tables(["jobs", "meta", "responses", "response_chunks", "request"]);
+        let found = TableSet::of_tables(["jobs", "meta", "responses", "response_chunks", "request"]);
         assert_eq!(tables.looked_up(found), Lookup::Migrate);
         assert!(tables.may_exist(TableGroup::Job));
         assert!(tables.created(TableGroup::Job), "the migration creates the job table");
@@ -378,12 +507,14 @@ mod tests {
         assert!(tables.may_exist(TableGroup::Responses), "the responses' tables are the same in both layouts");
         assert!(tables.may_exist(TableGroup::Request));
         assert_eq!(tables.present().map(|p| p.tables().any(|t| t == "jobs" || t == "meta")), Some(false));
+        assert!(tables.has("job") && tables.has("responses") && tables.has("request"));
+        assert!(!tables.has("request_chunks"), "not found, not made up");
     }
 
     #[test]
     fn a_created_group_is_present_and_not_created_again() {
         let mut tables = Tables::default();
-        tables.looked_up(TableGroups::default());
+        tables.looked_up(TableSet::default());
         tables.create(TableGroup::Effects);
         assert!(tables.created(TableGroup::Effects));
         assert!(tables.may_exist(TableGroup::Effects));
@@ -393,11 +524,26 @@ mod tests {
     #[test]
     fn deleting_everything_leaves_no_group_and_nothing_to_look_up() {
         let mut tables = Tables::default();
-        tables.looked_up(TableGroups::of_tables(["job"]));
+        tables.looked_up(TableSet::of_tables(["job"]));
         tables.create(TableGroup::Job);
         let tables = Tables::deleted();
-        assert_eq!(tables.present(), Some(TableGroups::default()));
+        assert_eq!(tables.present(), Some(TableSet::default()));
         assert!(!tables.created(TableGroup::Job));
+    }
+
+    #[test]
+    fn an_events_parts_are_joined_and_events_kept_apart() {
+        let parts = [(3, b"da".to_vec()), (3, b"ta".to_vec()), (4, b"x".to_vec()), (5, vec![]), (6, b"y".to_vec())];
+        assert_eq!(join_parts(parts), [b"data".to_vec(), b"x".to_vec(), vec![], b"y".to_vec()]);
+        assert!(join_parts([]).is_empty());
+        // Events read from any point: the first number need not be 0.
+        assert_eq!(join_parts([(7, b"a".to_vec())]), [b"a".to_vec()]);
+    }
+
+    #[test]
+    fn the_same_bytes_in_two_events_stay_two_events() {
+        let parts = [(0, b"a".to_vec()), (1, b"a".to_vec())];
+        assert_eq!(join_parts(parts), [b"a".to_vec(), b"a".to_vec()]);
     }
 
     #[test]

@@ -37,8 +37,9 @@ use std::rc::Rc;
 use onejob_core::background::Outbox;
 use onejob_core::effect::Effect;
 use onejob_core::job::Job;
+use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
 use onejob_core::ledger::storage::{
-    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroup, TableGroups, Tables, response_place,
+    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place,
 };
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -159,8 +160,8 @@ impl Store {
         if let Some(known) = self.known.job.borrow().as_ref() {
             return Ok(known.clone());
         }
-        let row: Option<JobRow> = self.first(TableGroup::Job, "SELECT record, meta FROM job WHERE id = 1", vec![])?;
-        let job = row.as_ref().map(|row| parse(&row.record, "job record")).transpose()?;
+        let row: Option<JobRow> = self.first(&sql::LOAD_JOB, vec![])?;
+        let job = row.as_ref().map(|row| parse(&row.record, sql::LOAD_JOB.what)).transpose()?;
         let meta = row.and_then(|row| row.meta).and_then(|meta| serde_json::from_str(&meta).ok());
         *self.known.job.borrow_mut() = Some(job.clone());
         self.known.meta.borrow_mut().get_or_insert(meta);
@@ -174,21 +175,14 @@ impl Store {
 
     /// Records a new job; `LostRace` if the object already has one.
     pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
-        self.create(TableGroup::Job)?;
-        let written = self.write(
-            "INSERT INTO job (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING",
-            vec![version(job.version())?, json(job)?],
-        )?;
+        let written = self.perform(&sql::INSERT_JOB, vec![version(job.version())?, json(job)?])?;
         self.wrote_job(written, job)
     }
 
     /// Writes `job` if the stored job is still at `expected_version`.
     pub fn update_job(&self, expected_version: u64, job: &Job) -> Result<(), StoreError> {
-        self.tables()?;
-        let written = self.write(
-            "UPDATE job SET version = ?, record = ? WHERE id = 1 AND version = ?",
-            vec![version(job.version())?, json(job)?, version(expected_version)?],
-        )?;
+        let written =
+            self.perform(&sql::UPDATE_JOB, vec![version(job.version())?, json(job)?, version(expected_version)?])?;
         self.wrote_job(written, job)
     }
 
@@ -231,8 +225,7 @@ impl Store {
     /// operators' index (the job record itself holds neither), in the
     /// job's row: written once, after [`Self::insert_job`].
     pub fn save_meta(&self, meta: &JobMeta) -> worker::Result<()> {
-        self.create(TableGroup::Job)?;
-        let written = self.write("UPDATE job SET meta = ? WHERE id = 1 AND meta IS NULL", vec![json(meta)?])?;
+        let written = self.perform(&sql::SAVE_META, vec![json(meta)?])?;
         // One already there stays (and is read when next asked for).
         *self.known.meta.borrow_mut() = (written > 0).then(|| Some(meta.clone()));
         self.written();
@@ -242,8 +235,7 @@ impl Store {
     /// Rewrites who the job belongs to (its metered tokens).
     pub fn update_meta(&self, meta: &JobMeta) -> worker::Result<()> {
         self.known.meta.take();
-        self.tables()?;
-        let written = self.write("UPDATE job SET meta = ? WHERE id = 1 AND meta IS NOT NULL", vec![json(meta)?])?;
+        let written = self.perform(&sql::UPDATE_META, vec![json(meta)?])?;
         *self.known.meta.borrow_mut() = Some((written > 0).then(|| meta.clone()));
         Ok(())
     }
@@ -262,25 +254,21 @@ impl Store {
     /// [`Outbox`]): its own row, or a record kept before sends were
     /// confirmed (its `queue` row's count), or none.
     pub fn load_outbox(&self) -> worker::Result<Outbox> {
-        if let Some(row) = self.first::<Record>(TableGroup::Queue, "SELECT record FROM outbox WHERE id = 1", vec![])? {
-            return parse(&row.record, "outbox");
+        if let Some(row) = self.first::<Record>(&sql::LOAD_OUTBOX, vec![])? {
+            return parse(&row.record, sql::LOAD_OUTBOX.what);
         }
         let legacy = self.queue_row()?;
         Ok(legacy.map_or_else(Outbox::default, |row| Outbox::legacy(row.sends, row.last_sent_ms)))
     }
 
     fn queue_row(&self) -> worker::Result<Option<QueueRow>> {
-        self.first(TableGroup::Queue, "SELECT sends, last_sent_ms, dead_lettered_ms FROM queue WHERE id = 1", vec![])
+        self.first(&sql::LOAD_QUEUE_ROW, vec![])
     }
 
     /// Writes the outbox's record, beside the job record: a send never
     /// changes the version an attempt in flight holds.
     pub fn save_outbox(&self, outbox: &Outbox) -> worker::Result<()> {
-        self.create(TableGroup::Queue)?;
-        self.write(
-            "INSERT INTO outbox (id, record) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET record = excluded.record",
-            vec![json(outbox)?],
-        )?;
+        self.perform(&sql::SAVE_OUTBOX, vec![json(outbox)?])?;
         Ok(())
     }
 
@@ -304,21 +292,13 @@ impl Store {
     /// Records that the job was sent to the dead-letter queue (again after
     /// a replay, which clears it).
     pub fn note_dead_lettered(&self, now_ms: u64) -> worker::Result<()> {
-        self.create(TableGroup::Queue)?;
-        self.write(
-            "INSERT INTO queue (id, sends, last_sent_ms, dead_lettered_ms) VALUES (1, 0, 0, ?1)
-             ON CONFLICT (id) DO UPDATE SET dead_lettered_ms = ?1",
-            vec![Value::Integer(clamp(now_ms))],
-        )?;
+        self.perform(&sql::NOTE_DEAD_LETTERED, vec![Value::Integer(clamp(now_ms))])?;
         Ok(())
     }
 
     /// Forgets that the job was dead-lettered (it was replayed or resolved).
     pub fn clear_dead_lettered(&self) -> worker::Result<()> {
-        if !self.tables()?.may_exist(TableGroup::Queue) {
-            return Ok(());
-        }
-        self.write("UPDATE queue SET dead_lettered_ms = 0 WHERE id = 1", vec![]).map(|_| ())
+        self.perform(&sql::CLEAR_DEAD_LETTERED, vec![]).map(|_| ())
     }
 
     /// Keeps a job's request (its submission, as JSON, and its body in
@@ -326,22 +306,9 @@ impl Store {
     /// Ledger holds what to send) and a job type's (its effects are planned
     /// from it).
     pub fn save_request(&self, submission: &str, body: &[u8]) -> worker::Result<()> {
-        self.create(TableGroup::Request)?;
-        self.write(
-            // The newest submission wins: a job-type run keeps its request
-            // when it starts, and a later adoption into the background must
-            // be able to say so (`background`), or the queue would drive it
-            // as a caller's job. The body is the same (same key, same
-            // fingerprint), so its chunks are kept.
-            "INSERT INTO request (id, submission) VALUES (1, ?) \
-             ON CONFLICT (id) DO UPDATE SET submission = excluded.submission",
-            vec![Value::String(submission.to_owned())],
-        )?;
-        self.write_chunks(
-            "INSERT INTO request_chunks (seq, bytes) VALUES (?, ?) ON CONFLICT (seq) DO NOTHING",
-            &[],
-            body,
-        )
+        // The newest submission wins; the body's chunks already kept stay.
+        self.perform(&sql::SAVE_SUBMISSION, vec![Value::String(submission.to_owned())])?;
+        self.write_chunks(&sql::SAVE_REQUEST_CHUNK, &[], body)
     }
 
     /// The submission a kept request was made with (without its body).
@@ -350,15 +317,14 @@ impl Store {
         struct Request {
             submission: String,
         }
-        let row: Option<Request> =
-            self.first(TableGroup::Request, "SELECT submission FROM request WHERE id = 1", vec![])?;
+        let row: Option<Request> = self.first(&sql::LOAD_SUBMISSION, vec![])?;
         Ok(row.map(|row| row.submission))
     }
 
     /// A background job's request, if this object keeps one.
     pub fn load_request(&self) -> worker::Result<Option<(String, Vec<u8>)>> {
         let Some(submission) = self.load_submission()? else { return Ok(None) };
-        let body = self.read_bytes("SELECT bytes FROM request_chunks ORDER BY seq", vec![], 0, "request chunk")?;
+        let body = self.read_bytes(&sql::LOAD_REQUEST_BODY, vec![], 0)?;
         Ok(Some((submission, body)))
     }
 
@@ -368,10 +334,10 @@ impl Store {
     /// this never overwrites.
     pub fn save_response(&self, attempt: u32, response: &StoredResponse) -> worker::Result<()> {
         let number = Value::Integer(i64::from(attempt));
+        // Skipped with no job row: then it goes in chunks.
         let in_row = response_place(response.body.len()) == ResponsePlace::JobRow
-            && self.tables()?.may_exist(TableGroup::Job)
-            && self.write(
-                "UPDATE job SET attempt = ?, status = ?, content_type = ?, body = ? WHERE id = 1 AND attempt IS NULL",
+            && self.perform(
+                &sql::KEEP_IN_ROW,
                 vec![
                     number.clone(),
                     Value::Integer(i64::from(response.status)),
@@ -380,9 +346,8 @@ impl Store {
                 ],
             )? > 0;
         if !in_row {
-            self.create(TableGroup::Responses)?;
-            self.write(
-                "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, ?, ?, ?, 0)",
+            self.perform(
+                &sql::SAVE_RESPONSE_HEAD,
                 vec![
                     number.clone(),
                     Value::Integer(i64::from(response.status)),
@@ -390,11 +355,7 @@ impl Store {
                     Value::Integer(response.body.len() as i64),
                 ],
             )?;
-            self.write_chunks(
-                "INSERT INTO response_chunks (attempt, seq, bytes) VALUES (?, ?, ?)",
-                &[number],
-                &response.body,
-            )?;
+            self.write_chunks(&sql::SAVE_RESPONSE_CHUNK, &[number], &response.body)?;
         }
         // Most jobs are replayed, if at all, soon after: from memory.
         self.remember_response(attempt, Some(response));
@@ -409,18 +370,8 @@ impl Store {
     /// is dead ([`onejob_core::answer`]).
     pub fn keep_answer(&self, attempt: u32, answer: &StoredResponse) -> worker::Result<()> {
         self.remember_response(attempt, None);
-        let number = Value::Integer(i64::from(attempt));
-        let tables = self.tables()?;
-        if tables.may_exist(TableGroup::Job) {
-            self.write(
-                "UPDATE job SET attempt = NULL, status = NULL, content_type = NULL, body = NULL \
-                 WHERE id = 1 AND attempt = ?",
-                vec![number.clone()],
-            )?;
-        }
-        if tables.may_exist(TableGroup::Responses) {
-            self.write("DELETE FROM response_chunks WHERE attempt = ?", vec![number.clone()])?;
-            self.write("DELETE FROM responses WHERE attempt = ?", vec![number])?;
+        for write in &sql::FORGET_RESPONSE {
+            self.perform(write, vec![Value::Integer(i64::from(attempt))])?;
         }
         self.save_response(attempt, answer)
     }
@@ -432,21 +383,12 @@ impl Store {
 
     /// An attempt's stored response head, and where it is kept.
     fn stored_head(&self, attempt: u32) -> worker::Result<Option<(ResponsePlace, ResponseHead)>> {
-        let number = || vec![Value::Integer(i64::from(attempt))];
-        let in_row = self.first(
-            TableGroup::Job,
-            "SELECT status, content_type, length(body) AS size, 0 AS streamed FROM job WHERE id = 1 AND attempt = ?",
-            number(),
-        )?;
-        if let Some(head) = in_row {
-            return Ok(Some((ResponsePlace::JobRow, head)));
+        for (place, read) in sql::RESPONSE_HEADS {
+            if let Some(head) = self.first(&read, vec![Value::Integer(i64::from(attempt))])? {
+                return Ok(Some((place, head)));
+            }
         }
-        let chunked = self.first(
-            TableGroup::Responses,
-            "SELECT status, content_type, size, streamed FROM responses WHERE attempt = ?",
-            number(),
-        )?;
-        Ok(chunked.map(|head| (ResponsePlace::Chunked, head)))
+        Ok(None)
     }
 
     /// An attempt's stored response, body reassembled (a stream's from its events).
@@ -457,23 +399,16 @@ impl Store {
         let Some((place, head)) = self.stored_head(attempt)? else { return Ok(None) };
         let number = vec![Value::Integer(i64::from(attempt))];
         let size = usize::try_from(head.size).unwrap_or(0);
-        let body = match (place, head.streamed) {
-            (_, true) => self.load_events(attempt, 0, u64::MAX)?.concat(),
-            (ResponsePlace::JobRow, false) => {
-                self.read_bytes("SELECT body FROM job WHERE id = 1 AND attempt = ?", number, size, "response")?
-            }
-            (ResponsePlace::Chunked, false) => self.read_bytes(
-                "SELECT bytes FROM response_chunks WHERE attempt = ? ORDER BY seq",
-                number,
-                size,
-                "response chunk",
-            )?,
+        let read = BodyRead::of(place, head.streamed);
+        let body = match read {
+            BodyRead::Events => self.load_events(attempt, 0, u64::MAX)?.concat(),
+            BodyRead::Rows(rows) => self.read_bytes(&rows, number, size)?,
         };
-        if !head.streamed && body.len() != size {
+        if !read.complete(size, body.len()) {
             return Err(unreadable("response body (size mismatch)"));
         }
         let response = StoredResponse { status: head.status, content_type: head.content_type, body };
-        if !head.streamed {
+        if read.keepable() {
             self.remember_response(attempt, Some(&response));
         }
         Ok(Some(response))
@@ -482,10 +417,9 @@ impl Store {
     /// Appends the events numbered `first_seq..` of an attempt's stream
     /// (an event longer than a chunk spans several rows).
     pub fn append_events(&self, attempt: u32, first_seq: u64, events: &[Vec<u8>]) -> worker::Result<()> {
-        self.create(TableGroup::Stream)?;
         for (offset, event) in events.iter().enumerate() {
             self.write_chunks(
-                "INSERT INTO stream_events (attempt, seq, part, bytes) VALUES (?, ?, ?, ?)",
+                &sql::APPEND_EVENT,
                 &[Value::Integer(i64::from(attempt)), Value::Integer(clamp(first_seq + offset as u64))],
                 event,
             )?;
@@ -496,32 +430,25 @@ impl Store {
     /// The stored events `from..to` of an attempt's stream, each whole.
     pub fn load_events(&self, attempt: u32, from: u64, to: u64) -> worker::Result<Vec<Vec<u8>>> {
         let rows = self.sql.exec(
-            "SELECT seq, bytes FROM stream_events WHERE attempt = ? AND seq >= ? AND seq < ? ORDER BY seq, part",
+            sql::LOAD_EVENTS.sql,
             vec![Value::Integer(i64::from(attempt)), Value::Integer(clamp(from)), Value::Integer(clamp(to))],
         )?;
-        let mut events: Vec<Vec<u8>> = Vec::new();
-        let mut current = None;
+        let mut parts = Vec::new();
         for row in rows.raw() {
             let mut values = row?.into_iter();
             let (Some(Value::Integer(seq)), Some(Value::Blob(bytes))) = (values.next(), values.next()) else {
-                return Err(unreadable("stream event"));
+                return Err(unreadable(sql::LOAD_EVENTS.what));
             };
-            match events.last_mut().filter(|_| current == Some(seq)) {
-                Some(event) => event.extend_from_slice(&bytes),
-                None => events.push(bytes),
-            }
-            current = Some(seq);
+            parts.push((seq, bytes));
         }
-        Ok(events)
+        Ok(join_parts(parts))
     }
 
     /// Records that an attempt's response streams: its body is its events.
     pub fn start_streamed_response(&self, attempt: u32, content_type: &str) -> worker::Result<()> {
         self.remember_response(attempt, None);
-        self.create(TableGroup::Responses)?;
-        self.create(TableGroup::Stream)?;
-        self.write(
-            "INSERT INTO responses (attempt, status, content_type, size, streamed) VALUES (?, 200, ?, 0, 1)",
+        self.perform(
+            &sql::START_STREAM,
             vec![Value::Integer(i64::from(attempt)), Value::String(content_type.to_owned())],
         )?;
         Ok(())
@@ -529,39 +456,30 @@ impl Store {
 
     /// Records a finished stream's size.
     pub fn finish_streamed_response(&self, attempt: u32, size: u64) -> worker::Result<()> {
-        self.tables()?;
-        self.write(
-            "UPDATE responses SET size = ? WHERE attempt = ?",
-            vec![Value::Integer(clamp(size)), Value::Integer(i64::from(attempt))],
-        )?;
+        self.perform(&sql::FINISH_STREAM, vec![Value::Integer(clamp(size)), Value::Integer(i64::from(attempt))])?;
         Ok(())
     }
 
     /// How many events of an attempt's stream are stored.
     pub fn count_events(&self, attempt: u32) -> worker::Result<u64> {
-        let row: Option<Count> = self.first(
-            TableGroup::Stream,
-            "SELECT COUNT(DISTINCT seq) AS n FROM stream_events WHERE attempt = ?",
-            vec![Value::Integer(i64::from(attempt))],
-        )?;
+        let row: Option<Count> = self.first(&sql::COUNT_EVENTS, vec![Value::Integer(i64::from(attempt))])?;
         Ok(row.map_or(0, |row| row.n))
     }
 
     /// A job type's effects, in the type's order (none before they are planned).
     pub fn load_effects(&self) -> worker::Result<Vec<Effect>> {
-        let Some(cursor) = self.query(TableGroup::Effects, "SELECT record FROM effects ORDER BY seq", vec![])? else {
+        let Some(cursor) = self.query(&sql::LOAD_EFFECTS, vec![])? else {
             return Ok(Vec::new());
         };
-        cursor.next::<Record>().map(|row| parse(&row?.record, "effect")).collect()
+        cursor.next::<Record>().map(|row| parse(&row?.record, sql::LOAD_EFFECTS.what)).collect()
     }
 
     /// Plans the effects, once: planning again (after a restart, by a
     /// duplicate) keeps the first plan.
     pub fn plan_effects(&self, effects: &[Effect]) -> worker::Result<()> {
-        self.create(TableGroup::Effects)?;
         for (seq, effect) in effects.iter().enumerate() {
-            self.write(
-                "INSERT INTO effects (seq, name, version, record) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            self.perform(
+                &sql::PLAN_EFFECT,
                 vec![
                     Value::Integer(seq as i64),
                     Value::String(effect.name.clone()),
@@ -576,8 +494,8 @@ impl Store {
     /// Writes `effect` if its stored version is still `expected_version`
     /// (the compare-and-swap every claim and record goes through).
     pub fn update_effect(&self, expected_version: u64, effect: &Effect) -> Result<(), StoreError> {
-        let written = self.write(
-            "UPDATE effects SET version = ?, record = ? WHERE name = ? AND version = ?",
+        let written = self.perform(
+            &sql::UPDATE_EFFECT,
             vec![
                 version(effect.version)?,
                 json(effect)?,
@@ -595,22 +513,20 @@ impl Store {
     pub fn clear_job(&self) -> worker::Result<()> {
         let present = self.tables()?.present().unwrap_or_default();
         for table in present.tables() {
-            // A group may lack a table added to it since it was created.
-            self.query_tolerant(&format!("DELETE FROM {table}"), vec![])?.map(|cursor| drain(&cursor)).transpose()?;
+            self.write(&format!("DELETE FROM {table}"), vec![])?;
         }
         self.forget_job();
         Ok(())
     }
 
-    /// Creates `group`'s tables if this lifetime has not (`IF NOT EXISTS`:
-    /// an older object's tables are kept, and the ones added since created).
-    fn create(&self, group: TableGroup) -> worker::Result<()> {
-        let mut tables = self.tables()?;
-        if tables.created(group) {
-            return Ok(());
+    /// Creates the groups' tables (`IF NOT EXISTS`: an older object's
+    /// tables are kept, and the ones added since created), after a lookup.
+    fn create(&self, groups: TableGroups) -> worker::Result<()> {
+        let mut tables = self.known.tables.get();
+        for group in groups.groups() {
+            self.sql.exec(group.schema(), None)?;
+            tables.create(group);
         }
-        self.sql.exec(group.schema(), None)?;
-        tables.create(group);
         self.known.tables.set(tables);
         Ok(())
     }
@@ -625,67 +541,64 @@ impl Store {
         }
         let names: Vec<Name> =
             self.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'", None)?.to_array()?;
-        if tables.looked_up(TableGroups::of_tables(names.iter().map(|row| row.name.as_str()))) == Lookup::Migrate {
+        if tables.looked_up(TableSet::of_tables(names.iter().map(|row| row.name.as_str()))) == Lookup::Migrate {
             drain(&self.sql.exec(MIGRATE_LEGACY, None)?)?;
         }
         self.known.tables.set(tables);
         Ok(tables)
     }
 
-    /// A query on `group`'s tables, or `None` when they do not exist
-    /// (nothing was ever written there).
-    fn query(&self, group: TableGroup, query: &str, args: Vec<Value>) -> worker::Result<Option<SqlCursor>> {
-        if !self.tables()?.may_exist(group) {
+    /// A read of its table, or `None` when the table does not exist
+    /// (nothing was ever written there, or an older build's group lacks it).
+    fn query(&self, read: &Read, args: Vec<Value>) -> worker::Result<Option<SqlCursor>> {
+        if !self.tables()?.has(read.table) {
             return Ok(None);
         }
-        self.query_tolerant(query, args)
+        self.sql.exec(read.sql, args).map(Some)
     }
 
-    /// A query, or `None` if its table does not exist: a group that may
-    /// exist can still lack a table added to it since it was created.
-    fn query_tolerant(&self, query: &str, args: Vec<Value>) -> worker::Result<Option<SqlCursor>> {
-        match self.sql.exec(query, args) {
-            Err(error) if error.to_string().contains("no such table") => Ok(None),
-            cursor => cursor.map(Some),
-        }
-    }
-
-    /// The first row of a query on `group`'s tables, decoded by its column
-    /// names, or `None` (also when the tables do not exist).
-    fn first<T: DeserializeOwned>(
-        &self,
-        group: TableGroup,
-        query: &str,
-        args: Vec<Value>,
-    ) -> worker::Result<Option<T>> {
-        let Some(cursor) = self.query(group, query, args)? else { return Ok(None) };
+    /// The first row of a read, decoded by its column names, or `None`
+    /// (also when its group's tables do not exist).
+    fn first<T: DeserializeOwned>(&self, read: &Read, args: Vec<Value>) -> worker::Result<Option<T>> {
+        let Some(cursor) = self.query(read, args)? else { return Ok(None) };
         cursor.next::<T>().next().transpose()
     }
 
-    /// A body kept in one or more rows: the query's one BLOB column,
-    /// concatenated (`size`: the bytes expected).
-    fn read_bytes(&self, query: &str, args: Vec<Value>, size: usize, what: &str) -> worker::Result<Vec<u8>> {
+    /// A body kept in one or more rows (found by a read before it): the
+    /// read's one BLOB column, concatenated (`size`: the bytes expected).
+    fn read_bytes(&self, read: &Read, args: Vec<Value>, size: usize) -> worker::Result<Vec<u8>> {
         let mut body = Vec::with_capacity(size);
-        for row in self.sql.exec(query, args)?.raw() {
+        for row in self.sql.exec(read.sql, args)?.raw() {
             match row?.into_iter().next() {
                 Some(Value::Blob(bytes)) => body.extend_from_slice(&bytes),
                 // An empty BLOB may come back as an empty string.
                 Some(Value::String(text)) if text.is_empty() => {}
-                _ => return Err(unreadable(what)),
+                _ => return Err(unreadable(read.what)),
             }
         }
         Ok(body)
     }
 
-    /// Writes `bytes` in [`CHUNK_BYTES`] chunks, one row each: `query`
+    /// Writes `bytes` in [`CHUNK_BYTES`] chunks, one row each: `write`
     /// takes `key`, then the chunk's number, then the chunk. Nothing is
     /// written for no bytes.
-    fn write_chunks(&self, query: &str, key: &[Value], bytes: &[u8]) -> worker::Result<()> {
+    fn write_chunks(&self, write: &Write, key: &[Value], bytes: &[u8]) -> worker::Result<()> {
         for (seq, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
             let args = key.iter().cloned().chain([Value::Integer(seq as i64), Value::Blob(chunk.to_vec())]);
-            self.write(query, args.collect())?;
+            self.perform(write, args.collect())?;
         }
         Ok(())
+    }
+
+    /// Performs a write after what it needs of its group's tables
+    /// ([`Tables::before`]), and returns the rows it wrote (none when skipped).
+    fn perform(&self, write: &Write, args: Vec<Value>) -> worker::Result<usize> {
+        match self.tables()?.before(write) {
+            Before::Skip => return Ok(0),
+            Before::Create(group) => self.create(group)?,
+            Before::Run => {}
+        }
+        self.write(write.sql, args)
     }
 
     /// Runs a write to completion and returns the rows it wrote.
