@@ -14,9 +14,10 @@ pub struct Logging(Option<JobLog>);
 
 impl Logging {
     /// The log of the job of `tenant` under `storage_id` as `setting` asks,
-    /// from the job as stored (`None`: not written yet).
-    pub fn of(setting: JobLogs, tenant: &str, storage_id: &StorageId, stored: Option<&Job>) -> Self {
-        Self((setting == JobLogs::Json).then(|| JobLog::new(tenant, &telemetry::key_digest(storage_id), stored)))
+    /// from the job as stored (`None`: not written yet). The storage id (a
+    /// digest) is derived only when logging: not on every drive.
+    pub fn of(setting: JobLogs, tenant: &str, storage_id: impl FnOnce() -> StorageId, stored: Option<&Job>) -> Self {
+        Self((setting == JobLogs::Json).then(|| JobLog::new(tenant, &telemetry::key_digest(&storage_id()), stored)))
     }
 
     /// The lines a write of `job` prints: what it changed once it is
@@ -50,8 +51,8 @@ mod tests {
 
     #[test]
     fn a_write_prints_its_lines_only_when_logging_and_written() {
-        let mut off = Logging::of(JobLogs::Off, "t", &storage_id(), None);
-        let mut on = Logging::of(JobLogs::Json, "t", &storage_id(), None);
+        let mut off = Logging::of(JobLogs::Off, "t", || unreachable!("not derived when not logging"), None);
+        let mut on = Logging::of(JobLogs::Json, "t", storage_id, None);
         let job = job();
         assert!(off.written(&job, &Ok::<(), ()>(())).is_empty());
         assert!(on.written(&job, &Err::<(), _>(None::<Job>)).is_empty());

@@ -10,35 +10,40 @@ use crate::sse::{Dialect, interrupted_event};
 use super::stream_end::StreamEnd;
 use super::stream_read::StreamReader;
 
-/// What a stream's end leaves to write, once its attempt's outcome is
-/// recorded on the job: the closing event (published and written after the
-/// events pending), and the stream's size in bytes (its stored response's).
+/// What a stream's end leaves to write: the closing event (published and
+/// written after the events pending, whether or not the job took the end:
+/// its readers and its stored events are closed either way), the stream's
+/// size in bytes (its stored response's), and whether its attempt's outcome
+/// was recorded on the job (`Err`: the attempt no longer holds it; nothing
+/// more is written).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     /// The gateway's event that closes a stream the provider did not close.
     pub closing: Option<Vec<u8>>,
     /// The stream's bytes, the closing event's included.
     pub size: u64,
+    /// The end recorded on the job, or why it was refused.
+    pub recorded: Result<(), JobError>,
 }
 
 /// Records `end` on `job` for the streaming attempt holding `ticket`, with
 /// the usage `reader` saw ([`StreamEnd::record`]), and says what is left to
-/// write; `Ok(None)` when nothing is (the job was lost to another writer:
-/// nothing is recorded, closed or written). `Err`: the attempt no longer
-/// holds the job.
+/// write; `None` when nothing is (the job was lost to another writer:
+/// nothing is recorded, closed or written).
 pub fn finish(
     reader: &mut StreamReader,
     end: StreamEnd,
     job: &mut Job,
     ticket: AttemptTicket,
     now_ms: u64,
-) -> Result<Option<Finished>, JobError> {
+) -> Option<Finished> {
     if end == StreamEnd::LostJob {
-        return Ok(None);
+        return None;
     }
     let closing = reader.closing_event(end);
-    end.record(job, ticket, now_ms, reader.usage())?;
-    Ok(Some(Finished { closing, size: reader.size() }))
+    // `LostJob` returned above: every other end records (or is refused).
+    let recorded = end.record(job, ticket, now_ms, reader.usage()).map(|_| ());
+    Some(Finished { closing, size: reader.size(), recorded })
 }
 
 /// The event that closes the stored events of a stream whose pump is gone
@@ -79,8 +84,8 @@ mod tests {
             b"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\n\n";
         let mut reader = reader_after(usage);
         let (mut job, ticket) = streaming_job();
-        let finished = finish(&mut reader, StreamEnd::Complete, &mut job, ticket, 3).expect("recorded");
-        assert_eq!(finished, Some(Finished { closing: None, size: usage.len() as u64 }));
+        let finished = finish(&mut reader, StreamEnd::Complete, &mut job, ticket, 3);
+        assert_eq!(finished, Some(Finished { closing: None, size: usage.len() as u64, recorded: Ok(()) }));
         assert_eq!(job.state(), JobState::Completed);
         assert_eq!(job.attempts()[0].usage.map(|u| u.completion_tokens), Some(4));
     }
@@ -90,7 +95,8 @@ mod tests {
         let mut reader = reader_after(ANTHROPIC_START);
         let (mut job, ticket) = streaming_job();
         let end = StreamEnd::Interrupted("silent");
-        let finished = finish(&mut reader, end, &mut job, ticket, 3).expect("recorded").expect("something to write");
+        let finished = finish(&mut reader, end, &mut job, ticket, 3).expect("something to write");
+        assert_eq!(finished.recorded, Ok(()));
         let closing = finished.closing.expect("closed by the gateway");
         assert!(closing.starts_with(b"event: error\n"), "Anthropic's error event");
         assert_eq!(finished.size, (ANTHROPIC_START.len() + closing.len()) as u64);
@@ -102,16 +108,26 @@ mod tests {
         let mut reader = reader_after(ANTHROPIC_START);
         let (mut job, ticket) = streaming_job();
         let before = job.clone();
-        assert_eq!(finish(&mut reader, StreamEnd::LostJob, &mut job, ticket, 3), Ok(None));
+        assert_eq!(finish(&mut reader, StreamEnd::LostJob, &mut job, ticket, 3), None);
         assert_eq!(job, before);
         assert_eq!(reader.size(), ANTHROPIC_START.len() as u64, "no closing event");
     }
 
     #[test]
-    fn an_attempt_that_no_longer_holds_the_job_is_an_error() {
+    fn an_attempt_that_no_longer_holds_the_job_is_refused_but_its_stream_is_still_closed() {
         let (mut job, ticket) = streaming_job();
-        finish(&mut reader_after(b""), StreamEnd::Complete, &mut job, ticket, 3).expect("recorded");
-        assert!(finish(&mut reader_after(b""), StreamEnd::Cancelled, &mut job, ticket, 4).is_err());
+        let first = finish(&mut reader_after(b""), StreamEnd::Complete, &mut job, ticket, 3).expect("recorded");
+        assert_eq!(first.recorded, Ok(()));
+        let before = job.clone();
+        let mut reader = reader_after(ANTHROPIC_START);
+        let late =
+            finish(&mut reader, StreamEnd::Interrupted("silent"), &mut job, ticket, 4).expect("something to write");
+        assert!(late.recorded.is_err(), "the job has moved on");
+        assert_eq!(job, before, "nothing recorded");
+        // Its readers and its stored events still get the closing event.
+        let closing = late.closing.expect("closed by the gateway");
+        assert!(closing.starts_with(b"event: error\n"));
+        assert_eq!(late.size, (ANTHROPIC_START.len() + closing.len()) as u64);
     }
 
     #[test]

@@ -146,9 +146,13 @@ impl<'a> Driver<'a> {
             api: self.api,
             backoff: self.config.settings.backoff,
         };
-        let (tenant, storage_id) = (&self.submission.tenant, self.submission.storage_id());
-        *self.log.borrow_mut() =
-            Logging::of(self.config.settings.job_logs, tenant, &storage_id, stored.then_some(&*job));
+        let submission = &self.submission;
+        *self.log.borrow_mut() = Logging::of(
+            self.config.settings.job_logs,
+            &submission.tenant,
+            || submission.storage_id(),
+            stored.then_some(&*job),
+        );
         let mut drive = Drive::new(setup, job.clone(), stored, providers);
         let mut pending: FuturesUnordered<Pending> = FuturesUnordered::new();
         let streams: Streams = Rc::default();

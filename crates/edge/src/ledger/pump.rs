@@ -223,11 +223,12 @@ impl Pump {
             abort.abort();
         }
         let read = self.job.version();
-        let finished = stream_finish::finish(&mut self.reader, end, &mut self.job, self.ticket, now_ms())
-            .map_err(|_| EdgeError::broken("the streaming attempt no longer holds the job"))?;
-        let Some(Finished { closing, size }) = finished else { return Ok(()) };
+        let finished = stream_finish::finish(&mut self.reader, end, &mut self.job, self.ticket, now_ms());
+        let Some(Finished { closing, size, recorded }) = finished else { return Ok(()) };
+        // Readers and stored events are closed even when the job moved on.
         self.publish(closing.into_iter().collect());
         self.write_pending()?;
+        recorded.map_err(|_| EdgeError::broken("the streaming attempt no longer holds the job"))?;
         self.store.finish_streamed_response(self.ticket.attempt, size)?;
         self.store.update_job(read, &self.job)?;
         Ok(())
