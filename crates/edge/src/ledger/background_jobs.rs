@@ -59,7 +59,7 @@ impl Ledger {
         let Adoption { job, steps } = submit::adopt(stored, renewed, &submission.fingerprint, now_ms(), policy);
         for step in steps {
             match step {
-                AdoptStep::Insert(new) => store.insert_job(&new)?,
+                AdoptStep::Insert(new) => store.insert_job(&new, None)?,
                 AdoptStep::SaveMeta => store.save_meta(&JobMeta {
                     tenant: submission.tenant.clone(),
                     user: submission.user.clone(),

@@ -207,7 +207,14 @@ impl<'a> Driver<'a> {
     ) -> Result<Option<Ending>> {
         let mut queue = VecDeque::from(commands);
         let mut ending = None;
-        while let Some(command) = queue.pop_front() {
+        loop {
+            // A result's response and its job: one statement.
+            if let Some(pair) = shell::take_response_with_job(&mut queue) {
+                let written = self.store.save_response_with_job(&pair);
+                queue.extend(self.written(drive, routing, &pair.job, written)?);
+                continue;
+            }
+            let Some(command) = queue.pop_front() else { break };
             match command {
                 Command::Place { order } => pending.push(self.place(order)),
                 Command::Sleep { ms } => pending.push(Box::pin(async move {
@@ -222,8 +229,7 @@ impl<'a> Driver<'a> {
                     pending.push(self.launch(ticket, provider, model, probe, routing.route, streams))
                 }
                 Command::Create { job } => {
-                    let written = self.store.insert_job(&job);
-                    let written = written.and_then(|()| self.store.save_meta(&self.meta()).map_err(StoreError::Failed));
+                    let written = self.store.insert_job(&job, Some(&self.meta()));
                     queue.extend(self.written(drive, routing, &job, written)?);
                 }
                 Command::Persist { job, expected } => {

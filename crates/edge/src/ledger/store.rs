@@ -6,11 +6,11 @@
 //! (a Durable Object's SQLite value holds at most 2 MB). Which tables there
 //! are, and where a response goes, is `core::ledger::storage`'s.
 //!
-//! A job's first call is two transitions (the runtime commits the
-//! statements between two awaits together): the claim — the job, then its
-//! owner, in its row — durable before the upstream call, and the result —
-//! the response, then the job — durable before the answer. A new object
-//! creates one table for them.
+//! A job's first call is two transitions, one statement each (the runtime
+//! commits the statements between two awaits together): the claim — the
+//! job with its owner, in its row — durable before the upstream call, and
+//! the result — the response in the row with the job's compare-and-swap —
+//! durable before the answer. A new object creates one table for them.
 //!
 //! SQL calls are synchronous inside a Durable Object, so a read, a
 //! transition and its write happen with no other request in between. Every
@@ -37,6 +37,7 @@ use std::rc::Rc;
 use onejob_core::background::Outbox;
 use onejob_core::effect::Effect;
 use onejob_core::job::Job;
+use onejob_core::ledger::drive::shell::ResponseWithJob;
 use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
 use onejob_core::ledger::storage::{
     Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place,
@@ -173,9 +174,15 @@ impl Store {
         Ok(self.load_job()?.as_ref().map(Job::version))
     }
 
-    /// Records a new job; `LostRace` if the object already has one.
-    pub fn insert_job(&self, job: &Job) -> Result<(), StoreError> {
-        let written = self.perform(&sql::INSERT_JOB, vec![version(job.version())?, json(job)?])?;
+    /// Records a new job with who it belongs to (`meta`; none: saved later
+    /// by [`Self::save_meta`]), in one statement; `LostRace` if the object
+    /// already has one.
+    pub fn insert_job(&self, job: &Job, meta: Option<&JobMeta>) -> Result<(), StoreError> {
+        let owner = meta.map(json).transpose()?.unwrap_or(Value::Null);
+        let written = self.perform(&sql::INSERT_JOB, vec![version(job.version())?, json(job)?, owner])?;
+        if written > 0 {
+            *self.known.meta.borrow_mut() = Some(meta.cloned());
+        }
         self.wrote_job(written, job)
     }
 
@@ -361,6 +368,32 @@ impl Store {
         self.remember_response(attempt, Some(response));
         self.written();
         Ok(())
+    }
+
+    /// An attempt's response in the job's row and the job written after it
+    /// ([`ResponseWithJob`]), in one statement when the row's place is free
+    /// and the job is still at the version expected; otherwise the two
+    /// writes in order, as [`Self::save_response`] and [`Self::update_job`].
+    pub fn save_response_with_job(&self, pair: &ResponseWithJob) -> Result<(), StoreError> {
+        let ResponseWithJob { attempt, response, job, expected } = pair;
+        let written = self.perform(
+            &sql::KEEP_IN_ROW_WITH_JOB,
+            vec![
+                Value::Integer(i64::from(*attempt)),
+                Value::Integer(i64::from(response.status)),
+                Value::String(response.content_type.clone()),
+                Value::Blob(response.body.clone()),
+                version(job.version())?,
+                json(job)?,
+                version(*expected)?,
+            ],
+        )?;
+        if written == 0 {
+            self.save_response(*attempt, response)?;
+            return self.update_job(*expected, job);
+        }
+        self.remember_response(*attempt, Some(response));
+        self.wrote_job(written, job)
     }
 
     /// Keeps `answer` as an attempt's response, in place of any it stored:

@@ -1,13 +1,17 @@
 //! What the Ledger's shell makes of the drive machine's output, decided
 //! here so the shell only performs it: the caller's answer once the machine
 //! finished ([`Caller::of`]) and the writes a hedge's loser still asks for
-//! after that answer ([`late_writes`]). (The log lines each write prints
+//! after that answer ([`late_writes`]), and a result's two writes taken
+//! as one ([`take_response_with_job`]). (The log lines each write prints
 //! are [`crate::job_logging`]'s.)
+
+use std::collections::VecDeque;
 
 use super::{Command, Ending};
 use crate::admission;
 use crate::job::{AttemptTicket, Job, JobState};
 use crate::ledger::attempts::StoredResponse;
+use crate::ledger::storage::{ResponsePlace, response_place};
 use crate::wire::Problem;
 
 /// A response the caller gets, with what its headers say of the job.
@@ -96,6 +100,44 @@ pub fn late_writes(commands: Vec<Command>) -> Vec<LateWrite> {
         .collect()
 }
 
+/// An attempt's response and the job write the machine asked for right
+/// after it, written as one statement ([`take_response_with_job`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseWithJob {
+    /// The attempt whose response it is.
+    pub attempt: u32,
+    /// The response, kept in the job's row.
+    pub response: StoredResponse,
+    /// The job as it is to be stored.
+    pub job: Job,
+    /// The version the write expects to replace.
+    pub expected: u64,
+}
+
+/// Takes from the front of `queue` an attempt's first response that goes in
+/// the job's row ([`Command::SaveResponse`], not a replacement) together
+/// with the job write right after it ([`Command::Persist`]): a result's
+/// transition is then one statement, not two. The shell writes the pair
+/// only if the row's place is free and the job is still at `expected`;
+/// otherwise it performs the two commands in order, so the pair means
+/// exactly what they mean. Anything else stays in the queue.
+pub fn take_response_with_job(queue: &mut VecDeque<Command>) -> Option<ResponseWithJob> {
+    let in_row = matches!(
+        queue.front(),
+        Some(Command::SaveResponse { response, replace: false, .. })
+            if response_place(response.body.len()) == ResponsePlace::JobRow
+    );
+    if !in_row || !matches!(queue.get(1), Some(Command::Persist { .. })) {
+        return None;
+    }
+    match (queue.pop_front(), queue.pop_front()) {
+        (Some(Command::SaveResponse { attempt, response, .. }), Some(Command::Persist { job, expected })) => {
+            Some(ResponseWithJob { attempt, response, job, expected })
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -171,5 +213,48 @@ mod tests {
         let writes = late_writes(commands);
         assert_eq!(writes, vec![LateWrite { job: job.clone(), expected: 3 }, LateWrite { job, expected: 4 }]);
         assert!(late_writes(Vec::new()).is_empty());
+    }
+
+    fn save(attempt: u32, bytes: usize, replace: bool) -> Command {
+        let response = StoredResponse { status: 200, content_type: "application/json".into(), body: vec![b'x'; bytes] };
+        Command::SaveResponse { attempt, response, replace }
+    }
+
+    #[test]
+    fn a_small_response_and_the_job_write_after_it_are_one_write() {
+        let job = job();
+        let persist = Command::Persist { job: job.clone(), expected: 3 };
+        let mut queue = VecDeque::from(vec![save(2, 10, false), persist, Command::Sleep { ms: 5 }]);
+        let pair = take_response_with_job(&mut queue).expect("paired");
+        assert_eq!((pair.attempt, pair.response.body.len(), pair.job, pair.expected), (2, 10, job, 3));
+        assert_eq!(queue, VecDeque::from(vec![Command::Sleep { ms: 5 }]), "the rest stays, in order");
+    }
+
+    #[test]
+    fn a_response_in_chunks_a_replacement_or_one_alone_is_not_paired() {
+        let persist = || Command::Persist { job: job(), expected: 3 };
+        let chunked = crate::ledger::storage::CHUNK_BYTES + 1;
+        for commands in [
+            vec![save(1, chunked, false), persist()],
+            vec![save(1, 10, true), persist()],
+            vec![save(1, 10, false)],
+            vec![save(1, 10, false), Command::Sleep { ms: 1 }, persist()],
+            vec![persist(), save(1, 10, false)],
+            vec![Command::Create { job: job() }],
+        ] {
+            let mut queue = VecDeque::from(commands.clone());
+            assert_eq!(take_response_with_job(&mut queue), None, "{commands:?}");
+            assert_eq!(queue, VecDeque::from(commands), "nothing taken");
+        }
+    }
+
+    #[test]
+    fn a_response_the_size_of_a_chunk_still_goes_in_the_row() {
+        let mut queue = VecDeque::from(vec![
+            save(1, crate::ledger::storage::CHUNK_BYTES, false),
+            Command::Persist { job: job(), expected: 1 },
+        ]);
+        assert!(take_response_with_job(&mut queue).is_some());
+        assert!(queue.is_empty());
     }
 }

@@ -6,9 +6,10 @@
 //! create; a read of a table that does not exist runs no query
 //! ([`Tables::has`]).
 //!
-//! The job's first call writes [`INSERT_JOB`] and [`SAVE_META`] (the
-//! claim), then [`KEEP_IN_ROW`] and [`UPDATE_JOB`] (the result): two
-//! statements per transition, one table created.
+//! The job's first call writes [`INSERT_JOB`] (the claim, with who the job
+//! belongs to), then [`KEEP_IN_ROW_WITH_JOB`] (the result: the response in
+//! the job's row and the job's compare-and-swap): one statement per
+//! transition, one table created.
 
 use super::{ResponsePlace, TableGroup, TableGroups, Tables};
 
@@ -95,9 +96,13 @@ const fn read(sql: &'static str, table: &'static str, what: &'static str) -> Rea
 /// The job's row, its record and owner.
 pub const LOAD_JOB: Read = read("SELECT record, meta FROM job WHERE id = 1", "job", "job record");
 
-/// A new job (`version`, `record`); writes nothing if the object has one.
-pub const INSERT_JOB: Write =
-    write("INSERT INTO job (id, version, record) VALUES (1, ?, ?) ON CONFLICT (id) DO NOTHING", "job", Missing::Create);
+/// A new job (`version`, `record`, and who it belongs to, `meta`, or NULL
+/// to be saved later by [`SAVE_META`]); writes nothing if the object has one.
+pub const INSERT_JOB: Write = write(
+    "INSERT INTO job (id, version, record, meta) VALUES (1, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+    "job",
+    Missing::Create,
+);
 
 /// The job (`version`, `record`) if still at the expected version (the third argument).
 pub const UPDATE_JOB: Write =
@@ -165,6 +170,18 @@ pub const SAVE_REQUEST_CHUNK: Write = write(
 /// (`attempt`, `status`, `content_type`, `body`).
 pub const KEEP_IN_ROW: Write = write(
     "UPDATE job SET attempt = ?, status = ?, content_type = ?, body = ? WHERE id = 1 AND attempt IS NULL",
+    "job",
+    Missing::Skip,
+);
+
+/// [`KEEP_IN_ROW`] and [`UPDATE_JOB`] as one statement (`attempt`,
+/// `status`, `content_type`, `body`, then `version`, `record`, then the
+/// expected version): writes nothing unless the row's place is free and
+/// the job is still at the expected version (then the two run in order,
+/// as they would with no job table: skipped then, as [`KEEP_IN_ROW`] is).
+pub const KEEP_IN_ROW_WITH_JOB: Write = write(
+    "UPDATE job SET attempt = ?, status = ?, content_type = ?, body = ?, version = ?, record = ?
+     WHERE id = 1 AND attempt IS NULL AND version = ?",
     "job",
     Missing::Skip,
 );

@@ -5,7 +5,7 @@ fn groups(groups: &[TableGroup]) -> TableGroups {
     groups.iter().fold(TableGroups::default(), |set, group| set.with(*group))
 }
 
-const WRITES: [Write; 19] = [
+const WRITES: [Write; 20] = [
     INSERT_JOB,
     UPDATE_JOB,
     SAVE_META,
@@ -16,6 +16,7 @@ const WRITES: [Write; 19] = [
     SAVE_SUBMISSION,
     SAVE_REQUEST_CHUNK,
     KEEP_IN_ROW,
+    KEEP_IN_ROW_WITH_JOB,
     SAVE_RESPONSE_HEAD,
     SAVE_RESPONSE_CHUNK,
     FORGET_RESPONSE[0],
@@ -183,4 +184,23 @@ fn a_head_is_looked_for_in_the_row_first_and_its_body_read_from_where_it_was_fou
     // Where a response is saved, its head is found: the row's write and the chunks' head.
     assert_eq!(TableGroup::of_table(RESPONSE_HEADS[0].1.table), TableGroup::of_table(KEEP_IN_ROW.table));
     assert_eq!(RESPONSE_HEADS[1].1.table, SAVE_RESPONSE_HEAD.table);
+}
+
+/// The columns a statement's `SET` names, and what its `WHERE` checks.
+fn set_and_where(sql: &str) -> (Vec<String>, String) {
+    let sql = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (set, condition) = sql.split_once(" SET ").and_then(|(_, rest)| rest.split_once(" WHERE ")).expect("an UPDATE");
+    let columns = set.split(", ").map(|a| a.split(" = ").next().unwrap_or_default().to_owned()).collect();
+    (columns, condition.to_owned())
+}
+
+#[test]
+fn a_results_one_write_is_the_response_in_the_row_and_the_jobs_compare_and_swap() {
+    let (row_columns, row_condition) = set_and_where(KEEP_IN_ROW.sql);
+    let (job_columns, job_condition) = set_and_where(UPDATE_JOB.sql);
+    let (columns, condition) = set_and_where(KEEP_IN_ROW_WITH_JOB.sql);
+    assert_eq!(columns, [row_columns, job_columns].concat(), "both writes' columns, in their arguments' order");
+    assert_eq!(condition, format!("{row_condition} AND version = ?"), "the row's place free and the version as read");
+    assert!(job_condition.ends_with("version = ?"));
+    assert_eq!(Tables::deleted().before(&KEEP_IN_ROW_WITH_JOB), Before::Skip, "no job row: the two writes, as before");
 }
