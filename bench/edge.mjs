@@ -176,6 +176,13 @@ try {
     `breakdown of onejob's ${ms(z1 - zp).trim()} over the pass-through: the storage pattern (a Durable Object per key, its SQL, an alarm) ${ms(zs - zp).trim()} (${((100 * (zs - zp)) / (z1 - zp)).toFixed(0)}%), onejob's own share (auth, fingerprint, wasm, the machine, its other writes and the index) ${ms(z1 - zs).trim()} (${((100 * (z1 - zs)) / (z1 - zp)).toFixed(0)}%)`,
   );
 
+  // Section 2's replays against this call (not a verdict: the issue's
+  // 4 ms bar was set when a pass-through call at 0 ms took 3.2 ms, ×1.25
+  // of it).
+  console.log(
+    `replays against a pass-through call at 0 ms (${ms(zp).trim()}): Ledger ${x(p50(ledgerReplay) / zp)}, KV ${x(p50(kvReplay) / zp)}, beside it in section 3 ${x(zr / zp)} (the 4 ms bar was ×1.25 of the issue's 3.2 ms pass-through call)`,
+  );
+
   // 4 and 5. Throughput at concurrency 16, 50 ms upstream, distinct keys.
   llm.scriptAll([`delay:${UPSTREAM_MS}*`]);
   section(`4. throughput at concurrency ${CONCURRENCY}, distinct keys, upstream ${UPSTREAM_MS} ms, 1 KB bodies, ${throughputTotal} requests each, interleaved in 3 parts`);
