@@ -9,7 +9,8 @@
 //
 //   node bench/profile.mjs [calls]      (default 1500; after `make build-edge`)
 //   BENCH_SIZE=32768                    (the chat body's bytes; default 1024)
-//   BENCH_PROFILE_TARGET=passthrough    (profile bench/passthrough instead)
+//   BENCH_PROFILE_TARGET=passthrough    (profile bench/passthrough instead;
+//                                      storage-pattern: bench/storage-pattern)
 //   BENCH_PROFILE_TOP=40                (how many of onejob's functions to list)
 //   BENCH_PROFILE_REPLAYS=1             (profile replays instead: each key's first
 //                                      call is made before perf starts, then
@@ -35,7 +36,8 @@ import {
 const calls = Number(process.argv[2] ?? 1500);
 const size = Number(process.env.BENCH_SIZE ?? 1024);
 const top = Number(process.env.BENCH_PROFILE_TOP ?? 40);
-const target = process.env.BENCH_PROFILE_TARGET === "passthrough" ? "passthrough" : "onejob";
+const BENCH_WORKERS = ["passthrough", "storage-pattern"];
+const target = BENCH_WORKERS.includes(process.env.BENCH_PROFILE_TARGET) ? process.env.BENCH_PROFILE_TARGET : "onejob";
 const replays = target === "onejob" && Boolean(process.env.BENCH_PROFILE_REPLAYS);
 try {
   execFileSync("perf", ["--version"], { stdio: "ignore" });
@@ -98,7 +100,7 @@ function stacksOf(file) {
 /** A wasm function's name without its hash and tier: one name per function. */
 const nameOf = (frame) => frame.replace(/::h[0-9a-f]{16}/, "").replace(/-\d+-(liftoff|turbofan|maglev)$/, "");
 
-const run = await startStacks({ profiled: target === "passthrough" ? benchWorker("passthrough") : workerIn(thisCheckout) });
+const run = await startStacks({ profiled: target === "onejob" ? workerIn(thisCheckout) : benchWorker(target) });
 const stack = run.stacks.profiled;
 run.llm.scriptAll(["ok*"]);
 try {
