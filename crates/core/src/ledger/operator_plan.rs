@@ -6,7 +6,7 @@
 //! The rules themselves stay where they were decided: which replay applies
 //! ([`operator::replay_step`]), how an unknown job is settled
 //! ([`operator::resolve`]), what an action does to the effects
-//! ([`effects::decide`]). This module turns their outcomes into the writes,
+//! ([`effects::decide`](super::effects::decide)). This module turns their outcomes into the writes,
 //! sends and runs that follow and the answer that ends the request.
 
 use serde_json::Value;
