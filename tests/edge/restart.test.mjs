@@ -82,3 +82,30 @@ test("kill -9 mid-stream: after the restart the job is interrupted at once, its 
   assert.deepEqual(job.attempts.map((a) => a.outcome), ["interrupted"]);
   assert.equal(stack.llm.calls(key).length, 1, "never sent to the provider again");
 });
+
+test("after a restart, results read back from storage: one kept with its job in one write, one after an earlier attempt's response", async () => {
+  // The first: its response in the job's row and the job, one statement.
+  // The second: the 503's response holds the row, so the 200 goes to the
+  // responses' tables and the job is written after it (the two writes).
+  const [first, second] = [newKey(), newKey()];
+  stack.llm.script(first, ["ok"]);
+  stack.llm.script(second, ["503", "ok"]);
+  const answers = {};
+  for (const key of [first, second]) {
+    answers[key] = await stack.post(key, chat(`read back ${key}`));
+    assert.equal(answers[key].res.status, 200, answers[key].text);
+  }
+  assert.equal(answers[second].res.headers.get("onejob-attempt"), "2");
+  await stack.crashAndRestart(); // every object's memory gone: replays read storage
+  for (const key of [first, second]) {
+    const replay = await stack.post(key, chat(`read back ${key}`));
+    assert.equal(replay.res.status, 200, replay.text);
+    assert.equal(replay.res.headers.get("idempotent-replayed"), "true");
+    assert.equal(replay.res.headers.get("onejob-attempt"), answers[key].res.headers.get("onejob-attempt"));
+    assert.equal(replay.text, answers[key].text, "byte-identical");
+  }
+  assert.equal(stack.llm.calls(first).length, 1);
+  assert.equal(stack.llm.calls(second).length, 2);
+  const { body: job } = await stack.getJob(second);
+  assert.deepEqual(job.attempts.map((a) => [a.outcome, a.status]), [["failed", 503], ["succeeded", 200]]);
+});
