@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge test-crash simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -188,6 +188,15 @@ SEEDS ?= 10000
 simulate:
 	@$(ENV) SEEDS=$(SEEDS) $(if $(SIM_FIRST),SIM_FIRST=$(SIM_FIRST)) $(if $(SIM_SEED),SIM_SEED=$(SIM_SEED)) \
 	  cargo test -p onejob-core --release --test simulation -- --nocapture
+
+## Accepted background jobs after kill -9 of the runtime, at the issue's
+## larger size (make test runs 150 jobs and 3 kills): 1,000 jobs, 6 kills.
+## Prints the jobs still waiting 60 s after the last restart and the queue
+## messages per job (after `make build-edge`).
+CRASH_JOBS ?= 1000
+CRASH_KILLS ?= 6
+test-crash: build-edge
+	@$(ENV) CRASH_JOBS=$(CRASH_JOBS) CRASH_KILLS=$(CRASH_KILLS) node --test --test-reporter=spec tests/edge/crash-backlog.test.mjs
 
 ## The module graph of both crates: every edge, cycles, the edge's table.
 modgraph:

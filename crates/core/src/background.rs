@@ -12,7 +12,7 @@
 //! | the job's message ([`Message`]) | sent again |
 //! |---|---|
 //! | noted, not confirmed (the send failed, or the runtime stopped before it resolved) | after `OUTBOX_DELAY_MS`·2ⁿ for its n-th send in a row, capped at [`UNCONFIRMED_CAP_FACTOR`] × `OUTBOX_DELAY_MS`, with equal jitter (half to all of it) |
-//! | confirmed by the queue (or handed back to it by a delivery's retry) | only if no delivery took it [`QUEUED_RESEND_MS`] after it was due (half to all of it, doubling per such send, capped at [`QUEUED_CAP_MS`]): the queue lost it |
+//! | confirmed by the queue (or handed back to it by a delivery's retry) | when the consumer's progress says the queue lost it ([`progress::presumed_lost`]: overtaken by a later message, or the consumer idle since it was due), looked at [`LOOK_MS`] after it was due and every [`LOOK_MS`] (plus up to half of it) after; if the progress cannot be read, [`QUEUED_RESEND_MS`] after it was due (half to all of it, doubling per such send, capped at [`QUEUED_CAP_MS`]) |
 //! | taken by a delivery (it ran the job, or acknowledged the message) | when the job may run again: its lease's end, its backoff's end |
 //!
 //! A job whose message no delivery took after [`MAX_UNTAKEN_SENDS`] sends in
@@ -20,12 +20,23 @@
 //! and the job is a dead letter of class [`UNDELIVERED`] until an operator
 //! replays it. A job never waits on the outbox while the lease of a delivery
 //! that started holds it.
+//!
+//! Why the consumer's progress: a message the queue accepted and no
+//! delivery took is either in a backlog or lost (a local queue loses what
+//! it holds when its runtime dies). Waiting a fixed time cannot serve both:
+//! before, a confirmed message was presumed lost only after 15 to 30
+//! minutes, and accepted jobs sat idle that long after a restart. Now a
+//! restart's lost messages are sent again within a minute, and a backlog
+//! that drains is never sent again (see [`progress`]).
+
+pub mod progress;
 
 use serde::{Deserialize, Serialize};
 
 use crate::backoff::{Backoff, Jitter};
 use crate::job::{Job, JobError, JobState, UnknownPolicy};
 use crate::random::{RandomSource, SplitMix64};
+use progress::Progress;
 
 /// Sends in a row that no delivery took, after which the outbox gives up
 /// and the job waits for an operator (a dead letter of class [`UNDELIVERED`]).
@@ -37,11 +48,18 @@ pub const MAX_UNTAKEN_SENDS: u32 = 12;
 /// `OUTBOX_DELAY_MS` (5 s × 64: about 5 minutes).
 pub const UNCONFIRMED_CAP_FACTOR: u64 = 64;
 
-/// How long a message the queue accepted may stay undelivered past its due
-/// time before it is presumed lost and sent again: half to all of this (at
-/// least `OUTBOX_DELAY_MS`), doubling per such send. A backlog that drains
-/// slower than that costs one more message per job per doubling, no more.
+/// When the consumer's progress cannot be read: how long a message the
+/// queue accepted may stay undelivered past its due time before it is
+/// presumed lost and sent again: half to all of this (at least
+/// `OUTBOX_DELAY_MS`), doubling per such send.
 pub const QUEUED_RESEND_MS: u64 = 30 * 60_000;
+
+/// A confirmed message no delivery took is looked at (the consumer's
+/// progress read, [`progress::presumed_lost`]) this long after it was due,
+/// then every this long, each look up to half of it later (jitter drawn
+/// from the send's seed and the look's number, so a thousand messages
+/// confirmed together are not all looked at together).
+pub const LOOK_MS: u64 = 10_000;
 
 /// The cap of that wait (4 hours: 2 to 4 hours with its jitter).
 pub const QUEUED_CAP_MS: u64 = 4 * 3_600_000;
@@ -263,14 +281,70 @@ fn due_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64) -> Option<u64> {
     Some(after.max(runnable))
 }
 
-/// When the Ledger's alarm should act on a background job's message (see
-/// [`outbox_step`]); `None` when it will not (the job needs no message, or
-/// the outbox gave up).
+/// When the Ledger's alarm should send a background job's message again,
+/// or give up on it, if nothing changes and the consumer's progress is
+/// not read (see [`outbox_step`]); `None` when it will not (the job needs
+/// no message, or the outbox gave up).
 pub fn resend_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64) -> Option<u64> {
     if outbox.gave_up {
         return None;
     }
     due_at(job, outbox, outbox_delay_ms)
+}
+
+/// Since when a message the queue confirmed is awaited: its due time (or
+/// when the job may run, if later). `None` unless the job needs a message
+/// and its message is confirmed and taken by no delivery (one queued while
+/// a lease holds the job is not awaited: the lease's end sends one).
+fn awaited_since(job: &Job, outbox: &Outbox) -> Option<u64> {
+    let runnable = runnable_at(job)?;
+    let leased = matches!(job.state(), JobState::InFlight | JobState::Unknown);
+    match outbox.message {
+        Message::Queued { due_ms } if leased && due_ms < runnable => None,
+        Message::Queued { due_ms } if !outbox.gave_up => Some(due_ms.max(runnable)),
+        _ => None,
+    }
+}
+
+impl Outbox {
+    /// The `n`-th look (from 1) at a message awaited since `since_ms`:
+    /// `n` × [`LOOK_MS`], plus up to half of it.
+    fn look_at(&self, since_ms: u64, n: u64) -> u64 {
+        let jitter = SplitMix64::new(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)).uniform_inclusive(LOOK_MS / 2);
+        since_ms.saturating_add(n.saturating_mul(LOOK_MS)).saturating_add(jitter)
+    }
+
+    /// The first look after `now_ms` (the looks are in order: each is at
+    /// least half of [`LOOK_MS`] after the one before).
+    fn next_look(&self, since_ms: u64, now_ms: u64) -> u64 {
+        let n = (now_ms.saturating_sub(since_ms) / LOOK_MS).max(1);
+        (n.saturating_sub(1).max(1)..=n + 1)
+            .map(|k| self.look_at(since_ms, k))
+            .find(|at| *at > now_ms)
+            .unwrap_or_else(|| self.look_at(since_ms, n + 1))
+    }
+
+    /// Whether the message awaited since `since_ms` is presumed lost at
+    /// `now_ms` ([`progress::presumed_lost`]). A consumer that started or
+    /// ended no batch since the last send may be down rather than losing
+    /// messages: each send it did not notice doubles the idle time that
+    /// presumes the next one lost (up to [`QUEUED_CAP_MS`]), so a queue
+    /// whose consumer is gone for hours costs a dozen messages, not one a
+    /// minute. A restart's first send again waits [`progress::IDLE_MS`].
+    fn presumed_lost(&self, since_ms: u64, progress: &Progress, now_ms: u64) -> bool {
+        let unnoticed = progress.last_seen_ms < self.last_sent_ms;
+        let doublings = if unnoticed { self.untaken.saturating_sub(1).min(16) } else { 0 };
+        let idle_ms = (progress::IDLE_MS << doublings).min(QUEUED_CAP_MS);
+        progress::presumed_lost(since_ms, progress, now_ms, idle_ms)
+    }
+}
+
+/// Whether the outbox's step at `now_ms` needs the consumer's progress
+/// (the shell reads it from the queue's cursor and passes it to
+/// [`outbox_step`]): the job's message is confirmed, no delivery took it,
+/// and its first look is due.
+pub fn needs_progress(job: &Job, outbox: &Outbox, now_ms: u64) -> bool {
+    awaited_since(job, outbox).is_some_and(|since| now_ms >= outbox.look_at(since, 1))
 }
 
 /// What the Ledger's alarm does about a background job's message.
@@ -285,12 +359,23 @@ pub enum OutboxStep {
     GiveUp,
 }
 
-/// The outbox's decision at `now_ms`.
-pub fn outbox_step(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64) -> OutboxStep {
-    match resend_at(job, outbox, outbox_delay_ms) {
-        Some(at) if at <= now_ms && outbox.untaken >= MAX_UNTAKEN_SENDS => OutboxStep::GiveUp,
-        Some(at) if at <= now_ms => OutboxStep::Send,
-        _ => OutboxStep::Wait,
+/// The outbox's decision at `now_ms`; `progress`: the queue consumer's, if
+/// [`needs_progress`] said to read it and it could be read.
+pub fn outbox_step(
+    job: &Job,
+    outbox: &Outbox,
+    outbox_delay_ms: u64,
+    now_ms: u64,
+    progress: Option<&Progress>,
+) -> OutboxStep {
+    let Some(at) = resend_at(job, outbox, outbox_delay_ms) else { return OutboxStep::Wait };
+    let lost = progress
+        .zip(awaited_since(job, outbox))
+        .is_some_and(|(progress, since)| outbox.presumed_lost(since, progress, now_ms));
+    match at <= now_ms || lost {
+        false => OutboxStep::Wait,
+        true if outbox.untaken >= MAX_UNTAKEN_SENDS => OutboxStep::GiveUp,
+        true => OutboxStep::Send,
     }
 }
 
@@ -319,11 +404,13 @@ pub fn needs_operator(job: &Job, outbox: &Outbox, now_ms: u64) -> bool {
 }
 
 /// When the Ledger should next look at a background job: for its outbox
-/// ([`resend_at`]), or, for one unknown under `UNKNOWN_POLICY=block`, when
+/// ([`resend_at`], or a look at a confirmed message no delivery took), or, for one unknown under `UNKNOWN_POLICY=block`, when
 /// its lease ends and it becomes a dead letter ([`needs_operator`]).
 /// `None`: nothing to do before retention.
 pub fn wake_at(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64) -> Option<u64> {
-    resend_at(job, outbox, outbox_delay_ms).or_else(|| {
+    let look = awaited_since(job, outbox).map(|since| outbox.next_look(since, now_ms));
+    let outbox_due = resend_at(job, outbox, outbox_delay_ms).into_iter().chain(look).min();
+    outbox_due.or_else(|| {
         let blocked = job.is_background() && job.state() == JobState::Unknown;
         blocked.then(|| job.lease_until_ms()).flatten().filter(|until| *until > now_ms)
     })
@@ -400,15 +487,15 @@ mod tests {
         let at = resend_at(&j, &noted, DELAY).unwrap();
         assert!((T0 + 50 + DELAY / 2..=T0 + 50 + DELAY).contains(&at), "{}", at - T0);
         assert_eq!(resend_at(&j, &noted, DELAY), Some(at));
-        assert_eq!(outbox_step(&j, &noted, DELAY, at - 1), OutboxStep::Wait);
-        assert_eq!(outbox_step(&j, &noted, DELAY, at), OutboxStep::Send);
+        assert_eq!(outbox_step(&j, &noted, DELAY, at - 1, None), OutboxStep::Wait);
+        assert_eq!(outbox_step(&j, &noted, DELAY, at, None), OutboxStep::Send);
         // Confirmed: the queue has it. A backlog is no reason to send it again;
         // only a message undelivered 15 to 30 minutes past its due time is.
         let mut outbox = sent(T0 + 50, true, 7);
         let lost_at = resend_at(&j, &outbox, DELAY).unwrap();
         assert!((T0 + 50 + QUEUED_RESEND_MS / 2..=T0 + 50 + QUEUED_RESEND_MS).contains(&lost_at));
-        assert_eq!(outbox_step(&j, &outbox, DELAY, T0 + 50 + 10 * 60_000), OutboxStep::Wait);
-        assert_eq!(outbox_step(&j, &outbox, DELAY, lost_at), OutboxStep::Send);
+        assert_eq!(outbox_step(&j, &outbox, DELAY, T0 + 50 + 10 * 60_000, None), OutboxStep::Wait);
+        assert_eq!(outbox_step(&j, &outbox, DELAY, lost_at, None), OutboxStep::Send);
         // A delivery takes it and claims the job: its lease covers it.
         let t = j.claim(j.version(), T0 + 100, "p", None).unwrap();
         outbox.taken(T0 + 100);
@@ -490,7 +577,7 @@ mod tests {
             assert!(at >= now);
             gaps.push(at - now);
             now = at;
-            match outbox_step(&j, &outbox, DELAY, now) {
+            match outbox_step(&j, &outbox, DELAY, now, None) {
                 OutboxStep::Send => {
                     outbox.note_send(now, false, rng); // and it fails: never confirmed
                 }
@@ -510,7 +597,11 @@ mod tests {
         outbox.give_up();
         assert!(undelivered(&j, &outbox) && needs_operator(&j, &outbox, now));
         assert_eq!((resend_at(&j, &outbox, DELAY), wake_at(&j, &outbox, DELAY, now)), (None, None));
-        assert_eq!(outbox_step(&j, &outbox, DELAY, now + 86_400_000), OutboxStep::Wait, "no send after giving up");
+        assert_eq!(
+            outbox_step(&j, &outbox, DELAY, now + 86_400_000, None),
+            OutboxStep::Wait,
+            "no send after giving up"
+        );
         // An operator's replay: a fresh run of sends, the first after OUTBOX_DELAY_MS.
         outbox.note_send(now, true, rng);
         assert!(!outbox.gave_up() && !undelivered(&j, &outbox));
@@ -533,33 +624,179 @@ mod tests {
         outbox.note_send(T0 + 300, false, rng);
         assert_eq!(outbox.untaken(), 1);
         let due = resend_at(&j, &outbox, DELAY).unwrap();
-        assert_eq!(outbox_step(&j, &outbox, DELAY, due), OutboxStep::Send);
+        assert_eq!(outbox_step(&j, &outbox, DELAY, due, None), OutboxStep::Send);
+    }
+
+    /// What the queue's consumer shows, for the tests below: batches of 10
+    /// every `batch_ms` from `from_ms`, in the order the messages were sent.
+    struct Drain {
+        from_ms: u64,
+        batch_ms: u64,
+    }
+
+    impl Drain {
+        /// When the batch holding message `i` (in send order) starts.
+        fn takes(&self, i: u64) -> u64 {
+            self.from_ms + (i / 10) * self.batch_ms
+        }
+
+        /// The consumer's progress at `now_ms`, all `sent_ms[i]` given.
+        fn progress(&self, sent_ms: &[u64], now_ms: u64) -> Progress {
+            let batches = (now_ms.saturating_sub(self.from_ms) / self.batch_ms + 1) as usize;
+            let taken = (batches * 10).min(sent_ms.len());
+            let newest_sent_ms = sent_ms[..taken].iter().copied().max().unwrap_or(0);
+            let drained = taken == sent_ms.len();
+            let last_seen_ms = self.takes(taken.saturating_sub(1) as u64);
+            Progress { newest_sent_ms, last_seen_ms, busy: !drained || now_ms < last_seen_ms + self.batch_ms }
+        }
+    }
+
+    /// Rings one job's alarm from `from_ms` until `until_ms` (when a
+    /// delivery takes its message): at every `wake_at`, the progress read
+    /// when `needs_progress` says so, and a send (confirmed at once) when
+    /// `outbox_step` says so. Returns the sends' times and the looks made.
+    fn ring_until(
+        outbox: &mut Outbox,
+        j: &Job,
+        (from_ms, until_ms): (u64, u64),
+        progress: &dyn Fn(u64) -> Progress,
+        rng: &mut SplitMix64,
+    ) -> (Vec<u64>, u32) {
+        let (mut sent, mut looks, mut now) = (Vec::new(), 0, from_ms);
+        while let Some(at) = wake_at(j, outbox, DELAY, now).filter(|at| *at < until_ms) {
+            assert!(at > now, "the alarm rings again at once at {} ms", at - T0);
+            now = at;
+            let seen = needs_progress(j, outbox, at).then(|| progress(at));
+            looks += u32::from(seen.is_some());
+            match outbox_step(j, outbox, DELAY, at, seen.as_ref()) {
+                OutboxStep::Send => {
+                    let send = outbox.note_send(at, false, rng);
+                    assert!(outbox.confirm(send, at));
+                    sent.push(at);
+                }
+                OutboxStep::GiveUp => panic!("gave up at {} ms", at - T0),
+                OutboxStep::Wait => {}
+            }
+        }
+        (sent, looks)
     }
 
     #[test]
     fn a_backlog_of_a_thousand_jobs_costs_one_message_each() {
-        // The consumer drains 10 messages every 700 ms (about 70 s for
-        // 1,000); the alarm of each job looks at every wake-up before its
-        // delivery comes. No fault: every send is confirmed.
+        // 1,000 jobs sent over 5 s; the consumer drains 10 messages every
+        // 700 ms from T0 + 1 s (about 70 s for all). Each job's alarm rings
+        // at every look and reads the progress: the consumer is busy with
+        // messages sent before this one, so nothing is sent again.
         let rng = &mut SplitMix64::new(9);
-        let mut sends = 0;
-        for i in 0..1_000u64 {
-            let mut j = job(UnknownPolicy::RetryAfterLease);
+        let sent_ms: Vec<u64> = (0..1_000u64).map(|i| T0 + i * 5).collect();
+        let drain = Drain { from_ms: T0 + 1_000, batch_ms: 700 };
+        let (mut sends, mut looks) = (0, 0u32);
+        for (i, sent_at) in sent_ms.iter().enumerate() {
+            let j = job(UnknownPolicy::RetryAfterLease);
             let mut outbox = Outbox::default();
-            let send = outbox.note_send(T0, false, rng);
-            outbox.confirm(send, T0 + 5);
-            let delivered = T0 + (i / 10) * 700;
-            while let Some(at) = resend_at(&j, &outbox, DELAY).filter(|at| *at < delivered) {
-                if outbox_step(&j, &outbox, DELAY, at) == OutboxStep::Send {
-                    let send = outbox.note_send(at, false, rng);
-                    outbox.confirm(send, at);
-                }
-            }
-            j.claim(j.version(), delivered, "p", None).unwrap();
-            outbox.taken(delivered);
+            let send = outbox.note_send(*sent_at, false, rng);
+            outbox.confirm(send, sent_at + 5);
+            let taken = drain.takes(i as u64);
+            let progress = |now| drain.progress(&sent_ms, now);
+            let (extra, looked) = ring_until(&mut outbox, &j, (sent_at + 5, taken), &progress, rng);
+            assert_eq!(extra, Vec::<u64>::new(), "job {i} sent again though the consumer was getting to it");
+            looks += looked;
             sends += outbox.sends();
         }
         assert_eq!(sends, 1_000);
+        // About one look per 10 to 15 s of waiting: 70 s for the last.
+        assert!(looks < 4_500, "{looks} looks");
+    }
+
+    #[test]
+    fn after_a_restart_every_lost_message_is_sent_again_within_a_minute() {
+        // 150 jobs' messages were confirmed (the last at T0 + 2 s); the
+        // runtime died at T0 + 3 s with them in its queue, and came back at
+        // T0 + 8 s: the consumer's memory, its open batches with it, is gone.
+        let rng = &mut SplitMix64::new(21);
+        let (crash, restart) = (T0 + 3_000, T0 + 8_000);
+        let mut resent = Vec::new();
+        for i in 0..150u64 {
+            let j = job(UnknownPolicy::RetryAfterLease);
+            let mut outbox = Outbox::default();
+            let send = outbox.note_send(T0 + i * 13, false, rng);
+            outbox.confirm(send, T0 + i * 13 + 5);
+            // Before the crash the consumer was busy with older messages;
+            // after it, nothing is delivered until this job sends again.
+            let progress = |now: u64| match now < crash {
+                true => Progress { newest_sent_ms: T0, last_seen_ms: now, busy: true },
+                false => Progress { newest_sent_ms: T0, last_seen_ms: crash, busy: false },
+            };
+            // A ring due while the runtime is down comes at the restart.
+            let mut now = T0 + i * 13 + 5;
+            let first = loop {
+                let due = wake_at(&j, &outbox, DELAY, now).unwrap();
+                let at = if (crash..restart).contains(&due) { restart } else { due };
+                let seen = needs_progress(&j, &outbox, at).then(|| progress(at));
+                if outbox_step(&j, &outbox, DELAY, at, seen.as_ref()) == OutboxStep::Send {
+                    break at;
+                }
+                now = at;
+            };
+            assert!(
+                first >= crash + progress::IDLE_MS,
+                "job {i}: sent again at {} ms, before the consumer was idle",
+                first - T0
+            );
+            resent.push(first - restart);
+        }
+        let worst = resent.iter().max().unwrap();
+        assert!(*worst <= 30_000, "the last lost message sent again {worst} ms after the restart");
+    }
+
+    #[test]
+    fn a_message_overtaken_by_later_ones_is_sent_again_while_the_consumer_is_busy() {
+        let j = job(UnknownPolicy::RetryAfterLease);
+        let rng = &mut SplitMix64::new(4);
+        let mut outbox = Outbox::default();
+        let send = outbox.note_send(T0, false, rng);
+        outbox.confirm(send, T0 + 10);
+        // Busy all along, with messages sent ever later: this one was lost.
+        let busy = |now: u64| Progress { newest_sent_ms: now - 1_000, last_seen_ms: now, busy: true };
+        let first_look = wake_at(&j, &outbox, DELAY, T0 + 10).unwrap();
+        assert!((T0 + 10 + LOOK_MS..=T0 + 10 + LOOK_MS * 3 / 2).contains(&first_look), "{}", first_look - T0);
+        assert!(!needs_progress(&j, &outbox, first_look - 1) && needs_progress(&j, &outbox, first_look));
+        assert_eq!(outbox_step(&j, &outbox, DELAY, first_look, Some(&busy(first_look))), OutboxStep::Send);
+        // Without the progress (the cursor could not be read): the long wait.
+        assert_eq!(outbox_step(&j, &outbox, DELAY, first_look, None), OutboxStep::Wait);
+    }
+
+    #[test]
+    fn a_consumer_that_notices_nothing_is_sent_to_less_and_less_often() {
+        // The consumer is gone (no batch since T0): every send is presumed
+        // lost after an idle time that doubles per send it did not notice,
+        // so a dozen sends take hours, and then the job goes to operators.
+        let j = job(UnknownPolicy::RetryAfterLease);
+        let rng = &mut SplitMix64::new(8);
+        let mut outbox = Outbox::default();
+        let send = outbox.note_send(T0 + 100, false, rng);
+        outbox.confirm(send, T0 + 100);
+        let gone = Progress { newest_sent_ms: T0, last_seen_ms: T0, busy: false };
+        let mut now = T0 + 100;
+        let mut sends = vec![now];
+        loop {
+            now = wake_at(&j, &outbox, DELAY, now).unwrap();
+            let seen = needs_progress(&j, &outbox, now).then_some(gone);
+            match outbox_step(&j, &outbox, DELAY, now, seen.as_ref()) {
+                OutboxStep::Send => {
+                    let send = outbox.note_send(now, false, rng);
+                    outbox.confirm(send, now);
+                    sends.push(now);
+                }
+                OutboxStep::GiveUp => break,
+                OutboxStep::Wait => {}
+            }
+        }
+        assert_eq!(sends.len(), MAX_UNTAKEN_SENDS as usize);
+        let gaps: Vec<u64> = sends.windows(2).map(|w| (w[1] - w[0]) / 1_000).collect();
+        assert!(gaps[0] <= 25, "the first send again comes soon: {gaps:?} s");
+        assert!(gaps.windows(2).all(|w| w[1] >= w[0]), "never sooner than the one before: {gaps:?} s");
+        assert!(now - T0 >= 3 * 3_600_000, "gave up after {} min only: {gaps:?} s", (now - T0) / 60_000);
     }
 
     #[test]
@@ -581,16 +818,20 @@ mod tests {
     /// An outbox event, for the property below.
     #[derive(Debug, Clone)]
     enum Event {
-        Alarm,
+        /// The alarm rings; the consumer's progress, if read: its newest
+        /// send and last batch so many ms ago, and whether it is busy.
+        Alarm(u64, u64, bool),
         SendResolves(bool),
-        Delivered { retry_in: Option<u64> },
+        Delivered {
+            retry_in: Option<u64>,
+        },
         Kick,
         Later(u64),
     }
 
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
-            4 => Just(Event::Alarm),
+            4 => (0u64..120_000, 0u64..120_000, any::<bool>()).prop_map(|(sent, seen, busy)| Event::Alarm(sent, seen, busy)),
             3 => any::<bool>().prop_map(Event::SendResolves),
             1 => proptest::option::of(0u64..10_000).prop_map(|retry_in| Event::Delivered { retry_in }),
             1 => Just(Event::Kick),
@@ -612,14 +853,18 @@ mod tests {
             let mut outbox_sends_in_a_row = 0;
             for event in events {
                 match event {
-                    Event::Alarm => match outbox_step(&j, &outbox, DELAY, now) {
+                    Event::Alarm(sent_ago, seen_ago, busy) => {
+                        let progress = Progress { newest_sent_ms: now.saturating_sub(sent_ago), last_seen_ms: now.saturating_sub(seen_ago), busy };
+                        let seen = needs_progress(&j, &outbox, now).then_some(progress);
+                        match outbox_step(&j, &outbox, DELAY, now, seen.as_ref()) {
                         OutboxStep::Send => {
                             pending_send = Some(outbox.note_send(now, false, rng));
                             outbox_sends_in_a_row += 1;
                         }
                         OutboxStep::GiveUp => outbox.give_up(),
                         OutboxStep::Wait => {}
-                    },
+                        }
+                    }
                     Event::SendResolves(ok) => {
                         if let (Some(send), true) = (pending_send.take(), ok) {
                             outbox.confirm(send, now);

@@ -32,6 +32,15 @@ pub struct JobMessage {
     pub user: Option<String>,
     /// Its key.
     pub key: String,
+    /// When its Ledger sent it (0: not said, as by a message of an older
+    /// worker): the queue's cursor learns from it how far the consumer has
+    /// got ([`crate::background::progress`]).
+    #[serde(default, skip_serializing_if = "no_time")]
+    pub sent_ms: u64,
+}
+
+fn no_time(ms: &u64) -> bool {
+    *ms == 0
 }
 
 /// Who a job belongs to and what it asked for (for the operators' index).
@@ -192,7 +201,7 @@ impl Submission {
 
     /// The job's queue message.
     pub fn message(&self) -> JobMessage {
-        JobMessage { tenant: self.tenant.clone(), user: self.user.clone(), key: self.key.to_string() }
+        JobMessage { tenant: self.tenant.clone(), user: self.user.clone(), key: self.key.to_string(), sent_ms: 0 }
     }
 }
 

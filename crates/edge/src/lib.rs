@@ -16,7 +16,7 @@
 //! |---|---|
 //! | [`routes`] | the stateless front: the router, auth, the proxy, job-type runs, jobs, the operator API, the providers' page and contract check |
 //! | [`ledger`] | the `Ledger` Durable Object and everything private to it: admission, the driver (attempts), the stream pump, storage, alarms, the effects runner |
-//! | [`objects`] | the other Durable Objects: `ProviderHealth` (a breaker per provider), `UsageMeter` (quotas) |
+//! | [`objects`] | the other Durable Objects: `ProviderHealth` (a breaker per provider), `UsageMeter` (quotas), `QueueCursor` (how far the queue's consumer has got) |
 //! | [`api`] | the Worker ↔ Durable Object protocol: the hand-off to the Ledger, the objects' messages, their clients |
 //! | [`upstream`] | one call to one provider (the demo one or an HTTP API) |
 //! | [`effects`] | a job type's effect destinations (D1 rows, signed webhooks) |
@@ -46,6 +46,7 @@ mod routes;
 mod upstream;
 
 pub use ledger::Ledger;
+pub use objects::cursor::QueueCursor;
 pub use objects::health::ProviderHealth;
 pub use objects::meter::UsageMeter;
 

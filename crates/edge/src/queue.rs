@@ -6,7 +6,9 @@
 //! Ledger's verdict; what each outcome does to the message: ack, retry
 //! after a delay, a dead letter first): this reads the message and performs
 //! its commands. A job that died is sent to the dead-letter queue, whose
-//! consumer records it for operators ([`crate::ops`]) and alerts.
+//! consumer records it for operators ([`crate::ops`]) and alerts. A batch
+//! of job messages is told to the queue's cursor as it starts and ends
+//! ([`crate::api::cursor`]), so the Ledgers know how far the consumer has got.
 //!
 //! May import: `env`, `api`, `ops` and the core.
 
@@ -15,13 +17,16 @@ use worker::{Env, Message, MessageBatch, MessageExt, QueueRetryOptionsBuilder, R
 
 use crate::env::binding;
 use crate::env::config::Config;
+use crate::env::random::MathRandom;
 use crate::error::EdgeError;
+use onejob_core::background::progress::CursorCall;
 use onejob_core::ledger::consumer::{Command, Consumer, Event};
 use onejob_core::ledger::delivery::{Disposition, Queue};
+use onejob_core::random::RandomSource;
 
-use crate::api::client;
 use crate::api::handoff::JobMessage;
 use crate::api::ledger::LedgerCall;
+use crate::api::{client, cursor};
 use crate::ops;
 
 /// Sends a background job's message.
@@ -35,9 +40,31 @@ pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Resul
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result<()> {
     let queue = Queue::of(&batch.queue(), binding::DEAD_LETTERS_QUEUE);
     let messages = batch.messages()?;
+    let started = match queue.tells_progress() {
+        true => started(&env, &messages).await,
+        false => None,
+    };
     // Each message's job has its own Ledger: run them side by side.
     join_all(messages.iter().map(|message| async { settle(message, handle(&env, queue, message).await) })).await;
+    if let Some(batch) = started {
+        tell_cursor(&env, CursorCall::Ended { batch }).await;
+    }
     Ok(())
+}
+
+/// Tells the queue's cursor that a batch of job messages started: its
+/// name (random), and the newest send among its messages. `None` if the
+/// cursor could not be told (logged): the batch is handled all the same.
+async fn started(env: &Env, messages: &[Message<serde_json::Value>]) -> Option<u64> {
+    let newest_sent_ms = messages.iter().filter_map(|m| m.body().get("sent_ms")?.as_u64()).max().unwrap_or(0);
+    let batch = MathRandom.next_u64();
+    tell_cursor(env, CursorCall::Started { batch, newest_sent_ms }).await.then_some(batch)
+}
+
+/// Makes `call` to the queue's cursor; whether it went through (a failure
+/// is logged: the Ledgers then fall back to their long wait).
+async fn tell_cursor(env: &Env, call: CursorCall) -> bool {
+    logged(cursor::call(env, call).await, "telling the queue's cursor").is_some()
 }
 
 /// Performs what the core decided for `message`.

@@ -65,6 +65,13 @@ impl Queue {
             false => Queue::Jobs,
         }
     }
+
+    /// Whether the consumer tells the queue's cursor about this queue's
+    /// batches ([`crate::background::progress`]): the jobs queue's only
+    /// (a dead letter has no Ledger waiting for it).
+    pub fn tells_progress(self) -> bool {
+        self == Queue::Jobs
+    }
 }
 
 /// What the consumer does to a message: Cloudflare Queues' calls.

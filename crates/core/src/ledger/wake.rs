@@ -6,6 +6,7 @@
 //! outbox (its message sent again if it may not exist) and a job type's
 //! effects (a retry, an approval's expiry, a claim left by a runtime that is gone).
 
+use crate::background::progress::Progress;
 use crate::background::{self, Outbox, OutboxStep};
 use crate::job::Job;
 use crate::ledger::tending::Step;
@@ -47,10 +48,18 @@ impl Ring {
 /// and sets the next alarm ([`next_ms`]). A drive running here owns the
 /// job: its message is neither sent nor given up on, and nothing is
 /// followed up under it (the drive does both when it ends).
-pub fn tend(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64, driving: bool) -> Vec<Step> {
+/// `progress`: the queue consumer's, read first if [`needs_progress`] said so.
+pub fn tend(
+    job: &Job,
+    outbox: &Outbox,
+    outbox_delay_ms: u64,
+    now_ms: u64,
+    driving: bool,
+    progress: Option<&Progress>,
+) -> Vec<Step> {
     let outbox_step = match driving {
         true => OutboxStep::Wait,
-        false => background::outbox_step(job, outbox, outbox_delay_ms, now_ms),
+        false => background::outbox_step(job, outbox, outbox_delay_ms, now_ms, progress),
     };
     let send = match outbox_step {
         OutboxStep::Send => Some(Step::Send(job.clone())),
@@ -59,6 +68,13 @@ pub fn tend(job: &Job, outbox: &Outbox, outbox_delay_ms: u64, now_ms: u64, drivi
     };
     let follow_up = (!driving).then_some(Step::FollowUp);
     send.into_iter().chain([Step::DeadLetter(job.clone())]).chain(follow_up).collect()
+}
+
+/// Whether a [`Ring::Tend`] at `now_ms` first reads the queue consumer's
+/// progress, to pass to [`tend`] ([`background::needs_progress`]): not
+/// while a drive running here owns the job.
+pub fn needs_progress(job: &Job, outbox: &Outbox, now_ms: u64, driving: bool) -> bool {
+    !driving && background::needs_progress(job, outbox, now_ms)
 }
 
 /// When the alarm rings next: the earliest of the job's retention, a
@@ -122,15 +138,22 @@ mod tests {
         outbox.note_send(0, false, &mut crate::random::SplitMix64::new(7));
         // An unconfirmed send past its delay is sent again, unless a drive runs here.
         let due = 400_000;
-        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, due), OutboxStep::Send);
+        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, due, None), OutboxStep::Send);
         let letter = Step::DeadLetter(background_job.clone());
         assert_eq!(
-            tend(&background_job, &outbox, 5_000, due, false),
+            tend(&background_job, &outbox, 5_000, due, false, None),
             vec![Step::Send(background_job.clone()), letter.clone(), Step::FollowUp]
         );
-        assert_eq!(tend(&background_job, &outbox, 5_000, due, true), vec![letter], "only its dead letter is looked at");
+        assert_eq!(
+            tend(&background_job, &outbox, 5_000, due, true, None),
+            vec![letter],
+            "only its dead letter is looked at"
+        );
         // Nothing due: the follow-up still looks (effects may be due).
-        assert_eq!(tend(&job(), &Outbox::default(), 5_000, 10, false), vec![Step::DeadLetter(job()), Step::FollowUp]);
+        assert_eq!(
+            tend(&job(), &Outbox::default(), 5_000, 10, false, None),
+            vec![Step::DeadLetter(job()), Step::FollowUp]
+        );
     }
 
     #[test]
@@ -144,14 +167,14 @@ mod tests {
         outbox.note_send(now, false, &mut random);
         while let Some(at) = background::resend_at(&background_job, &outbox, 5_000) {
             now = at;
-            if background::outbox_step(&background_job, &outbox, 5_000, now) != OutboxStep::Send {
+            if background::outbox_step(&background_job, &outbox, 5_000, now, None) != OutboxStep::Send {
                 break;
             }
             outbox.note_send(now, false, &mut random);
         }
-        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, now), OutboxStep::GiveUp);
+        assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, now, None), OutboxStep::GiveUp);
         assert_eq!(
-            tend(&background_job, &outbox, 5_000, now, false),
+            tend(&background_job, &outbox, 5_000, now, false, None),
             vec![Step::GiveUpSending, Step::DeadLetter(background_job.clone()), Step::FollowUp]
         );
     }

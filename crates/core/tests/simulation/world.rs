@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use onejob_core::admission::{self, Admission, Arrival};
 use onejob_core::answer;
+use onejob_core::background::progress::Progress;
 use onejob_core::background::{self, OutboxStep};
 use onejob_core::backoff::budget::RetryBudget;
 use onejob_core::classify::{ErrorClass, TransportFailure};
@@ -45,6 +46,11 @@ const MAX_STEPS: u64 = 20_000;
 const DRAIN_CUTOFF: u64 = T0 + RETENTION_MS - 60_000;
 /// A stream's pump, in the Ledger's memory, holds the drive lock.
 const PUMP: u32 = u32::MAX;
+/// A background job whose message the queue lost gets a delivery within
+/// this long (the outbox presumes it lost from the consumer's progress).
+/// Before, a confirmed message was presumed lost only after 15 to 30
+/// minutes (issue 34): this catches that.
+const LOST_MESSAGE_BOUND_MS: u64 = 180_000;
 /// The idempotency key (the same string for every job: each job is its own object).
 const KEY: &str = "0123456789abcdef-simulated";
 
@@ -268,8 +274,15 @@ pub struct World {
     callers: Vec<Caller>,
     calls: BTreeMap<u64, Call>,
     next_call: u64,
-    /// Queue messages: the job each is for.
-    messages: Vec<usize>,
+    /// Queue messages: the job each is for, and when it was sent.
+    messages: Vec<(usize, u64)>,
+    /// How far the consumer has got, as the queue's cursor sees it: the
+    /// newest send a delivery brought, and when a delivery last came or
+    /// ended (a delivery is a batch of one; it is open while its drive runs).
+    cursor: Progress,
+    /// Per job: when the queue last lost one of its messages, until a
+    /// delivery of the job comes (the bound a lost job must move within).
+    lost_at: Vec<Option<u64>>,
     budget: RetryBudget,
     /// Draining: no crashes, breakers let every call through.
     drain: bool,
@@ -308,6 +321,8 @@ impl World {
             calls: BTreeMap::new(),
             next_call: 0,
             messages: Vec::new(),
+            cursor: Progress::default(),
+            lost_at: vec![None; jobs],
             drain: false,
             first_final: vec![None; jobs],
             winner: vec![None; jobs],
@@ -1316,9 +1331,10 @@ impl World {
             return;
         }
         let message = self.messages.len();
-        self.messages.push(j);
+        self.messages.push((j, self.now));
         if self.rng.chance(10) {
             self.trace.line(|| format!("        (the queue lost message {message})"));
+            self.lost_at[j] = Some(self.now);
         } else {
             let at = self.now + self.rng.range(5, 2_000);
             self.schedule(at, Ev::Deliver { message });
@@ -1333,8 +1349,21 @@ impl World {
 
     /// A queue delivery, as the Ledger judges and runs it.
     fn deliver(&mut self, message: usize) {
-        let j = self.messages[message];
+        let (j, sent_ms) = self.messages[message];
         self.count("deliveries");
+        self.cursor.newest_sent_ms = self.cursor.newest_sent_ms.max(sent_ms);
+        self.cursor.last_seen_ms = self.now;
+        if let Some(lost) = self.lost_at[j].take() {
+            let waited = self.now - lost;
+            *self.stats.entry("longest wait after a lost message (s)").or_insert(0) =
+                self.stats.get("longest wait after a lost message (s)").copied().unwrap_or(0).max(waited / 1_000);
+            if waited > LOST_MESSAGE_BOUND_MS {
+                self.violate(
+                    "lost-job-moves",
+                    format!("job {j}'s message was lost at {lost}: no delivery came for {} s", waited / 1_000),
+                );
+            }
+        }
         let driving = self.objects[j].memory.driving.is_some();
         let job = self.settle_by_time(j, driving);
         let plan = delivery::plan(job, self.now, driving);
@@ -1370,6 +1399,7 @@ impl World {
     /// is dead-lettered if it needs an operator, and the queue is told
     /// ([`delivery::after_drive`]).
     fn delivery_done(&mut self, j: usize, message: usize, asked_ms: Option<u64>) {
+        self.cursor.last_seen_ms = self.now;
         let after = delivery::after_drive(self.objects[j].storage.job.clone(), asked_ms, self.now);
         for step in after.steps {
             match step {
@@ -1427,6 +1457,16 @@ impl World {
         }
     }
 
+    /// The queue's cursor, as a Ledger reads it: busy while a delivery's
+    /// drive runs anywhere.
+    fn progress(&mut self) -> Progress {
+        self.count("cursor reads");
+        let busy = self.objects.iter().any(|object| {
+            object.memory.drives.values().any(|slot| matches!(slot.owner, Owner::Delivery(_)) && !slot.finished)
+        });
+        Progress { busy, ..self.cursor }
+    }
+
     /// Sets the alarm for the job's next due time (outbox or retention).
     fn arm(&mut self, j: usize) {
         let st = &self.objects[j].storage;
@@ -1469,7 +1509,8 @@ impl World {
                 let job = self.settle_by_time(j, driving).unwrap_or(job);
                 if !driving {
                     let outbox = self.objects[j].storage.outbox;
-                    match background::outbox_step(&job, &outbox, OUTBOX_DELAY_MS, self.now) {
+                    let progress = background::needs_progress(&job, &outbox, self.now).then(|| self.progress());
+                    match background::outbox_step(&job, &outbox, OUTBOX_DELAY_MS, self.now, progress.as_ref()) {
                         OutboxStep::Send => self.enqueue(j),
                         OutboxStep::GiveUp => {
                             self.count("outbox gave up");

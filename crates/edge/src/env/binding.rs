@@ -17,5 +17,7 @@ pub const DEAD_LETTERS_QUEUE: &str = "onejob-dead-letters";
 pub const OPS: &str = "OPS";
 /// The demo app's D1 database (the triage job type writes its rows there).
 pub const TICKETS: &str = "TICKETS";
+/// The `QueueCursor` Durable Object namespace (how far the jobs queue's consumer has got).
+pub const QUEUE_CURSOR: &str = "QUEUE_CURSOR";
 /// The `UsageMeter` Durable Object namespace (quotas).
 pub const USAGE_METER: &str = "USAGE_METER";

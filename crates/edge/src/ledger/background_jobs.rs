@@ -10,7 +10,7 @@ use onejob_core::ledger::tending::{self, Deferral, Step};
 use onejob_core::protocol::JobView;
 use worker::{Response, Result};
 
-use crate::api::handoff::{self, JobMeta, Submission};
+use crate::api::handoff::{self, JobMessage, JobMeta, Submission};
 use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::env::random::MathRandom;
@@ -107,14 +107,17 @@ impl Ledger {
             worker::console_warn!("ledger: a background job without its request cannot be queued");
             return Ok(());
         };
-        let message = submission.message();
+        // The message says when it was sent: the queue's cursor learns from
+        // it how far the consumer has got.
+        let now = now_ms();
+        let message = JobMessage { sent_ms: now, ..submission.message() };
         // Noted before the send, beside the job, never in it: a send must
         // not change the version an attempt in flight holds. The alarm for
         // its resend is set before the send is made, so a runtime killed in
         // between still sends it again.
         let send = store
             .change_outbox(&mut |outbox| {
-                outbox.note_send(now_ms(), by_operator, &mut MathRandom);
+                outbox.note_send(now, by_operator, &mut MathRandom);
             })?
             .sends();
         alarms::set(&self.state, self.next_alarm(config, job)).await?;

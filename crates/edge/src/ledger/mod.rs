@@ -26,6 +26,7 @@ use onejob_core::ledger::wake::{self, Ring};
 use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
+use crate::api::cursor;
 use crate::api::ledger::{LedgerCall, Malformed};
 use crate::env::{clock::now_ms, config};
 use crate::error::EdgeError;
@@ -164,7 +165,21 @@ impl Ledger {
         };
         let outbox_delay_ms = config.settings.outbox_delay_ms;
         let driving = self.memory.borrow().is_driving();
-        self.tend(&config, wake::tend(&job, &self.store().load_outbox()?, outbox_delay_ms, now, driving)).await?;
+        let mut outbox = self.store().load_outbox()?;
+        // A confirmed message no delivery took: whether the queue lost it
+        // depends on how far the consumer has got. Reading it lets other
+        // calls in, so the job and its outbox are read again after it.
+        let progress = match wake::needs_progress(&job, &outbox, now, driving) {
+            true => cursor::read(&self.env).await,
+            false => None,
+        };
+        if progress.is_some() {
+            let Some(current) = self.store().load_job()? else { return Ok(()) };
+            (job, outbox) = (current, self.store().load_outbox()?);
+        }
+        let driving = self.memory.borrow().is_driving();
+        let steps = wake::tend(&job, &outbox, outbox_delay_ms, now, driving, progress.as_ref());
+        self.tend(&config, steps).await?;
         self.index_in_background();
         let outbox = self.store().load_outbox()?;
         alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, self.effects_due(&config))).await

@@ -133,7 +133,7 @@ fn respond(answer: &AdminAnswer) -> Result<Response> {
 
 /// One operator request to a job's Ledger: its answer.
 async fn forward(env: &Env, job: &JobName, call: &LedgerCall) -> Result<AdminAnswer> {
-    let message = JobMessage { tenant: job.tenant.clone(), user: job.user.clone(), key: job.key.clone() };
+    let message = JobMessage { tenant: job.tenant.clone(), user: job.user.clone(), key: job.key.clone(), sent_ms: 0 };
     let mut response = client::to_ledger(env, &message, call).await?;
     Ok(AdminAnswer::new(response.status_code(), response.text().await?))
 }
