@@ -40,7 +40,7 @@ test("the test build reads every knob, and is otherwise the same worker", () => 
   const wasm = built(EDGE_TEST_BUILD, "index_bg.wasm");
   for (const knob of FAULT_KNOBS) assert.ok(wasm.includes(knob), `${EDGE_TEST_BUILD}/index_bg.wasm reads ${knob}`);
   const production = exported(built(EDGE_BUILD, "index.js"));
-  assert.ok(["Ledger", "ProviderHealth", "UsageMeter", "default"].every((name) => production.includes(name)), production.join(", "));
+  assert.ok(["Ledger", "ProviderHealth", "UsageMeter", "QueueCursor", "default"].every((name) => production.includes(name)), production.join(", "));
   assert.deepEqual(exported(built(EDGE_TEST_BUILD, "index.js")), production, "the same entry and Durable Objects");
 });
 

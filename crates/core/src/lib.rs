@@ -48,7 +48,7 @@
 //! - L4 `admission`, `answer`, `background`, `front`, `admin_query`, `admin_route`, `provider_check`, `dead_letters`, `ledger`, `savings`: what the Ledger decides about a job, what the worker's front decides about a request, what operators see of dead letters, and what that saved.
 //!   - [`admission`]: what happens to a keyed request for a job (run, replay, wait, refuse).
 //!   - [`answer`]: what a job's callers are answered, and what a replay is (the first answer, byte for byte).
-//!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends.
+//!   - [`background`]: background jobs: what a queue delivery does, when the outbox resends (`background::progress`: how far the queue's consumer has got, so a lost message is told from a backlog).
 //!   - [`front`]: the worker's stateless front: which route a request is, its method, and every check of a tenant's request that needs no I/O.
 //!   - [`admin_query`]: the operator lists' query filters, read strictly.
 //!   - [`admin_route`]: the operator API's routes, read, scoped and checked; a keyed operator request's answer, kept.
