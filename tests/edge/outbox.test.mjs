@@ -177,3 +177,30 @@ describe("the outbox: after 12 sends no delivery took, the job is left to operat
     assert.deepEqual(listed.body.entries.filter((e) => e.key === key && unreplayed(e)), [], "the replayed entry leaves the list (or is marked replayed)");
   });
 });
+
+describe("the outbox: a slow send is not made again while the queue has not answered it (issue 34)", () => {
+  let stack;
+
+  before(async () => {
+    // Every send takes 3 s to be accepted; the alarm set before it rings
+    // after 0.25 to 0.5 s. Before, each ring sent the message again.
+    stack = await startStack({ faults: true, vars: { QUEUE_SEND_DELAY_MS: "3000", OUTBOX_DELAY_MS: "500", RESULT_CACHE: "off" } });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("4. one message, one attempt, one upstream call", { timeout: 120_000 }, async () => {
+    const key = newKey();
+    const accepted = await stack.post(key, chat(`${key} sent slowly`), { headers: RESPOND_ASYNC });
+    assert.equal(accepted.res.status, 202, accepted.text);
+    const job = await stack.waitForJob(key, (j) => j.state === "completed", { timeoutMs: DELIVERY_MS });
+    await sleep(4_000); // any second send would have landed
+    const view = (await stack.getJob(key)).body;
+    assert.equal(view.enqueued, 1, `messages sent: ${view.enqueued}`);
+    assert.equal(stack.llm.calls(key).length, 1);
+    assert.deepEqual(view.attempts.map((a) => a.outcome), ["succeeded"]);
+    assert.equal(job.completed_by, 1);
+  });
+});

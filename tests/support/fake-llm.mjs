@@ -61,7 +61,7 @@ export const delayedContent = (ms, content) => `delay:${ms}:${encodeContent(cont
 const encodeContent = (content) =>
   encodeURIComponent(typeof content === "string" ? content : JSON.stringify(content)).replaceAll("*", "%2A");
 
-export async function startFakeLlm({ name } = {}) {
+export async function startFakeLlm({ name, nodeKeepAlive = false } = {}) {
   const scripts = new Map();
   let defaultScript = [];
   const calls = new Map();
@@ -259,7 +259,9 @@ export async function startFakeLlm({ name } = {}) {
     return { id: name ? `chatcmpl-${name}` : "chatcmpl-fake", object: "chat.completion.chunk", created: 1767225600, model: request.model ?? "fake", choices: [{ index: 0, delta, finish_reason: finishReason }] };
   }
 
-  keepIdleConnections(server);
+  // `nodeKeepAlive`: Node's own default (idle connections closed after 5 s),
+  // as a third-party provider behind Node would.
+  if (!nodeKeepAlive) keepIdleConnections(server);
   await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address();
   return {

@@ -34,7 +34,7 @@ export const DEV_VARS_TEMPLATE = path.join(root, "dev.vars.example");
 export const EDGE_BUILD = "crates/edge/build";
 export const EDGE_TEST_BUILD = "crates/edge/build-test";
 /** The variables only the fault-injection build reads. */
-export const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];
+export const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "QUEUE_SEND_DELAY_MS", "EFFECT_HANG_AFTER"];
 
 export const sha256 = (text) => createHash("sha256").update(text).digest("hex");
 

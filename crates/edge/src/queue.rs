@@ -32,6 +32,7 @@ use crate::ops;
 /// Sends a background job's message.
 pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Result<()> {
     config.faults.queue_send()?;
+    config.faults.queue_send_delay().await;
     env.queue(binding::JOBS)?.send(message).await
 }
 

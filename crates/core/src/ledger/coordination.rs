@@ -52,11 +52,13 @@ pub struct AlreadyDriven;
 pub struct Coordination<Later> {
     driving: Driving<Later>,
     effects_running: bool,
+    /// Queue sends of the job's message made here and not resolved yet.
+    sends_pending: u32,
 }
 
 impl<Later> Default for Coordination<Later> {
     fn default() -> Self {
-        Self { driving: Driving::Idle, effects_running: false }
+        Self { driving: Driving::Idle, effects_running: false, sends_pending: 0 }
     }
 }
 
@@ -83,6 +85,24 @@ impl<Later> Coordination<Later> {
     /// Whether the running attempt streams here.
     pub fn is_streaming(&self) -> bool {
         matches!(self.driving, Driving::Streaming { .. })
+    }
+
+    /// A send of the job's message starts here (noted in the outbox first).
+    pub fn begin_send(&mut self) {
+        self.sends_pending = self.sends_pending.saturating_add(1);
+    }
+
+    /// That send resolved (the queue accepted it, or it failed).
+    pub fn end_send(&mut self) {
+        self.sends_pending = self.sends_pending.saturating_sub(1);
+    }
+
+    /// Whether a send of the job's message made here is still unresolved:
+    /// the outbox then does not send it again (an unconfirmed send is
+    /// presumed lost only when no runtime still waits on it, as after a
+    /// crash, which empties this memory).
+    pub fn is_sending(&self) -> bool {
+        self.sends_pending > 0
     }
 
     /// Whether anything runs here that the alarm must not settle under it
@@ -228,5 +248,18 @@ mod tests {
         assert!(c.is_busy(), "the drive still runs");
         c.finish_drive();
         assert!(!c.is_busy());
+    }
+
+    #[test]
+    fn a_send_is_pending_until_it_resolves() {
+        let mut c = Coordination::<()>::default();
+        assert!(!c.is_sending());
+        c.begin_send();
+        c.begin_send();
+        c.end_send();
+        assert!(c.is_sending(), "one of two still pending");
+        c.end_send();
+        c.end_send();
+        assert!(!c.is_sending() && !c.is_busy(), "never below zero, and not a drive");
     }
 }

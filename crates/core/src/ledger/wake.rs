@@ -40,6 +40,16 @@ impl Ring {
     }
 }
 
+/// What runs in the object when the alarm rings (its memory:
+/// [`crate::ledger::coordination::Coordination`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Here {
+    /// A drive (a request, a delivery, a stream's pump) owns the job.
+    pub driving: bool,
+    /// A send of the job's message is still awaiting the queue.
+    pub sending: bool,
+}
+
 /// What a [`Ring::Tend`] does after settling a stream whose pump is gone,
 /// in this order: the outbox's step (the job's message sent again, or
 /// given up on), the job's dead letter if it needs an operator (looked at
@@ -47,17 +57,19 @@ impl Ring {
 /// followed up yet, effects that are due); the shell then indexes the job
 /// and sets the next alarm ([`next_ms`]). A drive running here owns the
 /// job: its message is neither sent nor given up on, and nothing is
-/// followed up under it (the drive does both when it ends).
+/// followed up under it (the drive does both when it ends). A send still
+/// awaiting the queue here is not made again: its answer decides.
 /// `progress`: the queue consumer's, read first if [`needs_progress`] said so.
 pub fn tend(
     job: &Job,
     outbox: &Outbox,
     outbox_delay_ms: u64,
     now_ms: u64,
-    driving: bool,
+    here: Here,
     progress: Option<&Progress>,
 ) -> Vec<Step> {
-    let outbox_step = match driving {
+    let Here { driving, sending } = here;
+    let outbox_step = match driving || sending {
         true => OutboxStep::Wait,
         false => background::outbox_step(job, outbox, outbox_delay_ms, now_ms, progress),
     };
@@ -73,8 +85,8 @@ pub fn tend(
 /// Whether a [`Ring::Tend`] at `now_ms` first reads the queue consumer's
 /// progress, to pass to [`tend`] ([`background::needs_progress`]): not
 /// while a drive running here owns the job.
-pub fn needs_progress(job: &Job, outbox: &Outbox, now_ms: u64, driving: bool) -> bool {
-    !driving && background::needs_progress(job, outbox, now_ms)
+pub fn needs_progress(job: &Job, outbox: &Outbox, now_ms: u64, here: Here) -> bool {
+    !here.driving && !here.sending && background::needs_progress(job, outbox, now_ms)
 }
 
 /// When the alarm rings next: the earliest of the job's retention, a
@@ -93,6 +105,9 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    const IDLE: Here = Here { driving: false, sending: false };
+    const DRIVING: Here = Here { driving: true, sending: false };
 
     fn job() -> Job {
         super::super::test_job::kept_for(1_000_000)
@@ -141,17 +156,17 @@ mod tests {
         assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, due, None), OutboxStep::Send);
         let letter = Step::DeadLetter(background_job.clone());
         assert_eq!(
-            tend(&background_job, &outbox, 5_000, due, false, None),
+            tend(&background_job, &outbox, 5_000, due, IDLE, None),
             vec![Step::Send(background_job.clone()), letter.clone(), Step::FollowUp]
         );
         assert_eq!(
-            tend(&background_job, &outbox, 5_000, due, true, None),
+            tend(&background_job, &outbox, 5_000, due, DRIVING, None),
             vec![letter],
             "only its dead letter is looked at"
         );
         // Nothing due: the follow-up still looks (effects may be due).
         assert_eq!(
-            tend(&job(), &Outbox::default(), 5_000, 10, false, None),
+            tend(&job(), &Outbox::default(), 5_000, 10, IDLE, None),
             vec![Step::DeadLetter(job()), Step::FollowUp]
         );
     }
@@ -174,8 +189,25 @@ mod tests {
         }
         assert_eq!(background::outbox_step(&background_job, &outbox, 5_000, now, None), OutboxStep::GiveUp);
         assert_eq!(
-            tend(&background_job, &outbox, 5_000, now, false, None),
+            tend(&background_job, &outbox, 5_000, now, IDLE, None),
             vec![Step::GiveUpSending, Step::DeadLetter(background_job.clone()), Step::FollowUp]
         );
+    }
+
+    #[test]
+    fn a_send_still_awaiting_the_queue_here_is_not_made_again() {
+        // The first send is slow: the alarm set before it rings while the
+        // queue has not answered. Only a runtime that lost that wait (a
+        // crash empties the memory) sends again.
+        let mut background_job = job();
+        background_job.run_in_background(0);
+        let mut outbox = Outbox::default();
+        outbox.note_send(0, false, &mut crate::random::SplitMix64::new(7));
+        let due = background::resend_at(&background_job, &outbox, 5_000).unwrap();
+        let sending = Here { driving: false, sending: true };
+        let letter = Step::DeadLetter(background_job.clone());
+        assert_eq!(tend(&background_job, &outbox, 5_000, due, sending, None), vec![letter.clone(), Step::FollowUp]);
+        assert_eq!(tend(&background_job, &outbox, 5_000, due, IDLE, None)[0], Step::Send(background_job.clone()));
+        assert!(!needs_progress(&background_job, &outbox, due, sending));
     }
 }

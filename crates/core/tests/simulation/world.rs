@@ -146,6 +146,9 @@ struct Memory {
     /// lock, adopted when that drive ends without finishing the job (the
     /// edge's `Coordination::adopt_later`): its fingerprint.
     adopt_later: Option<&'static Fingerprint>,
+    /// Sends of the job's message not resolved yet (the edge's
+    /// `Coordination::is_sending`): the alarm does not send again meanwhile.
+    sends_pending: u32,
 }
 
 /// A streamed answer as kept.
@@ -510,6 +513,8 @@ impl World {
             Ev::Deliver { message } => self.deliver(message),
             Ev::Accepted { job, incarnation, send } => {
                 if self.objects[job].incarnation == incarnation {
+                    let memory = &mut self.objects[job].memory;
+                    memory.sends_pending = memory.sends_pending.saturating_sub(1);
                     self.objects[job].storage.outbox.confirm(send, self.now);
                     self.arm(job);
                 }
@@ -1330,6 +1335,7 @@ impl World {
             self.trace.line(|| "        (the queue refused the send)".into());
             return;
         }
+        self.objects[j].memory.sends_pending += 1;
         let message = self.messages.len();
         self.messages.push((j, self.now));
         if self.rng.chance(10) {
@@ -1507,7 +1513,7 @@ impl World {
             }
             Some(job) if !job.is_expired(self.now) => {
                 let job = self.settle_by_time(j, driving).unwrap_or(job);
-                if !driving {
+                if !driving && self.objects[j].memory.sends_pending == 0 {
                     let outbox = self.objects[j].storage.outbox;
                     let progress = background::needs_progress(&job, &outbox, self.now).then(|| self.progress());
                     match background::outbox_step(&job, &outbox, OUTBOX_DELAY_MS, self.now, progress.as_ref()) {

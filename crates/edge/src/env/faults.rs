@@ -8,6 +8,8 @@
 //! The knobs, read with the rest of the configuration:
 //! - `QUEUE_SEND_FAULTS=N`: the first N queue sends of each isolate fail on
 //!   purpose, to show that the outbox recovers them;
+//! - `QUEUE_SEND_DELAY_MS=N`: every queue send waits N ms before it is
+//!   made, as a loaded queue answers slowly (the alarm rings meanwhile);
 //! - `EFFECT_HANG_AFTER=name`: once the effect of that name has been
 //!   performed, the Ledger waits ten minutes before recording it, so a test
 //!   can kill the runtime between the two.
@@ -27,6 +29,9 @@ pub struct Faults {
     /// Queue sends failed on purpose so far.
     #[cfg(feature = "faults")]
     queue_sends_spent: Cell<u32>,
+    /// `QUEUE_SEND_DELAY_MS`: how long each queue send waits first.
+    #[cfg(feature = "faults")]
+    queue_send_delay_ms: u64,
     /// `EFFECT_HANG_AFTER`: the effect after which the Ledger hangs.
     #[cfg(feature = "faults")]
     effect_hang_after: Option<String>,
@@ -44,6 +49,7 @@ impl Faults {
         Faults {
             queue_sends: var("QUEUE_SEND_FAULTS").and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             queue_sends_spent: Cell::new(0),
+            queue_send_delay_ms: var("QUEUE_SEND_DELAY_MS").and_then(|v| v.trim().parse().ok()).unwrap_or(0),
             effect_hang_after: var("EFFECT_HANG_AFTER").filter(|v| !v.trim().is_empty()),
         }
     }
@@ -56,6 +62,13 @@ impl Faults {
             return Err(EdgeError::Injected("queue send failed (QUEUE_SEND_FAULTS)").into());
         }
         Ok(())
+    }
+
+    /// Before a queue send: waits `QUEUE_SEND_DELAY_MS`.
+    pub async fn queue_send_delay(&self) {
+        if self.queue_send_delay_ms > 0 {
+            worker::Delay::from(std::time::Duration::from_millis(self.queue_send_delay_ms)).await;
+        }
     }
 
     /// Whether the Ledger hangs after performing the effect `name`.
@@ -87,6 +100,10 @@ impl Faults {
         Ok(())
     }
 
+    /// A production build's queue sends never wait on purpose.
+    #[inline(always)]
+    pub async fn queue_send_delay(&self) {}
+
     /// A production build records an effect as soon as it is performed.
     #[inline(always)]
     pub async fn after_effect(&self, _name: &str) {}
@@ -109,6 +126,18 @@ mod tests {
         assert!(faults.queue_send().is_ok(), "the third send goes through");
         assert!(faults.queue_send().is_ok());
         assert!(Faults::read(&vars(&[("QUEUE_SEND_FAULTS", "x")])).queue_send().is_ok(), "not a number: none");
+    }
+
+    #[cfg(feature = "faults")]
+    #[test]
+    fn a_queue_send_waits_as_long_as_asked() {
+        assert_eq!(Faults::read(&vars(&[("QUEUE_SEND_DELAY_MS", " 250 ")])).queue_send_delay_ms, 250);
+        assert_eq!(
+            Faults::read(&vars(&[("QUEUE_SEND_DELAY_MS", "soon")])).queue_send_delay_ms,
+            0,
+            "not a number: none"
+        );
+        assert_eq!(Faults::read(&vars(&[])).queue_send_delay_ms, 0);
     }
 
     #[cfg(feature = "faults")]

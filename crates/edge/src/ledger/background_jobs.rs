@@ -19,6 +19,7 @@ use crate::http;
 use crate::ledger::store::Store;
 use crate::queue;
 
+use super::memory::Memory;
 use super::{Ledger, alarms, stored};
 
 impl Ledger {
@@ -121,6 +122,9 @@ impl Ledger {
             })?
             .sends();
         alarms::set(&self.state, self.next_alarm(config, job)).await?;
+        // While the queue has not answered, the alarm does not send again
+        // (a crash ends the wait and this memory with it).
+        let _pending = SendPending::begin(&self.memory);
         match queue::send_job(&self.env, config, &message).await {
             Ok(()) => {
                 store.change_outbox(&mut |outbox| {
@@ -256,5 +260,23 @@ impl Ledger {
             Err(error) => worker::console_warn!("ledger: sending a dead letter failed: {error}"),
         }
         Ok(())
+    }
+}
+
+/// A send of the job's message awaiting the queue, in the object's memory
+/// ([`onejob_core::ledger::coordination::Coordination::is_sending`]) until
+/// dropped: when the send resolves, or when its future is dropped.
+struct SendPending<'a>(&'a Memory);
+
+impl<'a> SendPending<'a> {
+    fn begin(memory: &'a Memory) -> Self {
+        memory.borrow_mut().begin_send();
+        Self(memory)
+    }
+}
+
+impl Drop for SendPending<'_> {
+    fn drop(&mut self) {
+        self.0.borrow_mut().end_send();
     }
 }

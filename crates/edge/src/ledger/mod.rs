@@ -22,7 +22,7 @@ use std::rc::Rc;
 use futures_channel::oneshot;
 use onejob_core::job::Job;
 use onejob_core::key::IdempotencyKey;
-use onejob_core::ledger::wake::{self, Ring};
+use onejob_core::ledger::wake::{self, Here, Ring};
 use onejob_core::protocol::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
@@ -164,12 +164,12 @@ impl Ledger {
             return alarms::set(&self.state, alarms::retention(&job)).await;
         };
         let outbox_delay_ms = config.settings.outbox_delay_ms;
-        let driving = self.memory.borrow().is_driving();
+        let here = self.here();
         let mut outbox = self.store().load_outbox()?;
         // A confirmed message no delivery took: whether the queue lost it
         // depends on how far the consumer has got. Reading it lets other
         // calls in, so the job and its outbox are read again after it.
-        let progress = match wake::needs_progress(&job, &outbox, now, driving) {
+        let progress = match wake::needs_progress(&job, &outbox, now, here) {
             true => cursor::read(&self.env).await,
             false => None,
         };
@@ -177,12 +177,17 @@ impl Ledger {
             let Some(current) = self.store().load_job()? else { return Ok(()) };
             (job, outbox) = (current, self.store().load_outbox()?);
         }
-        let driving = self.memory.borrow().is_driving();
-        let steps = wake::tend(&job, &outbox, outbox_delay_ms, now, driving, progress.as_ref());
+        let steps = wake::tend(&job, &outbox, outbox_delay_ms, now, self.here(), progress.as_ref());
         self.tend(&config, steps).await?;
         self.index_in_background();
         let outbox = self.store().load_outbox()?;
         alarms::set(&self.state, alarms::next(&job, &outbox, outbox_delay_ms, self.effects_due(&config))).await
+    }
+
+    /// What runs here, as the alarm's tending sees it.
+    fn here(&self) -> Here {
+        let memory = self.memory.borrow();
+        Here { driving: memory.is_driving(), sending: memory.is_sending() }
     }
 
     /// The in-memory coordination the drive lock guards.
