@@ -16,7 +16,7 @@
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
-import { RESPOND_ASYNC, chat, newKey, sleep, startStack } from "../support/harness.mjs";
+import { RESPOND_ASYNC, chat, inPool, newKey, sleep, startStack } from "../support/harness.mjs";
 
 const JOBS = Number(process.env.CRASH_JOBS ?? 150);
 const KILLS = Number(process.env.CRASH_KILLS ?? 3);
@@ -28,21 +28,6 @@ const PARALLEL = 50;
 const KILL_EVERY_MS = 4_000;
 const UPSTREAM_TIMEOUT_MS = 2_000;
 const UNKNOWN_LEASE_MS = 2_000;
-
-/** `fn` over `items`, at most `PARALLEL` at a time; the results in order. */
-async function inPool(items, fn) {
-  const results = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(PARALLEL, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        results[i] = await fn(items[i], i);
-      }
-    }),
-  );
-  return results;
-}
 
 let stack;
 
@@ -92,7 +77,7 @@ test(`${JOBS} background jobs, ${KILLS} kill -9 of the runtime while they run: $
       }
       await sleep(killing ? 250 : 50);
     }
-  });
+  }, PARALLEL);
 
   let lastRestart;
   for (let kill = 1; kill <= KILLS; kill++) {
@@ -113,7 +98,7 @@ test(`${JOBS} background jobs, ${KILLS} kill -9 of the runtime while they run: $
     const { status, body } = await stack.getJob(key);
     assert.equal(status, 200, JSON.stringify(body));
     return body;
-  });
+  }, PARALLEL);
   const takenAt = Date.now();
   const waiting = snapshot.filter((view) => waits(view, takenAt));
   const byState = {};
@@ -127,7 +112,7 @@ test(`${JOBS} background jobs, ${KILLS} kill -9 of the runtime while they run: $
   );
 
   // Then every job completes.
-  const done = await inPool(keys, (key) => stack.waitForJob(key, (j) => j.state === "completed", { timeoutMs: 300_000 }));
+  const done = await inPool(keys, (key) => stack.waitForJob(key, (j) => j.state === "completed", { timeoutMs: 300_000 }), PARALLEL);
   const lastDoneS = (Date.now() - lastRestart) / 1000;
   const messages = done.map((view) => view.enqueued);
   const total = messages.reduce((a, b) => a + b, 0);

@@ -10,30 +10,13 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { RESPOND_ASYNC, chat, newKey, sleep, startStack, waitFor } from "../support/harness.mjs";
+import { RESPOND_ASYNC, chat, inPool, newKey, sleep, startStack, waitFor } from "../support/harness.mjs";
 
 const BACKLOG = 1000;
-/** At most this many requests at a time (submitting, polling). */
-const PARALLEL = 100;
 /** What a message takes to reach the consumer at worst (wrangler dev batches). */
 const DELIVERY_MS = 30_000;
 const DEAD_LETTERS = "/onejob/v1/admin/dead-letters";
 const REPLAY = "/onejob/v1/admin/dead-letters/replay";
-
-/** `fn` over `items`, at most `PARALLEL` at a time; the results in order. */
-async function inPool(items, fn) {
-  const results = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(PARALLEL, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        results[i] = await fn(items[i], i);
-      }
-    }),
-  );
-  return results;
-}
 
 describe("the outbox and a backlog: no fault, one message per job", () => {
   let stack;

@@ -90,6 +90,22 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /** The header that asks for a background job (202 Accepted, run by the queue consumer). */
 export const RESPOND_ASYNC = { Prefer: "respond-async" };
 
+/** `fn` over `items`, at most `parallel` at a time (a user's connection
+ * pool, not a thousand sockets at once); the results in order. */
+export async function inPool(items, fn, parallel = 100) {
+  const results = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(parallel, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        results[i] = await fn(items[i], i);
+      }
+    }),
+  );
+  return results;
+}
+
 /**
  * Polls `fn` every `intervalMs` until it returns `{ ok: true, value }`;
  * returns that value, or fails with `what` and the last value after
