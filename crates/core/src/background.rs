@@ -12,7 +12,7 @@
 //! | the job's message ([`Message`]) | sent again |
 //! |---|---|
 //! | noted, not confirmed (the send failed, or the runtime stopped before it resolved) | after `OUTBOX_DELAY_MS`·2ⁿ for its n-th send in a row, capped at [`UNCONFIRMED_CAP_FACTOR`] × `OUTBOX_DELAY_MS`, with equal jitter (half to all of it) |
-//! | confirmed by the queue (or handed back to it by a delivery's retry) | when the consumer's progress says the queue lost it ([`progress::presumed_lost`]: overtaken by a later message, or the consumer idle since it was due), looked at [`LOOK_MS`] after it was due and every [`LOOK_MS`] (plus up to half of it) after; if the progress cannot be read, [`QUEUED_RESEND_MS`] after it was due (half to all of it, doubling per such send, capped at [`QUEUED_CAP_MS`]) |
+//! | confirmed by the queue (or handed back to it by a delivery's retry) | when the consumer's progress says the queue lost it ([`progress::presumed_lost`]: overtaken by a later message, or the consumer idle since it was due), looked at [`LOOK_MS`] after it was due, then a little less often each time (up to [`LOOK_CAP_MS`] apart); if the progress cannot be read, [`QUEUED_RESEND_MS`] after it was due (half to all of it, doubling per such send, capped at [`QUEUED_CAP_MS`]) |
 //! | taken by a delivery (it ran the job, or acknowledged the message) | when the job may run again: its lease's end, its backoff's end |
 //!
 //! A job whose message no delivery took after [`MAX_UNTAKEN_SENDS`] sends in
@@ -55,11 +55,18 @@ pub const UNCONFIRMED_CAP_FACTOR: u64 = 64;
 pub const QUEUED_RESEND_MS: u64 = 30 * 60_000;
 
 /// A confirmed message no delivery took is looked at (the consumer's
-/// progress read, [`progress::presumed_lost`]) this long after it was due,
-/// then every this long, each look up to half of it later (jitter drawn
-/// from the send's seed and the look's number, so a thousand messages
-/// confirmed together are not all looked at together).
+/// progress read, [`progress::presumed_lost`]) this long after it was due;
+/// each look after is a sixth of this later than the one before, up to
+/// [`LOOK_CAP_MS`] apart, and each comes up to half its gap later (jitter
+/// drawn from the send's seed and the look's number, so a thousand
+/// messages confirmed together are not all looked at together). A message
+/// lost in a restart is looked at within 30 s in its first minute; one
+/// waiting in an hour-long backlog costs the queue's cursor about 60 reads,
+/// not 360.
 pub const LOOK_MS: u64 = 10_000;
+
+/// The longest gap between two looks.
+pub const LOOK_CAP_MS: u64 = 120_000;
 
 /// The cap of that wait (4 hours: 2 to 4 hours with its jitter).
 pub const QUEUED_CAP_MS: u64 = 4 * 3_600_000;
@@ -307,21 +314,40 @@ fn awaited_since(job: &Job, outbox: &Outbox) -> Option<u64> {
 }
 
 impl Outbox {
-    /// The `n`-th look (from 1) at a message awaited since `since_ms`:
-    /// `n` × [`LOOK_MS`], plus up to half of it.
-    fn look_at(&self, since_ms: u64, n: u64) -> u64 {
-        let jitter = SplitMix64::new(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)).uniform_inclusive(LOOK_MS / 2);
-        since_ms.saturating_add(n.saturating_mul(LOOK_MS)).saturating_add(jitter)
+    /// The gap before the `n`-th look (from 1): [`LOOK_MS`], a sixth of it
+    /// more at each look, up to [`LOOK_CAP_MS`].
+    fn look_gap(n: u64) -> u64 {
+        (LOOK_MS + LOOK_MS * n.saturating_sub(1) / 6).min(LOOK_CAP_MS)
     }
 
-    /// The first look after `now_ms` (the looks are in order: each is at
-    /// least half of [`LOOK_MS`] after the one before).
+    /// The `n`-th look (from 1) at a message awaited since `since_ms`: the
+    /// gaps up to it, plus up to half of its own (so each look is still
+    /// after the one before).
+    fn look_at(&self, since_ms: u64, n: u64) -> u64 {
+        // The gaps grow by a sixth of LOOK_MS until they reach the cap
+        // (look CAPPED), then stay there: summed, not counted one by one.
+        const CAPPED: u64 = (LOOK_CAP_MS - LOOK_MS) * 6 / LOOK_MS + 1;
+        let growing = n.min(CAPPED);
+        let grown: u64 = (1..=growing).map(Self::look_gap).sum();
+        let gaps = grown.saturating_add(n.saturating_sub(CAPPED).saturating_mul(LOOK_CAP_MS));
+        let jitter =
+            SplitMix64::new(self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)).uniform_inclusive(Self::look_gap(n) / 2);
+        since_ms.saturating_add(gaps).saturating_add(jitter)
+    }
+
+    /// The first look after `now_ms` (the looks are in order).
     fn next_look(&self, since_ms: u64, now_ms: u64) -> u64 {
-        let n = (now_ms.saturating_sub(since_ms) / LOOK_MS).max(1);
-        (n.saturating_sub(1).max(1)..=n + 1)
-            .map(|k| self.look_at(since_ms, k))
-            .find(|at| *at > now_ms)
-            .unwrap_or_else(|| self.look_at(since_ms, n + 1))
+        // At least (now - since) / LOOK_CAP_MS looks are past: start there.
+        let mut n = (now_ms.saturating_sub(since_ms) / LOOK_CAP_MS).max(1);
+        // The look before that one is never after `now`: each look is at
+        // most LOOK_CAP_MS and a half after `since` per look made.
+        loop {
+            let at = self.look_at(since_ms, n);
+            if at > now_ms {
+                return at;
+            }
+            n += 1;
+        }
     }
 
     /// Whether the message awaited since `since_ms` is presumed lost at
@@ -747,6 +773,27 @@ mod tests {
         }
         let worst = resent.iter().max().unwrap();
         assert!(*worst <= 30_000, "the last lost message sent again {worst} ms after the restart");
+    }
+
+    #[test]
+    fn the_looks_come_in_order_less_often_with_time() {
+        let outbox = sent(T0, true, 17);
+        let since = T0;
+        let looks: Vec<u64> = (1..=200).map(|n| outbox.look_at(since, n)).collect();
+        assert!(looks.windows(2).all(|w| w[1] > w[0]), "in order");
+        let gaps: Vec<u64> = looks.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps[..6].iter().all(|gap| *gap <= 30_000), "the first minute: {:?}", &gaps[..6]);
+        assert!(gaps.iter().all(|gap| *gap <= LOOK_CAP_MS * 3 / 2), "never further apart than the cap and a half");
+        let in_an_hour = looks.iter().filter(|at| **at <= since + 3_600_000).count();
+        assert!((40..=80).contains(&in_an_hour), "{in_an_hour} looks in the first hour");
+        // next_look finds the first look after any time, far out too.
+        for now in [T0, T0 + 1, looks[0], looks[0] + 1, looks[57] - 1, looks[57], T0 + 86_400_000, T0 + 30 * 86_400_000]
+        {
+            let next = outbox.next_look(since, now);
+            assert!(next > now);
+            let n = (1..).find(|n| outbox.look_at(since, *n) == next).unwrap();
+            assert!(n == 1 || outbox.look_at(since, n - 1) <= now, "the first after {}", now - T0);
+        }
     }
 
     #[test]
