@@ -59,6 +59,9 @@ import { startFakeOtlp } from "./fake-otlp.mjs";
 import { upstreamKey } from "./keys.mjs";
 import { DEV_ADMIN_KEY, DEV_KEY, TENANT_B_KEY, adminKeysVar, freePort, sha256, startWorker } from "./worker.mjs";
 
+/** The fake upstream MCP server (fake-mcp.mjs), loaded when a test starts one: the MCP SDK takes about 0.2 s to load. */
+const startFakeMcp = async (options) => (await import("./fake-mcp.mjs")).startFakeMcp(options);
+
 export {
   DEV_ADMIN_KEY,
   DEV_KEY,
@@ -74,6 +77,7 @@ export {
   sha256,
   startFakeLlm,
   startFakeMail,
+  startFakeMcp,
   startFakeOtlp,
   startWorker,
   upstreamKey,
