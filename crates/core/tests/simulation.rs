@@ -40,7 +40,8 @@
 //!   met the core's contract (see `world.rs`, `edge_as_is`);
 //! - a failing seed prints its trace to stderr and names itself.
 //!
-//! It prints one line: `simulation: N seeds, M steps, V violations`.
+//! It prints one line: `simulation: N seeds, M steps, V violations; most
+//! steps: seed S (n), slowest: seed T (t ms)`.
 //! `make simulate SEEDS=N` runs it in release. On wasm32 (no threads, no
 //! environment) it runs the first 300 seeds, the same worlds as natively.
 
@@ -82,6 +83,68 @@ fn describe(violations: &[Violation]) -> String {
         .join("\n")
 }
 
+/// Adds a seed's count to the totals; a statistic named "… (max)" keeps
+/// the largest instead.
+fn add_stat(stats: &mut BTreeMap<&'static str, u64>, what: &'static str, n: u64) {
+    let total = stats.entry(what).or_insert(0);
+    *total = if what.ends_with("(max)") { (*total).max(n) } else { *total + n };
+}
+
+/// The seed with the most steps, and (natively) the one that took longest.
+#[derive(Debug, Clone, Copy, Default)]
+struct Slowest {
+    most_steps: (u64, u64),
+    longest_us: (u64, u64),
+}
+
+impl Slowest {
+    fn note(&mut self, seed: u64, steps: u64, us: u64) {
+        if steps > self.most_steps.1 {
+            self.most_steps = (seed, steps);
+        }
+        if us > self.longest_us.1 {
+            self.longest_us = (seed, us);
+        }
+    }
+
+    fn merge(self, other: Slowest) -> Slowest {
+        let mut merged = self;
+        merged.note(other.most_steps.0, other.most_steps.1, 0);
+        merged.note(other.longest_us.0, 0, other.longest_us.1);
+        merged
+    }
+}
+
+impl std::fmt::Display for Slowest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ((steps_seed, steps), (slow_seed, us)) = (self.most_steps, self.longest_us);
+        write!(f, "most steps: seed {steps_seed} ({steps})")?;
+        if us > 0 {
+            write!(f, ", slowest: seed {slow_seed} ({:.1} ms)", us as f64 / 1000.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// A wall clock for the slowest seed (none on wasm32: it prints no time).
+struct Clock(#[cfg(not(target_arch = "wasm32"))] std::time::Instant);
+
+impl Clock {
+    fn start() -> Self {
+        Clock(
+            #[cfg(not(target_arch = "wasm32"))]
+            std::time::Instant::now(),
+        )
+    }
+
+    fn elapsed_us(&self) -> u64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        return self.0.elapsed().as_micros() as u64;
+        #[cfg(target_arch = "wasm32")]
+        0
+    }
+}
+
 #[test]
 fn simulation_seeds_keep_the_invariants() {
     if let Some(seed) = env_u64("SIM_SEED") {
@@ -100,24 +163,27 @@ fn simulation_seeds_keep_the_invariants() {
     // Seeds first+t, first+t+threads, … on each of (at most) two threads.
     let worker = move |t: u64, threads: u64| {
         let (mut steps, mut violations, mut stats) = (0, Vec::new(), BTreeMap::new());
+        let mut slowest = Slowest::default();
         let mut seed = first + t;
         while seed < first + seeds {
+            let started = Clock::start();
             let outcome = world::run(seed, false);
+            slowest.note(seed, outcome.steps, started.elapsed_us());
             steps += outcome.steps;
             violations.extend(outcome.violations);
             for (what, n) in outcome.stats {
-                *stats.entry(what).or_insert(0) += n;
+                add_stat(&mut stats, what, n);
             }
             seed += threads;
         }
-        (steps, violations, stats)
+        (steps, violations, stats, slowest)
     };
     let threads = if cfg!(target_arch = "wasm32") {
         1
     } else {
         std::thread::available_parallelism().map_or(1, |n| n.get()).min(2) as u64
     };
-    let results: Vec<(u64, Vec<Violation>, BTreeMap<&'static str, u64>)> = if threads == 1 {
+    let results: Vec<(u64, Vec<Violation>, BTreeMap<&'static str, u64>, Slowest)> = if threads == 1 {
         vec![worker(0, 1)]
     } else {
         std::thread::scope(|scope| {
@@ -129,11 +195,12 @@ fn simulation_seeds_keep_the_invariants() {
     let mut violations: Vec<Violation> = results.iter().flat_map(|r| r.1.clone()).collect();
     violations.sort_by_key(|v| (v.seed, v.step));
     let failing: std::collections::BTreeSet<u64> = violations.iter().map(|v| v.seed).collect();
-    println!("simulation: {seeds} seeds, {steps} steps, {} violations", violations.len());
+    let slowest = results.iter().map(|r| r.3).fold(Slowest::default(), Slowest::merge);
+    println!("simulation: {seeds} seeds, {steps} steps, {} violations; {slowest}", violations.len());
     if env_u64("SIM_STATS").is_some() {
         let mut stats: BTreeMap<&'static str, u64> = BTreeMap::new();
         for (what, n) in results.iter().flat_map(|r| r.2.iter()) {
-            *stats.entry(what).or_insert(0) += n;
+            add_stat(&mut stats, what, *n);
         }
         for (what, n) in stats {
             eprintln!("  {what}: {n}");

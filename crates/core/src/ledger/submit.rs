@@ -25,6 +25,7 @@
 //! message ([`AdoptStep`]).
 
 use crate::admission::{self, Admission, Arrival};
+use crate::background::{self, Outbox};
 use crate::fingerprint::Fingerprint;
 use crate::job::{Job, JobPolicy, JobState};
 use crate::keyless::Keyless;
@@ -343,6 +344,11 @@ pub enum AdoptStep {
     },
     /// Send its queue message (through the outbox).
     Enqueue,
+    /// Send its dead letter (once): it needs an operator already, an
+    /// unknown outcome under `UNKNOWN_POLICY=block` whose lease is over
+    /// (no alarm would ever find it so: its lease ended before it was a
+    /// background job).
+    DeadLetter,
 }
 
 /// An adoption: the job as it ends up, and the steps that make it so.
@@ -381,6 +387,9 @@ pub fn adopt(
         job.run_in_background(now_ms);
         let generation = job.generation();
         steps.extend([AdoptStep::SaveRequest { generation }, AdoptStep::Update { read }, AdoptStep::Enqueue]);
+        if background::needs_operator(&job, &Outbox::default(), now_ms) {
+            steps.push(AdoptStep::DeadLetter);
+        }
     }
     Adoption { job, steps }
 }
@@ -732,5 +741,20 @@ mod tests {
             adoption.steps
         );
         assert!(adoption.job.is_background());
+    }
+
+    #[test]
+    fn adopting_a_job_already_waiting_for_an_operator_sends_its_dead_letter() {
+        // A foreground call ended unknown under UNKNOWN_POLICY=block; its
+        // unknown lease is over when a background submission adopts it.
+        let block = JobPolicy::new(3, 1_000, 5_000, 86_400_000, UnknownPolicy::Block).unwrap();
+        let mut job = Job::new(fp(), T0, block);
+        let ticket = job.claim(job.version(), T0, "p", None).unwrap();
+        job.mark_unknown(ticket, T0 + 10, AttemptReport::default()).unwrap();
+        let adoption = adopt(Some(job.clone()), None, &fp(), T0 + 10 + 5_000, block);
+        assert_eq!(adoption.steps.last(), Some(&AdoptStep::DeadLetter), "{:?}", adoption.steps);
+        // Still within its lease: the alarm letters it when the lease ends.
+        let early = adopt(Some(job), None, &fp(), T0 + 20, block);
+        assert!(!early.steps.contains(&AdoptStep::DeadLetter));
     }
 }

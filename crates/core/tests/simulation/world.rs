@@ -720,6 +720,7 @@ impl World {
                     }
                 }
                 AdoptStep::Enqueue => self.enqueue(j),
+                AdoptStep::DeadLetter => self.dead_letter_once(j),
             }
         }
         self.arm(j);
@@ -1361,8 +1362,8 @@ impl World {
         self.cursor.last_seen_ms = self.now;
         if let Some(lost) = self.lost_at[j].take() {
             let waited = self.now - lost;
-            *self.stats.entry("longest wait after a lost message (s)").or_insert(0) =
-                self.stats.get("longest wait after a lost message (s)").copied().unwrap_or(0).max(waited / 1_000);
+            let longest = self.stats.entry("wait after a lost message, s (max)").or_insert(0);
+            *longest = (*longest).max(waited / 1_000);
             if waited > LOST_MESSAGE_BOUND_MS {
                 self.violate(
                     "lost-job-moves",

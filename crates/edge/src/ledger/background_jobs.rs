@@ -74,6 +74,7 @@ impl Ledger {
                 }
                 AdoptStep::Update { read } => store.update_job(read, &job)?,
                 AdoptStep::Enqueue => self.enqueue(config, &job, false).await?,
+                AdoptStep::DeadLetter => self.dead_letter_once(&job).await?,
             }
         }
         self.arm(config, &job);
