@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -72,7 +72,7 @@ const withVars = (text, lines) => `${text.trimEnd()}\n${lines.join("\n")}\n`;
 describe("make package: the worker bundle", () => {
   test("holds the built worker, the production template and the console, and nothing of the demo", () => {
     const files = readdirSync(bundle, { recursive: true }).sort();
-    assert.deepEqual(files, ["console", "console/admin", "console/admin/admin.css", "console/admin/admin.js", "console/admin/index.html", "console/theme.css", "index.js", "index_bg.wasm", "job-types.json", "wrangler.toml"]);
+    assert.deepEqual(files, ["console", "console/_headers", "console/admin", "console/admin/admin.css", "console/admin/admin.js", "console/admin/index.html", "console/theme.css", "index.js", "index_bg.wasm", "job-types.json", "wrangler.toml"]);
     assert.equal(template, readFileSync(path.join(ROOT, "deploy/wrangler.toml"), "utf8"));
     // The deployment's build (make build-edge-deploy), not the one make dev and the tests run.
     for (const file of ["index_bg.wasm", "job-types.json"]) {
@@ -346,6 +346,34 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
   } finally {
     await worker?.stop();
     await llm.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the packaged console, once served, carries the console's headers: its pages and /theme.css with nosniff", async () => {
+  // The template's [assets] turned on, with ADMIN_KEYS, as README's Deploy says.
+  const dir = mkdtempSync(path.join(tmpdir(), "onejob-console-"));
+  for (const file of ["index.js", "index_bg.wasm"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
+  cpSync(path.join(bundle, "console"), path.join(dir, "console"), { recursive: true });
+  const served = template
+    .replace(/^# (\[assets\]|directory = "console"|binding = "ASSETS"|run_worker_first = \[.*\])$/gm, "$1")
+    .replace('required = ["TENANTS", ', 'required = ["TENANTS", "ADMIN_KEYS", ');
+  writeFileSync(path.join(dir, "wrangler.toml"), served);
+  const secrets = path.join(dir, "secrets.env");
+  writeFileSync(secrets, `TENANTS='{"${sha256(DEV_KEY)}":"dev"}'\nUPSTREAM_API_KEY=sk-upstream-test\nADMIN_KEYS='{"${sha256("console-admin-key")}":{"name":"ops","tenant":"*"}}'\n`);
+  let worker;
+  try {
+    worker = await startWorker({ cwd: dir, config: "wrangler.toml", persistTo: path.join(dir, ".state"), envFile: secrets, vars: { UPSTREAM: "https://api.example.com/v1" } });
+    for (const route of ["/admin/", "/admin/admin.js", "/admin/admin.css", "/theme.css"]) {
+      const res = await fetch(`${worker.url}${route}`);
+      await res.arrayBuffer();
+      assert.equal(res.status, 200, route);
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff", route);
+      if (route.startsWith("/admin/")) assert.match(res.headers.get("content-security-policy") ?? "", /default-src 'none'/, route);
+    }
+    assert.equal((await fetch(`${worker.url}/_headers`)).status, 404, "the file itself is not served");
+  } finally {
+    await worker?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });
