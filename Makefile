@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-client test-core test-core-wasm test-edge test-crash simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-edge-deploy build-client test-core test-core-wasm test-edge test-crash simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -17,14 +17,33 @@ bootstrap:
 
 ## What each build is made from: make rebuilds an artifact only when one of
 ## these is newer than it (a clean clone has none, so everything is built).
-## The core's sources are in both (its tests and examples in neither);
-## jobs/*.json are bundled into the worker (build.rs; the folder, so that a
-## removed type is seen too);
+## The core's sources are in both (its tests and examples in neither, but
+## the example that writes each worker build's job-types.json);
+## a folder of job types is bundled into the worker (build.rs; the folder
+## too, so that a removed type is seen): jobs/ in the builds `make dev` and
+## the tests run, the deployment's own (or none) in `make package`'s, below;
 ## crates/client/js is the SDK's JavaScript, its types and its README.
 crate_files = $(shell find $(1) -type f \( -name '*.rs' -o -name Cargo.toml \))
 CARGO_FILES := Cargo.toml Cargo.lock
 CORE_SOURCES := $(call crate_files,crates/core/src) crates/core/Cargo.toml
-EDGE_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs jobs $(wildcard jobs/*.json)
+EDGE_CODE := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/edge/src) crates/edge/Cargo.toml crates/edge/build.rs \
+  crates/core/examples/job-types.rs
+EDGE_SOURCES := $(EDGE_CODE) jobs $(wildcard jobs/*.json)
+
+## Job types: build.rs bundles the *.json of the folder ONEJOB_JOB_TYPES
+## names. The demo's (jobs/, the triage type) come with `make dev` and the
+## tests; a deployment's build (`make package`, crates/edge/build-deploy)
+## has the folder the deployment names, `make package
+## ONEJOB_JOB_TYPES=path/to/folder`, or none (the default). Which folder the
+## deployment's build was last asked for is kept in DEPLOY_JOB_TYPES_RECORD,
+## rewritten only when another one (or none) is named, so that naming
+## another rebuilds it.
+DEMO_JOB_TYPES := $(CURDIR)/jobs
+DEPLOY_JOB_TYPES := $(if $(strip $(ONEJOB_JOB_TYPES)),$(abspath $(strip $(ONEJOB_JOB_TYPES))))
+DEPLOY_JOB_TYPES_RECORD := target/stamps/deploy-job-types
+$(shell mkdir -p target/stamps && { [ -e $(DEPLOY_JOB_TYPES_RECORD) ] && [ "$$(cat $(DEPLOY_JOB_TYPES_RECORD))" = '$(DEPLOY_JOB_TYPES)' ] \
+  || printf '%s\n' '$(DEPLOY_JOB_TYPES)' > $(DEPLOY_JOB_TYPES_RECORD); })
+DEPLOY_SOURCES := $(EDGE_CODE) $(DEPLOY_JOB_TYPES_RECORD) $(if $(DEPLOY_JOB_TYPES),$(wildcard $(DEPLOY_JOB_TYPES) $(DEPLOY_JOB_TYPES)/*.json))
 CLIENT_SOURCES := $(CARGO_FILES) $(CORE_SOURCES) $(call crate_files,crates/client/src) crates/client/Cargo.toml \
   $(shell find crates/client/js -type f) scripts/inline-entry.mjs scripts/wasm-abort-panics.mjs scripts/wasm-blank-panic-text.mjs scripts/wasm-short-names.mjs scripts/wasm-glue-loader.mjs
 
@@ -41,30 +60,43 @@ stamp_done = @mv target/stamps/$(1).start $(2)
 ## its sources changed since its last build.
 build: bootstrap build-edge build-client
 
-# The worker, twice: build-edge is the production build (crates/edge/build,
-# wrangler.toml's `main`: what `make dev`, `make package` and a deployment
-# run); build-edge-test adds the cargo feature `faults`, the fault injection
-# some edge tests need (crates/edge/src/env/faults.rs), in crates/edge/build-test.
+# The worker, three times. build-edge is the production build with the
+# demo's job types (crates/edge/build, wrangler.toml's `main`: what `make
+# dev` and the tests run); build-edge-test adds the cargo feature `faults`,
+# the fault injection some edge tests need (crates/edge/src/env/faults.rs),
+# in crates/edge/build-test; build-edge-deploy is the production build with
+# the deployment's job types (ONEJOB_JOB_TYPES, default none), in
+# crates/edge/build-deploy: what `make package` packs and a deployment runs.
+# Each ends with job-types.json beside the worker: what its job types need of
+# a deployment, in the core's words (crates/core/examples/job-types.rs),
+# which `make deploy-check` reads.
 # A failed build fails the target and leaves no artifact to run: the old one
 # is removed first (only when rebuilding), pipefail keeps worker-build's
 # status (the filter never fails the pipe), a half-made one is removed, and
 # no stamp is written.
-# edge_build DIR CARGO-ARGS
+# edge_build DIR CARGO-ARGS JOB-TYPES-FOLDER
 define edge_build
 	$(call stamp_start,edge-$(1))
 	@rm -rf crates/edge/$(1)
-	@$(ENV) cd crates/edge && worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; } \
+	@$(ENV) cd crates/edge && ONEJOB_JOB_TYPES='$(3)' worker-build --release --out-dir $(1) $(2) 2>&1 | { grep -vE '^\s+(Compiling|Downloaded|Downloading)' || true; } \
 	  && test -s $(1)/index_bg.wasm && test -s $(1)/index.js || { rm -rf $(1); echo "worker build failed"; exit 1; }
+	@$(ENV) cargo run -q -p onejob-core --example job-types -- '$(3)' > crates/edge/$(1)/job-types.json \
+	  || { rm -rf crates/edge/$(1); echo "worker build failed: its job types' needs (job-types.json)"; exit 1; }
 endef
 build-edge: crates/edge/build/.built
 build-edge-test: crates/edge/build-test/.built
+build-edge-deploy: crates/edge/build-deploy/.built
 crates/edge/build/.built: $(EDGE_SOURCES)
-	$(call edge_build,build,)
+	$(call edge_build,build,,$(DEMO_JOB_TYPES))
 	@$(if $(QUIET),,bash scripts/size.sh crates/edge/build/index_bg.wasm crates/edge/build/index.js)
 	$(call stamp_done,edge-build,$@)
 crates/edge/build-test/.built: $(EDGE_SOURCES)
-	$(call edge_build,build-test,--features faults)
+	$(call edge_build,build-test,--features faults,$(DEMO_JOB_TYPES))
 	$(call stamp_done,edge-build-test,$@)
+crates/edge/build-deploy/.built: $(DEPLOY_SOURCES)
+	@$(if $(DEPLOY_JOB_TYPES),test -d '$(DEPLOY_JOB_TYPES)' || { echo "ONEJOB_JOB_TYPES=$(ONEJOB_JOB_TYPES): no such folder of job types"; exit 1; })
+	$(call edge_build,build-deploy,,$(DEPLOY_JOB_TYPES))
+	$(call stamp_done,edge-build-deploy,$@)
 
 # The npm package `onejob`: wasm-pack (web target) + npm binaryen's wasm-opt,
 # then the hand-written entries (browser, node, workerd) from crates/client/js.
@@ -159,14 +191,16 @@ dev-vars: .dev.vars
 
 ## package: what users install and operators deploy, with no Rust:
 ## dist/onejob-<version>.tgz (the SDK, `npm install ./dist/onejob-<version>.tgz`)
-## and dist/onejob-worker-<version>/ (+ .tgz): the built worker, the
+## and dist/onejob-worker-<version>/ (+ .tgz): the deployment's build of the
+## worker (its job types: ONEJOB_JOB_TYPES=folder, default none), the
 ## production wrangler.toml (deploy/wrangler.toml) and the console.
-package: build
+package: bootstrap build-edge-deploy build-client
 	@$(ENV) bash scripts/package.sh dist
 
 ## deploy-check: `wrangler deploy --dry-run` (offline) of CONFIG, refused if a
 ## credential, a demo switch, a placeholder id or an unguarded console would
-## ship (scripts/deploy-check.mjs). Default: the packaged production template,
+## ship, or a job type of the worker would be off for a setting the
+## configuration lacks (scripts/deploy-check.mjs). Default: the packaged production template,
 ## which fails until its ids are filled in. WRANGLER_ENV=name checks its [env.name].
 deploy-check: $(if $(CONFIG),,package)
 	@$(ENV) node scripts/deploy-check.mjs $(or $(CONFIG),dist/onejob-worker-$(shell sed -nE 's/^version = "([^"]+)"/\1/p' Cargo.toml | head -1)/wrangler.toml) $(if $(WRANGLER_ENV),--env $(WRANGLER_ENV))
@@ -236,4 +270,4 @@ experiment:
 
 clean:
 	cargo clean
-	rm -rf crates/edge/build crates/edge/build-test crates/client/pkg www/sdk .wrangler
+	rm -rf crates/edge/build crates/edge/build-test crates/edge/build-deploy crates/client/pkg www/sdk .wrangler

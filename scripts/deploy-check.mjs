@@ -15,14 +15,22 @@
 //     at all (every request would answer 500 gateway-misconfigured);
 //   - the worker built with fault injection (`make build-edge-test`, the
 //     cargo feature `faults`: its wasm reads those knobs) instead of the
-//     production build (`make build-edge`);
+//     production build (`make package`, `make build-edge-deploy`);
 //   - a placeholder: a REPLACE_WITH_… value, a KV id that is not 32 hex
 //     digits, a D1 id that is not a UUID or is one of the development's
 //     00000000-0000-… ids;
 //   - static assets holding the demo page (a file that calls /demo/*), or the
 //     console (a file that calls /onejob/v1/admin) while ADMIN_KEYS is not in
 //     secrets.required, and a configuration whose secrets.required lacks
-//     TENANTS (without it every request is a 401).
+//     TENANTS (without it every request is a 401);
+//   - a job type of the worker that would be off: one of its settings (as
+//     job-types.json beside the worker lists them, in the core's words:
+//     every build writes it) is not in this configuration: a variable in
+//     neither [vars] nor secrets.required, a secret not in
+//     secrets.required, a D1 database not bound. The worker would run
+//     without that type (its runs answer 503 job-type-not-configured);
+//     every other route works. Types of a JOB_TYPES var are checked when
+//     the worker starts, not here.
 //
 // Prints what would ship and one line per problem; exits 1 if there is one.
 // Usage: node scripts/deploy-check.mjs [CONFIG] [--env NAME]
@@ -78,7 +86,7 @@ if (dry.status !== 0) {
   for (const wasm of written.filter((f) => f.endsWith(".wasm"))) {
     const bytes = readFileSync(path.join(outdir, wasm), "latin1");
     const knobs = FAULT_KNOBS.filter((knob) => bytes.includes(knob));
-    if (knobs.length) fail(`the worker is the build with fault injection (it reads ${knobs.join(", ")}): deploy the production build (make build-edge)`);
+    if (knobs.length) fail(`the worker is the build with fault injection (it reads ${knobs.join(", ")}): deploy the production build (make package)`);
   }
   // "env.NAME ("value…")   Environment Variable": what the upload would carry.
   shippedVars = [...dryOutput.matchAll(/^env\.([A-Za-z0-9_]+) \(.*\)\s+Environment Variable\s*$/gm)].map((m) => m[1]);
@@ -127,6 +135,42 @@ if (config) {
     if (names.includes(knob) && !["", "0"].includes(text(knob))) fail(`testing knob in [vars]: ${knob}`);
   }
   if (!required.includes("TENANTS")) fail("TENANTS is not in secrets.required: a deployment without it answers every request 401");
+
+  // The worker's job types, and what each needs (job-types.json, written
+  // beside every build of the worker by the core: make build-edge*, make package).
+  const manifestPath = config.main ? path.join(path.dirname(config.main), "job-types.json") : null;
+  let jobTypes = null;
+  try {
+    jobTypes = JSON.parse(readFileSync(manifestPath, "utf8"));
+  } catch (error) {
+    fail(`cannot tell the worker's job types: ${manifestPath ? path.relative(process.cwd(), manifestPath) : "job-types.json"} ${error.code === "ENOENT" ? "is missing" : "is unreadable"} (every build of the worker writes it beside index.js: make package)`);
+  }
+  if (jobTypes) {
+    // JOB_TYPES adds types, or replaces these by name: those are the worker's to check when it starts.
+    let fromVar = [];
+    if (text("JOB_TYPES") !== "") {
+      try {
+        fromVar = Object.keys(JSON.parse(text("JOB_TYPES")));
+      } catch {}
+    }
+    const names = Object.keys(jobTypes).filter((name) => !fromVar.includes(name));
+    const d1 = (config.d1_databases ?? []).map((d) => d.binding);
+    const has = ({ kind, name }) =>
+      kind === "variable" ? text(name) !== "" || required.includes(name)
+      : kind === "secret" ? required.includes(name) || text(name) !== ""
+      : kind === "d1" ? d1.includes(name)
+      : false;
+    const described = ({ kind, name }) => (kind === "d1" ? `the D1 database ${name}` : `the ${kind} ${name}`);
+    const list = (items) => (items.length > 1 ? `${items.slice(0, -1).join(", ")} and ${items.at(-1)}` : items.join(""));
+    console.log(`  job types: ${names.map((name) => `${name} (needs ${list(jobTypes[name].needs.map(described)) || "nothing"})`).join(", ") || "none"}`);
+    if (fromVar.length) console.log(`  JOB_TYPES: ${fromVar.join(", ")} (checked when the worker starts)`);
+    for (const name of names) {
+      const lacking = jobTypes[name].needs.filter((need) => !has(need));
+      if (lacking.length) {
+        fail(`job type ${name} would be off (its runs answer 503 job-type-not-configured): it needs ${list(lacking.map(described))}, which this configuration does not set`);
+      }
+    }
+  }
 
   for (const name of names.filter((n) => text(n).includes(PLACEHOLDER))) fail(`placeholder in [vars]: ${name} = ${text(name)}`);
   for (const { binding, id } of config.kv_namespaces ?? []) {

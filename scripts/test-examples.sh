@@ -17,6 +17,13 @@ c=$(printf '{"b":2,"a":"x"}' | fp POST /v1/chat/completions | tail -1)
 err=$(printf '{"a":1,"a":2}' | fp POST /v1/x 2>&1 >/dev/null || true)
 check "duplicate names are refused with the name" 'fingerprint: object has duplicate member name "a" (use --bytes for a body that is not JSON)' "$err"
 
+jt() { cargo run -q -p onejob-core --example job-types -- "$@"; }
+check "job-types: what the demo's triage needs of a deployment" 'd1 TICKETS,variable MAIL_URL,secret MAIL_SECRET' \
+  "$(jt jobs | node -e 'const m = JSON.parse(require("fs").readFileSync(0, "utf8")); console.log(m.triage.needs.map((n) => `${n.kind} ${n.name}`).join())')"
+check "job-types: no folder, no job types" '{}' "$(jt)"
+err=$(jt no-such-folder 2>&1 >/dev/null || true)
+check "job-types: a missing folder is refused by name" 'job-types: cannot read the folder no-such-folder: No such file or directory (os error 2)' "$err"
+
 table=$(cargo run -q --release -p onejob-core --example contention)
 echo "$table"
 none=$(awk '$1=="none" && $2==100 {print $3}' <<<"$table")

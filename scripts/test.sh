@@ -36,12 +36,14 @@ run() {
 }
 
 # The worker and the client, built once for every suite that needs them
-# (worker-build and wasm-bindgen), with their sizes. The worker twice: the
-# production build most suites run (and the package ships), and the build
+# (worker-build and wasm-bindgen), with their sizes. The worker three times:
+# the production build with the demo's job types most suites run, the build
 # with fault injection (cargo feature `faults`) for the edge tests that set
-# its knobs (tests/support/worker.mjs, `faults: true`).
-echo "=== build: worker (production and with faults) and client for wasm32"
-make -s build-edge build-edge-test build-client || { echo "build: FAILED"; status=1; }
+# its knobs (tests/support/worker.mjs, `faults: true`), and the deployment's
+# build (no job type unless ONEJOB_JOB_TYPES names a folder) that the
+# package ships (tests/package/deploy.test.mjs).
+echo "=== build: worker (production, with faults, a deployment's) and client for wasm32"
+make -s build-edge build-edge-test build-edge-deploy build-client || { echo "build: FAILED"; status=1; }
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
-import { TENANT_B_KEY, assertProblem, chat, newKey, sleep, startStack, triageInput, waitFor } from "../support/harness.mjs";
+import { DEV_KEY, TENANT_B_KEY, assertProblem, chat, newKey, sleep, startStack, triageInput, waitFor } from "../support/harness.mjs";
 import { freePort } from "../support/worker.mjs";
 
 /** Runs `body` against a stack started with `options`, then stops it. */
@@ -53,6 +53,41 @@ test("no UPSTREAM (nor PROVIDERS): 500 gateway-misconfigured on every route, nev
     // The log reaches wrangler's output a moment later (longer on a loaded machine).
     const logged = /gateway misconfigured: UPSTREAM must be set: "demo" \(development\) or the provider's http\(s\) base URL, or set PROVIDERS/;
     await waitFor("the misconfiguration in the worker's log", () => ({ ok: logged.test(stack.worker.output()) }));
+  });
+});
+
+test("a job type lacking its settings is off alone (issue 34): every other route answers, its runs get a problem naming the type and the settings", async () => {
+  // A deployment of the demo's triage type without MAIL_URL and MAIL_SECRET,
+  // the settings only that type uses, once answered every request 500
+  // gateway-misconfigured, /v1 included. "" is unset (it overrides
+  // dev.vars.example's values; a blank setting is an unset one).
+  await withStack({ vars: { MAIL_URL: "", MAIL_RECEIPT_URL: "", MAIL_SECRET: "" }, logLevel: "log" }, async (stack) => {
+    const key = newKey();
+    const proxied = await stack.post(key, chat("the gateway still answers"));
+    assert.equal(proxied.res.status, 200, proxied.text);
+    assert.equal(stack.llm.calls(key).length, 1);
+    assert.equal((await stack.getJob(key)).status, 200, "a job's route");
+    const models = await fetch(`${stack.url}/v1/models`, { headers: { Authorization: `Bearer ${DEV_KEY}` } });
+    assert.equal(models.status, 200, await models.text());
+    const admin = await stack.admin("/onejob/v1/admin/dead-letters");
+    assert.equal(admin.status, 200, `the operator API: ${admin.text}`);
+
+    const run = await stack.run("triage", newKey(), triageInput("T-OFF"));
+    const problem = assertProblem(run, 503, "job-type-not-configured");
+    assert.equal(
+      problem.detail,
+      "job type triage is not configured in this deployment: it needs the variable MAIL_URL and the secret MAIL_SECRET, which are not set",
+    );
+    assert.equal(run.res.headers.get("x-should-retry"), "false", "asking again cannot help until the operator sets them");
+    // Nothing else of the configuration: no value, no other setting's name.
+    assert.doesNotMatch(run.text, /TICKETS|MAIL_RECEIPT_URL|demo:inbox|onejob-dev-mail-secret|UPSTREAM/);
+    // A caller without credentials learns nothing of it; an unknown type is still unknown.
+    assertProblem(await stack.run("triage", newKey(), triageInput("T-OFF"), { token: null }), 401, "unauthorized");
+    assertProblem(await stack.run("no_such_type", newKey(), {}), 404, "unknown-job-type");
+    assert.equal(stack.llm.allCalls().length, 1, "no run reached the provider");
+    // The operator's log says which type is off, and why.
+    const logged = /job type triage is not configured in this deployment: it needs the variable MAIL_URL and the secret MAIL_SECRET/;
+    await waitFor("the disabled type in the worker's log", () => ({ ok: logged.test(stack.worker.output()) }));
   });
 });
 

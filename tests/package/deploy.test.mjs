@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { execFile, spawnSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { copyFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import { unstable_readConfig } from "wrangler";
 
 import { DEV_KEY, sha256, startFakeLlm, startWorker } from "../support/harness.mjs";
-import { EDGE_TEST_BUILD, FAULT_KNOBS } from "../support/worker.mjs";
+import { EDGE_BUILD, EDGE_DEPLOY_BUILD, EDGE_TEST_BUILD, FAULT_KNOBS } from "../support/worker.mjs";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const VERSION = readFileSync(path.join(ROOT, "Cargo.toml"), "utf8").match(/^version = "([^"]+)"/m)[1];
@@ -55,7 +55,6 @@ function filled(text = template) {
   return text.replace(/"REPLACE_WITH_([A-Z_]+)"/g, (_, what) => {
     if (what.endsWith("_DATABASE_ID")) return `"${randomUUID()}"`;
     if (what.endsWith("_NAMESPACE_ID")) return `"${randomBytes(16).toString("hex")}"`;
-    if (what === "MAIL_API_SEND_URL") return `"https://mail.example.com/v1/send"`;
     throw new Error(`a placeholder this test does not know: ${what}`);
   });
 }
@@ -73,9 +72,24 @@ const withVars = (text, lines) => `${text.trimEnd()}\n${lines.join("\n")}\n`;
 describe("make package: the worker bundle", () => {
   test("holds the built worker, the production template and the console, and nothing of the demo", () => {
     const files = readdirSync(bundle, { recursive: true }).sort();
-    assert.deepEqual(files, ["console", "console/admin", "console/admin/admin.css", "console/admin/admin.js", "console/admin/index.html", "console/theme.css", "index.js", "index_bg.wasm", "wrangler.toml"]);
+    assert.deepEqual(files, ["console", "console/_headers", "console/admin", "console/admin/admin.css", "console/admin/admin.js", "console/admin/index.html", "console/theme.css", "index.js", "index_bg.wasm", "job-types.json", "wrangler.toml"]);
     assert.equal(template, readFileSync(path.join(ROOT, "deploy/wrangler.toml"), "utf8"));
-    assert.ok(readFileSync(path.join(bundle, "index_bg.wasm")).equals(readFileSync(path.join(ROOT, "crates/edge/build/index_bg.wasm"))));
+    // The deployment's build (make build-edge-deploy), not the one make dev and the tests run.
+    for (const file of ["index_bg.wasm", "job-types.json"]) {
+      assert.ok(readFileSync(path.join(bundle, file)).equals(readFileSync(path.join(ROOT, EDGE_DEPLOY_BUILD, file))), file);
+    }
+  });
+
+  test("a deployment's worker has the job types it names, none by default: not the demo's (issue 34)", () => {
+    // make package without ONEJOB_JOB_TYPES: no job type, so nothing for a deployment to set.
+    assert.deepEqual(JSON.parse(readFileSync(path.join(bundle, "job-types.json"), "utf8")), {});
+    // The builds make dev and the tests run have the demo's (jobs/), with what they need.
+    assert.deepEqual(JSON.parse(readFileSync(path.join(ROOT, EDGE_BUILD, "job-types.json"), "utf8")), {
+      triage: { needs: [{ kind: "d1", name: "TICKETS" }, { kind: "variable", name: "MAIL_URL" }, { kind: "secret", name: "MAIL_SECRET" }] },
+    });
+    assert.deepEqual(readFileSync(path.join(ROOT, EDGE_TEST_BUILD, "job-types.json"), "utf8"), readFileSync(path.join(ROOT, EDGE_BUILD, "job-types.json"), "utf8"));
+    // The template asks for none of the demo's settings.
+    assert.doesNotMatch(template.replace(/^#.*$/gm, ""), /MAIL_URL|MAIL_SECRET|TICKETS/);
     const listed = spawnSync("tar", ["-tzf", `${bundle}.tgz`], { encoding: "utf8" }).stdout.trim().split("\n");
     assert.ok(listed.includes(`onejob-worker-${VERSION}/index_bg.wasm`) && listed.includes(`onejob-worker-${VERSION}/wrangler.toml`), listed.join(", "));
   });
@@ -83,13 +97,20 @@ describe("make package: the worker bundle", () => {
 
 test("the production template binds what wrangler.toml binds: Durable Objects, migrations, queues, D1 and KV", () => {
   // Written twice (development and production): a class, migration or queue
-  // added to one must reach the other, or a deployment would lack it.
+  // added to one must reach the other, or a deployment would lack it. The
+  // demo's job types' databases (TICKETS) are development's only: a
+  // deployment binds those its own job types need.
+  const demoDatabases = Object.values(JSON.parse(readFileSync(path.join(ROOT, EDGE_BUILD, "job-types.json"), "utf8")))
+    .flatMap((t) => t.needs)
+    .filter((need) => need.kind === "d1")
+    .map((need) => need.name);
+  assert.deepEqual(demoDatabases, ["TICKETS"]);
   const read = (file) => unstable_readConfig({ config: file }, { hideWarnings: true });
   const bindings = (c) => ({
     durable_objects: c.durable_objects,
     migrations: c.migrations,
     queues: c.queues,
-    d1: c.d1_databases.map((d) => d.binding),
+    d1: c.d1_databases.map((d) => d.binding).filter((binding) => !demoDatabases.includes(binding)),
     kv: c.kv_namespaces.map((k) => k.binding),
     compatibility_date: c.compatibility_date,
     name: c.name,
@@ -108,6 +129,7 @@ describe("make deploy-check", () => {
     assert.deepEqual(failures, [
       "no UPSTREAM nor PROVIDERS: every request would answer 500 gateway-misconfigured",
       "TENANTS is not in secrets.required: a deployment without it answers every request 401",
+      "job type triage would be off (its runs answer 503 job-type-not-configured): it needs the variable MAIL_URL and the secret MAIL_SECRET, which this configuration does not set",
       'placeholder id: KV namespace RESULTS has id "onejob-results-local" (a namespace id is 32 hex digits: wrangler kv namespace create)',
       'placeholder id: D1 database OPS has id "00000000-0000-4000-8000-000000000000" (wrangler d1 create prints its UUID)',
       'placeholder id: D1 database TICKETS has id "00000000-0000-4000-8000-000000000001" (wrangler d1 create prints its UUID)',
@@ -120,20 +142,19 @@ describe("make deploy-check", () => {
     const { status, failures } = await deployCheck(path.join(bundle, "wrangler.toml"));
     assert.equal(status, 1);
     assert.deepEqual(failures, [
-      "placeholder in [vars]: MAIL_URL = REPLACE_WITH_MAIL_API_SEND_URL",
       'placeholder id: KV namespace RESULTS has id "REPLACE_WITH_RESULTS_NAMESPACE_ID" (a namespace id is 32 hex digits: wrangler kv namespace create)',
       'placeholder id: D1 database OPS has id "REPLACE_WITH_OPS_DATABASE_ID" (wrangler d1 create prints its UUID)',
-      'placeholder id: D1 database TICKETS has id "REPLACE_WITH_TICKETS_DATABASE_ID" (wrangler d1 create prints its UUID)',
     ]);
   });
 
-  test("the production template with its ids and mail URL filled in is safe to deploy", async () => {
+  test("the production template with its ids filled in is safe to deploy", async () => {
     const { status, lines, failures, output } = await deployCheck(config(filled()));
     assert.deepEqual(failures, []);
     assert.equal(status, 0, output);
     assert.deepEqual(lines.slice(1), [
-      "  vars that would ship: UPSTREAM, MAIL_URL",
-      "  secrets required: TENANTS, UPSTREAM_API_KEY, MAIL_SECRET",
+      "  vars that would ship: UPSTREAM",
+      "  secrets required: TENANTS, UPSTREAM_API_KEY",
+      "  job types: none",
       "  assets: none",
       "deploy-check: safe to deploy",
     ]);
@@ -166,7 +187,8 @@ describe("make deploy-check", () => {
   // configuration (each check adds its own line), and no UPSTREAM in another.
   test("a demo switch is refused, each by what it turns on", async () => {
     const base = filled();
-    const text = withVars(base.replace(/^UPSTREAM = .*$/m, 'UPSTREAM = "demo"').replace(/^MAIL_URL = .*$/m, 'MAIL_URL = "demo:inbox"'), [
+    const text = withVars(base.replace(/^UPSTREAM = .*$/m, 'UPSTREAM = "demo"'), [
+      'MAIL_URL = "demo:inbox"',
       'DEMO_TOKEN_ISSUER = "on"',
       `PROVIDERS = '[{"name":"d","kind":"demo"}]'`,
       'QUEUE_SEND_FAULTS = "3"',
@@ -193,7 +215,9 @@ describe("make deploy-check", () => {
     const { status, failures } = await deployCheck(config(text));
     assert.equal(status, 1);
     assert.deepEqual(failures, [
-      `the worker is the build with fault injection (it reads ${FAULT_KNOBS.join(", ")}): deploy the production build (make build-edge)`,
+      `the worker is the build with fault injection (it reads ${FAULT_KNOBS.join(", ")}): deploy the production build (make package)`,
+      // The test build has the demo's job types, which the template does not set up.
+      "job type triage would be off (its runs answer 503 job-type-not-configured): it needs the D1 database TICKETS, the variable MAIL_URL and the secret MAIL_SECRET, which this configuration does not set",
     ]);
   });
 
@@ -216,7 +240,50 @@ describe("make deploy-check", () => {
     const guarded = await deployCheck(config(served.replace('required = ["TENANTS", ', 'required = ["TENANTS", "ADMIN_KEYS", ')));
     assert.deepEqual(guarded.failures, []);
     assert.equal(guarded.status, 0, guarded.output);
-    assert.ok(guarded.lines.includes("  secrets required: TENANTS, ADMIN_KEYS, UPSTREAM_API_KEY, MAIL_SECRET"), guarded.output);
+    assert.ok(guarded.lines.includes("  secrets required: TENANTS, ADMIN_KEYS, UPSTREAM_API_KEY"), guarded.output);
+  });
+
+  test("a job type of the worker lacking a setting is reported by name (issue 34), and the configuration that sets them is safe", async () => {
+    // The worker with the demo's triage type (the build make dev runs):
+    // job-types.json beside it says what the type needs.
+    const demoWorker = path.join(ROOT, EDGE_BUILD, "index.js");
+    const base = filled().replace(/^main = .*$/m, `main = ${JSON.stringify(demoWorker)}`);
+    const lacking = await deployCheck(config(base));
+    assert.equal(lacking.status, 1);
+    assert.deepEqual(lacking.failures, [
+      "job type triage would be off (its runs answer 503 job-type-not-configured): it needs the D1 database TICKETS, the variable MAIL_URL and the secret MAIL_SECRET, which this configuration does not set",
+    ]);
+    assert.ok(lacking.lines.includes("  job types: triage (needs the D1 database TICKETS, the variable MAIL_URL and the secret MAIL_SECRET)"), lacking.output);
+    // One setting still missing: named alone.
+    const withUrl = withVars(base, ['MAIL_URL = "https://mail.example.com/v1/send"']);
+    const tickets = `\n[[d1_databases]]\nbinding = "TICKETS"\ndatabase_name = "onejob-tickets"\ndatabase_id = "${randomUUID()}"\n`;
+    const withDatabase = withUrl.replace(/^\[vars\]$/m, `${tickets}\n[vars]`);
+    assert.notEqual(withDatabase, withUrl);
+    const secretMissing = await deployCheck(config(withDatabase));
+    assert.deepEqual(secretMissing.failures, [
+      "job type triage would be off (its runs answer 503 job-type-not-configured): it needs the secret MAIL_SECRET, which this configuration does not set",
+    ]);
+    // All three: safe. A variable may also come as a required secret.
+    const set = await deployCheck(config(withDatabase.replace('required = ["TENANTS", ', 'required = ["TENANTS", "MAIL_SECRET", ')));
+    assert.deepEqual(set.failures, []);
+    assert.equal(set.status, 0, set.output);
+    const urlAsSecret = withDatabase.replace(/^MAIL_URL = .*\n/m, "").replace('required = ["TENANTS", ', 'required = ["TENANTS", "MAIL_SECRET", "MAIL_URL", ');
+    assert.deepEqual((await deployCheck(config(urlAsSecret))).failures, []);
+    // A JOB_TYPES var that replaces the type by name: the worker checks its own when it starts.
+    const replaced = withVars(base, [`JOB_TYPES = '${JSON.stringify({ triage: {} })}'`]);
+    const byVar = await deployCheck(config(replaced));
+    assert.deepEqual(byVar.failures, []);
+    assert.ok(byVar.lines.includes("  JOB_TYPES: triage (checked when the worker starts)"), byVar.output);
+  });
+
+  test("a worker without job-types.json beside it is refused: its job types cannot be told", async () => {
+    const dir = mkdtempSync(path.join(bundle, "no-manifest-"));
+    for (const file of ["index.js", "index_bg.wasm"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
+    const text = filled().replace(/^main = .*$/m, `main = ${JSON.stringify(path.join(dir, "index.js"))}`);
+    const { status, failures } = await deployCheck(config(text));
+    assert.equal(status, 1);
+    assert.equal(failures.length, 1, failures.join("\n"));
+    assert.match(failures[0], /^cannot tell the worker's job types: .*job-types\.json is missing/);
   });
 
   test("an [env.NAME] is checked as wrangler resolves it (vars are not inherited)", async () => {
@@ -244,7 +311,7 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
   for (const file of ["index.js", "index_bg.wasm", "wrangler.toml"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
   writeFileSync(path.join(dir, ".dev.vars"), "UPSTREAM_API_KEY=sk-from-dev-vars\n");
   const secrets = path.join(dir, "secrets.env");
-  writeFileSync(secrets, `TENANTS='{"${sha256(DEV_KEY)}":"dev"}'\nUPSTREAM_API_KEY=sk-upstream-test\nMAIL_SECRET=mail-secret-test\n`);
+  writeFileSync(secrets, `TENANTS='{"${sha256(DEV_KEY)}":"dev"}'\nUPSTREAM_API_KEY=sk-upstream-test\n`);
   const llm = await startFakeLlm();
   let worker;
   try {
@@ -253,7 +320,7 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
       config: "wrangler.toml",
       persistTo: path.join(dir, ".state"),
       envFile: secrets,
-      vars: { UPSTREAM: llm.baseUrl, MAIL_URL: "https://mail.example.com/v1/send" },
+      vars: { UPSTREAM: llm.baseUrl },
     });
     const res = await fetch(`${worker.url}/v1/chat/completions`, {
       method: "POST",
@@ -262,6 +329,14 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
     });
     assert.equal(res.status, 200, await res.clone().text());
     assert.deepEqual(llm.allCalls().map((c) => c.headers.authorization), ["Bearer sk-upstream-test"], "the provider, with the file's key");
+    // No job type: the demo's is not part of a deployment (issue 34).
+    const run = await fetch(`${worker.url}/onejob/v1/run/triage`, {
+      method: "POST",
+      headers: { Authorization: `Bearer ${DEV_KEY}`, "Content-Type": "application/json", "Idempotency-Key": randomUUID() },
+      body: JSON.stringify({ ticket_id: "T-1", text: "hi", customer_email: "a@example.com" }),
+    });
+    assert.equal(run.status, 404, await run.clone().text());
+    assert.equal((await run.json()).type, "/onejob/problems/unknown-job-type");
     for (const route of ["/", "/index.html", "/inbox.html", "/admin/", "/admin/admin.js", "/theme.css", "/demo/token?user=a", "/demo/inbox", "/demo/tickets"]) {
       const answer = await fetch(`${worker.url}${route}`);
       const body = await answer.text();
@@ -271,6 +346,34 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
   } finally {
     await worker?.stop();
     await llm.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the packaged console, once served, carries the console's headers: its pages and /theme.css with nosniff", async () => {
+  // The template's [assets] turned on, with ADMIN_KEYS, as README's Deploy says.
+  const dir = mkdtempSync(path.join(tmpdir(), "onejob-console-"));
+  for (const file of ["index.js", "index_bg.wasm"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
+  cpSync(path.join(bundle, "console"), path.join(dir, "console"), { recursive: true });
+  const served = template
+    .replace(/^# (\[assets\]|directory = "console"|binding = "ASSETS"|run_worker_first = \[.*\])$/gm, "$1")
+    .replace('required = ["TENANTS", ', 'required = ["TENANTS", "ADMIN_KEYS", ');
+  writeFileSync(path.join(dir, "wrangler.toml"), served);
+  const secrets = path.join(dir, "secrets.env");
+  writeFileSync(secrets, `TENANTS='{"${sha256(DEV_KEY)}":"dev"}'\nUPSTREAM_API_KEY=sk-upstream-test\nADMIN_KEYS='{"${sha256("console-admin-key")}":{"name":"ops","tenant":"*"}}'\n`);
+  let worker;
+  try {
+    worker = await startWorker({ cwd: dir, config: "wrangler.toml", persistTo: path.join(dir, ".state"), envFile: secrets, vars: { UPSTREAM: "https://api.example.com/v1" } });
+    for (const route of ["/admin/", "/admin/admin.js", "/admin/admin.css", "/theme.css"]) {
+      const res = await fetch(`${worker.url}${route}`);
+      await res.arrayBuffer();
+      assert.equal(res.status, 200, route);
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff", route);
+      if (route.startsWith("/admin/")) assert.match(res.headers.get("content-security-policy") ?? "", /default-src 'none'/, route);
+    }
+    assert.equal((await fetch(`${worker.url}/_headers`)).status, 404, "the file itself is not served");
+  } finally {
+    await worker?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 });

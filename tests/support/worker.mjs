@@ -25,14 +25,19 @@ export const DEV_ADMIN_KEY = "onejob-dev-admin-key";
 export const DEV_VARS_TEMPLATE = path.join(root, "dev.vars.example");
 
 /**
- * The worker's two builds, relative to a checkout. `make build-edge`: the
- * production build (wrangler.toml's `main`; what `make dev`, `make package`
- * and a deployment run), with no fault injection. `make build-edge-test`:
- * the same worker with the cargo feature `faults` (crates/edge/src/env/faults.rs),
- * whose knobs (QUEUE_SEND_FAULTS, EFFECT_HANG_AFTER) only it reads.
+ * The worker's builds, relative to a checkout. `make build-edge`: the
+ * production build with the demo's job types (jobs/; wrangler.toml's
+ * `main`: what `make dev` and the tests run), with no fault injection.
+ * `make build-edge-test`: the same worker with the cargo feature `faults`
+ * (crates/edge/src/env/faults.rs), whose knobs (QUEUE_SEND_FAULTS,
+ * EFFECT_HANG_AFTER) only it reads. `make build-edge-deploy`: the
+ * production build with the deployment's job types (ONEJOB_JOB_TYPES,
+ * default none): what `make package` packs and a deployment runs. Each has
+ * job-types.json beside it: what its job types need of a deployment.
  */
 export const EDGE_BUILD = "crates/edge/build";
 export const EDGE_TEST_BUILD = "crates/edge/build-test";
+export const EDGE_DEPLOY_BUILD = "crates/edge/build-deploy";
 /** The variables only the fault-injection build reads. */
 export const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "QUEUE_SEND_DELAY_MS", "EFFECT_HANG_AFTER"];
 

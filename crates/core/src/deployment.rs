@@ -3,12 +3,15 @@
 //! user-token secrets, prices, quotas, the demo's token issuer, each
 //! provider's API key, the alert webhook, telemetry and job types (the
 //! bundled ones, then `JOB_TYPES`), each checked. What is wrong is
-//! refused as text for the operator's log, which never quotes a value. The
-//! edge reads it once per isolate (its `env::config`).
+//! refused as text for the operator's log, which never quotes a value; a
+//! job type lacking a setting it needs is not wrong, only off (its runs are
+//! refused by name, [`Deployment::warnings`] says why). The edge reads it
+//! once per isolate (its `env::config`).
 
 use crate::admin::AdminDirectory;
 use crate::alert::AlertWebhook;
-use crate::job_type::JobTypes;
+use crate::job_type::resolve::disabled_detail;
+use crate::job_type::{JobTypes, Provided};
 use crate::pricing::Prices;
 use crate::quota::{QuotaLimits, Quotas};
 use crate::settings::Settings;
@@ -49,19 +52,28 @@ pub struct Deployment {
     pub telemetry: Option<TelemetrySettings>,
     /// Job types (`POST /onejob/v1/run/{type}`): the bundled ones, then
     /// `JOB_TYPES` (which adds or replaces by name), with every `env:` URL
-    /// and secret name resolved.
+    /// and secret name resolved; those lacking a setting they need are off
+    /// ([`JobTypes::disabled`]).
     pub job_types: JobTypes,
 }
 
 impl Deployment {
     /// Reads the deployment from its plain variables (`var`), its secrets
-    /// (`secret`) and the bundled job types (`(name, definition)`). A
-    /// credential (an API key, `TOKEN_SECRETS`, `ALERT_*`, telemetry's
-    /// headers, a job type's `env:` names) is a secret or, in development,
-    /// a plain variable of that name, and a blank one is unset;
-    /// `ADMIN_KEYS` too, as it is written (its own reader refuses a blank
-    /// one). The first thing wrong, as text that names what but quotes no value.
-    pub fn read(var: Lookup, secret: Lookup, bundled: &[(&str, &str)]) -> Result<Self, String> {
+    /// (`secret`), whether a D1 database is bound under a name
+    /// (`database`, for job types' d1 effects) and the bundled job types
+    /// (`(name, definition)`). A credential (an API key, `TOKEN_SECRETS`,
+    /// `ALERT_*`, telemetry's headers, a job type's `env:` names) is a
+    /// secret or, in development, a plain variable of that name, and a
+    /// blank one is unset; `ADMIN_KEYS` too, as it is written (its own
+    /// reader refuses a blank one). The first thing wrong, as text that
+    /// names what but quotes no value. A job type lacking a setting it
+    /// needs is turned off, not a refusal ([`JobTypes::resolve`]).
+    pub fn read(
+        var: Lookup,
+        secret: Lookup,
+        database: &dyn Fn(&str) -> bool,
+        bundled: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let secret_or_var = |name: &str| secret(name).or_else(|| var(name));
         let credential = |name: &str| secret_or_var(name).filter(|value| !value.trim().is_empty());
         let settings = Settings::parse(var).map_err(|e| e.to_string())?;
@@ -91,7 +103,7 @@ impl Deployment {
         if let Some(text) = var("JOB_TYPES").filter(|text| !text.trim().is_empty()) {
             job_types.merge(JobTypes::from_json(&text).map_err(|e| e.to_string())?);
         }
-        job_types.resolve_webhooks(var, &credential)?;
+        job_types.resolve(&Provided { var, secret: &credential, database })?;
         job_types.check_approvals(settings.policy.retention_ms())?;
         Ok(Deployment {
             demo_token_issuer: var("DEMO_TOKEN_ISSUER").as_deref() == Some("on"),
@@ -106,6 +118,12 @@ impl Deployment {
             telemetry,
             job_types,
         })
+    }
+
+    /// What the operator's log says of a deployment that runs: each job
+    /// type it turned off, and the settings that type lacks (by name only).
+    pub fn warnings(&self) -> Vec<String> {
+        self.job_types.iter_disabled().map(|(name, missing)| disabled_detail(name, missing)).collect()
     }
 
     /// The token budgets of `tenant`'s jobs.

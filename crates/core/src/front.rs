@@ -15,6 +15,7 @@ use crate::admin::{Admin, AdminDirectory};
 use crate::canonical::canonicalize;
 use crate::contract::Violation;
 use crate::fingerprint::{Body, Fingerprint};
+use crate::job_type::resolve::disabled_detail;
 use crate::job_type::{JobType, JobTypes};
 use crate::key::IdempotencyKey;
 use crate::keyless::{self, Keyless};
@@ -513,12 +514,17 @@ pub fn run_target(type_name: &str, accept: Option<&str>) -> (bool, String) {
     (stream, target)
 }
 
-/// The job type a run names (its name percent-decoded), or the
-/// `unknown-job-type` problem.
+/// The job type a run names (its name percent-decoded): the `503
+/// job-type-not-configured` problem naming the type and the settings it
+/// lacks when the deployment turned it off for them (and nothing else of
+/// the configuration), the `unknown-job-type` problem when it has none.
 pub fn job_type<'a>(types: &'a JobTypes, name: &str) -> Result<&'a JobType, Refusal> {
-    types
-        .get(name)
-        .ok_or_else(|| refused(ProblemType::UnknownJobType, "no job type has this name; see jobs/ and JOB_TYPES"))
+    if let Some(missing) = types.disabled(name) {
+        return Err(refused(ProblemType::JobTypeNotConfigured, disabled_detail(name, missing)));
+    }
+    types.get(name).ok_or_else(|| {
+        refused(ProblemType::UnknownJobType, "no job type has this name; see the deployment's job types and JOB_TYPES")
+    })
 }
 
 /// A job type's run as its job: whether it streams, its fingerprint, its

@@ -1,6 +1,8 @@
-//! Job types: intents defined on the server (`jobs/*.toml`, bundled into the
-//! worker, or the `JOB_TYPES` variable), so a browser names a type and sends
-//! its input, never a prompt. A type declares:
+//! Job types: intents defined on the server (the `*.json` of the folder a
+//! build names, bundled into the worker: `jobs/`, the demo's, for `make dev`
+//! and the tests, the deployment's own or none for `make package`; or the
+//! `JOB_TYPES` variable), so a browser names a type and sends its input,
+//! never a prompt. A type declares:
 //!
 //! - `input`: a JSON Schema (the [`crate::contract`] subset) the input must meet;
 //! - `model` and `prompt`: the chat request the input becomes (templates);
@@ -10,6 +12,10 @@
 //! - `effects`: what is written (`d1`) or sent (`webhook`) once the answer is in;
 //!   a webhook whose `url` is `demo:inbox` goes to the demo's mail inbox
 //!   ([`crate::effect::EffectTarget::Inbox`]).
+//!
+//! What a type needs of its deployment (its webhooks' `env:` variables and
+//! secrets, its d1 effects' databases) is [`JobType::needs`]; a deployment
+//! lacking one runs without that type ([`JobTypes::resolve`]).
 //!
 //! Templates are strings with `{{input.NAME}}` and `{{output.NAME}}`
 //! placeholders; a string that is exactly one placeholder takes the value
@@ -27,8 +33,11 @@ use crate::effect::{EffectRetry, EffectSpec, EffectTarget};
 pub use crate::template::render;
 use crate::template::{Known, render_text};
 use crate::wire::{Problem, ProblemType};
+pub use resolve::{Provided, Setting};
 
-/// The job types of a deployment, by name.
+/// The job types of a deployment, by name: those it runs, and those it
+/// turned off because a setting they need is missing
+/// ([`JobTypes::resolve`]).
 #[derive(Debug, Clone, Default)]
 pub struct JobTypes {
     types: BTreeMap<String, JobType>,
@@ -51,6 +60,12 @@ pub struct JobType {
     pub once_per: Option<String>,
     /// What happens once the answer is in, in order.
     pub effects: Vec<EffectSpec>,
+    /// What its effects need of the deployment, as written (before any
+    /// `env:` is resolved): see [`JobType::needs`].
+    needs: Vec<Setting>,
+    /// What of it the deployment lacks (empty: it runs), set by
+    /// [`JobTypes::resolve`].
+    lacks: Vec<Setting>,
 }
 
 /// Why a job type's definition is refused (read when the deployment starts).
@@ -157,14 +172,26 @@ impl JobTypes {
         self.types.extend(other.types);
     }
 
-    /// The type called `name`.
+    /// The type called `name`, if the deployment runs it (a disabled type
+    /// is not: see [`JobTypes::disabled`]).
     pub fn get(&self, name: &str) -> Option<&JobType> {
-        self.types.get(name)
+        self.types.get(name).filter(|job_type| job_type.lacks.is_empty())
     }
 
-    /// Every type, by name.
+    /// Every type the deployment runs, by name.
     pub fn iter(&self) -> impl Iterator<Item = &JobType> {
-        self.types.values()
+        self.types.values().filter(|job_type| job_type.lacks.is_empty())
+    }
+
+    /// The settings the type called `name` lacks, if the deployment has the
+    /// type but turned it off for them ([`JobTypes::resolve`]).
+    pub fn disabled(&self, name: &str) -> Option<&[Setting]> {
+        self.types.get(name).map(|job_type| job_type.lacks.as_slice()).filter(|lacks| !lacks.is_empty())
+    }
+
+    /// Every disabled type's name and the settings it lacks, by name.
+    pub fn iter_disabled(&self) -> impl Iterator<Item = (&str, &[Setting])> {
+        self.types.values().filter(|t| !t.lacks.is_empty()).map(|t| (t.name.as_str(), t.lacks.as_slice()))
     }
 }
 
@@ -200,6 +227,7 @@ impl JobType {
             }
             effects.push(spec);
         }
+        let needs = resolve::needs_of(&effects);
         Ok(Self {
             name: name.to_owned(),
             model: d.model,
@@ -209,7 +237,19 @@ impl JobType {
             output: Contract::Schema(d.output),
             once_per: d.once_per,
             effects,
+            needs,
+            lacks: Vec::new(),
         })
+    }
+
+    /// What its runs need of the deployment, in the order its effects name
+    /// them, each once: the variable (or secret) of each webhook's `env:`
+    /// URL, each webhook's signing secret, each d1 effect's database
+    /// binding. A receipt URL's `env:` variable is optional (unset: no
+    /// receipts), so it is not listed. A type lacking one is turned off
+    /// ([`JobTypes::resolve`]).
+    pub fn needs(&self) -> &[Setting] {
+        &self.needs
     }
 
     /// What is wrong with `input` (empty: nothing).

@@ -9,7 +9,7 @@ use super::*;
 fn read(vars: &[(&str, &str)], secrets: &[(&str, &str)], bundled: &[(&str, &str)]) -> Result<Deployment, String> {
     let vars: HashMap<String, String> = vars.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
     let secrets: HashMap<String, String> = secrets.iter().map(|(n, v)| ((*n).to_owned(), (*v).to_owned())).collect();
-    Deployment::read(&|name| vars.get(name).cloned(), &|name| secrets.get(name).cloned(), bundled)
+    Deployment::read(&|name| vars.get(name).cloned(), &|name| secrets.get(name).cloned(), &|_| true, bundled)
 }
 
 /// One OpenAI provider whose key is the secret `PRIMARY_KEY`.
@@ -105,4 +105,56 @@ fn job_types_are_the_bundled_ones_then_job_types_which_adds_or_replaces_by_name(
     // A blank JOB_TYPES adds nothing.
     let blank = read(&[("UPSTREAM", "demo"), ("JOB_TYPES", " ")], &[], &bundled).unwrap();
     assert!(blank.job_types.get("extra").is_none() && blank.job_types.get("summarise").is_some());
+}
+
+#[test]
+fn a_bundled_type_lacking_its_settings_is_off_and_the_deployment_runs() {
+    // Issue 34: the demo's triage type bundled into a deployment without
+    // MAIL_URL and MAIL_SECRET once refused the whole deployment (every
+    // route answered 500 gateway-misconfigured).
+    let triage = include_str!("../../../../jobs/triage.json");
+    let deployment = read(&[("UPSTREAM", "demo")], &[], &[("triage", triage)]).unwrap();
+    assert!(deployment.job_types.get("triage").is_none());
+    assert_eq!(
+        deployment.job_types.disabled("triage").map(|lacks| lacks.iter().map(|s| s.name()).collect::<Vec<_>>()),
+        Some(vec!["MAIL_URL", "MAIL_SECRET"])
+    );
+    assert_eq!(
+        deployment.warnings(),
+        [
+            "job type triage is not configured in this deployment: it needs the variable MAIL_URL and the secret MAIL_SECRET, which are not set"
+        ]
+    );
+    // Set (the secret as a secret, or a plain variable in development): it runs, and nothing is said.
+    let set = read(
+        &[("UPSTREAM", "demo"), ("MAIL_URL", "https://mail.example/send")],
+        &[("MAIL_SECRET", "s")],
+        &[("triage", triage)],
+    );
+    let set = set.unwrap();
+    assert!(set.job_types.get("triage").is_some() && set.warnings().is_empty());
+    // A malformed value is still the deployment's refusal, by name.
+    let malformed = read(
+        &[("UPSTREAM", "demo"), ("MAIL_URL", "ftp://mail.example")],
+        &[("MAIL_SECRET", "s")],
+        &[("triage", triage)],
+    );
+    assert!(malformed.err().unwrap().contains("the url of effect email of job type triage"));
+    // No bundled type: nothing to turn off.
+    assert!(read(&[("UPSTREAM", "demo")], &[], &[]).unwrap().warnings().is_empty());
+}
+
+#[test]
+fn a_d1_effects_database_must_be_bound() {
+    let triage = include_str!("../../../../jobs/triage.json");
+    let vars: HashMap<&str, &str> =
+        [("UPSTREAM", "demo"), ("MAIL_URL", "https://mail.example/send"), ("MAIL_SECRET", "s")].into();
+    let var = |name: &str| vars.get(name).map(|v| (*v).to_owned());
+    let unbound = Deployment::read(&var, &|_| None, &|_| false, &[("triage", triage)]).unwrap();
+    assert_eq!(
+        unbound.warnings(),
+        ["job type triage is not configured in this deployment: it needs the D1 database TICKETS, which is not set"]
+    );
+    let bound = Deployment::read(&var, &|_| None, &|name| name == "TICKETS", &[("triage", triage)]).unwrap();
+    assert!(bound.job_types.get("triage").is_some());
 }

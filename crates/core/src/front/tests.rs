@@ -411,6 +411,22 @@ fn a_run_names_a_job_type_the_deployment_has() {
 }
 
 #[test]
+fn a_run_of_a_type_the_deployment_turned_off_names_the_type_and_what_it_lacks() {
+    // The demo's triage, in a deployment without MAIL_URL and MAIL_SECRET.
+    let mut types = JobTypes::from_definitions(&[("triage", include_str!("../../../../jobs/triage.json"))]).unwrap();
+    let provided = crate::job_type::Provided { var: &|_| None, secret: &|_| None, database: &|name| name == "TICKETS" };
+    types.resolve(&provided).unwrap();
+    let off = job_type(&types, "triage").unwrap_err().problem();
+    assert_eq!((off.kind, off.status()), (ProblemType::JobTypeNotConfigured, 503));
+    assert_eq!(
+        off.detail,
+        "job type triage is not configured in this deployment: it needs the variable MAIL_URL and the secret MAIL_SECRET, which are not set"
+    );
+    assert!(!off.kind.should_retry(), "asking again cannot help until the operator sets them");
+    assert_eq!(job_type(&types, "nope").unwrap_err().problem().kind, ProblemType::UnknownJobType);
+}
+
+#[test]
 fn a_runs_job_is_its_types_route_and_input_streamed_or_not() {
     let types = summarise();
     let summarise = job_type(&types, "summarise").unwrap();

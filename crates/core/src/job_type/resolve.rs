@@ -1,22 +1,144 @@
-//! What a deployment fills in of its job types: every webhook effect's
-//! `env:NAME` URLs and secret name resolved (a missing one refuses the
-//! deployment, by name), its URLs checked, and approvals that must end
-//! well before their jobs are deleted.
+//! What a deployment fills in of its job types: which settings each type
+//! needs ([`Setting`]) and which of them the deployment lacks (a type
+//! lacking one is turned off, alone: its runs are refused by name, every
+//! other route works), then every webhook effect's `env:NAME` URLs and
+//! secret name resolved, its URLs checked (a malformed one refuses the
+//! deployment), and approvals that must end well before their jobs are
+//! deleted.
 
-use super::JobTypes;
-use crate::effect::EffectTarget;
+use super::{JobType, JobTypes};
+use crate::effect::{EffectSpec, EffectTarget};
 
 /// Reads a variable or a secret by name (`None`: unset).
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
+/// One thing a job type needs of its deployment ([`JobType::needs`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Setting {
+    /// The variable (or secret) a webhook effect's `env:NAME` URL names.
+    Variable(String),
+    /// The secret a webhook effect's signature uses (its `secret`).
+    Secret(String),
+    /// The D1 database binding a d1 effect writes to (its `database`).
+    Database(String),
+}
+
+impl Setting {
+    /// The name the deployment sets it under.
+    pub fn name(&self) -> &str {
+        match self {
+            Setting::Variable(name) | Setting::Secret(name) | Setting::Database(name) => name,
+        }
+    }
+
+    /// What kind of setting it is, as `make deploy-check` and the problem
+    /// name it: `variable`, `secret` or `d1`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Setting::Variable(_) => "variable",
+            Setting::Secret(_) => "secret",
+            Setting::Database(_) => "d1",
+        }
+    }
+
+    /// `the variable MAIL_URL`, `the secret MAIL_SECRET`, `the D1 database TICKETS`.
+    pub fn described(&self) -> String {
+        match self {
+            Setting::Variable(name) => format!("the variable {name}"),
+            Setting::Secret(name) => format!("the secret {name}"),
+            Setting::Database(name) => format!("the D1 database {name}"),
+        }
+    }
+}
+
+/// What a deployment provides its job types.
+pub struct Provided<'a> {
+    /// A plain variable by name.
+    pub var: Lookup<'a>,
+    /// A credential by name: a secret or, in development, a plain variable
+    /// of that name; a blank one is unset.
+    pub secret: Lookup<'a>,
+    /// Whether a D1 database is bound under this name.
+    pub database: &'a dyn Fn(&str) -> bool,
+}
+
+/// What `effects` need, in their order, each once ([`JobType::needs`]).
+pub(super) fn needs_of(effects: &[EffectSpec]) -> Vec<Setting> {
+    let mut needs = Vec::new();
+    for effect in effects {
+        let of_effect = match &effect.target {
+            EffectTarget::D1 { database, .. } => vec![Setting::Database(database.clone())],
+            EffectTarget::Webhook { url, secret, .. } => {
+                let url = url.strip_prefix("env:").map(|name| Setting::Variable(name.to_owned()));
+                url.into_iter().chain(secret.clone().map(Setting::Secret)).collect()
+            }
+            EffectTarget::Inbox { .. } => vec![],
+        };
+        for setting in of_effect {
+            if !needs.contains(&setting) {
+                needs.push(setting);
+            }
+        }
+    }
+    needs
+}
+
+impl JobType {
+    /// Which of its [`needs`](JobType::needs) the deployment lacks, in
+    /// their order: an `env:` variable unset or blank (as a secret too), a
+    /// secret unset or blank, a database not bound. Empty: it can run.
+    pub fn missing(&self, provided: &Provided) -> Vec<Setting> {
+        self.needs
+            .iter()
+            .filter(|setting| match setting {
+                // As `env:NAME` resolves ([`resolve_env`]): the variable, else the secret.
+                Setting::Variable(name) => {
+                    (provided.var)(name).or_else(|| (provided.secret)(name)).is_none_or(|v| v.trim().is_empty())
+                }
+                Setting::Secret(name) => (provided.secret)(name).is_none_or(|value| value.trim().is_empty()),
+                Setting::Database(name) => !(provided.database)(name),
+            })
+            .cloned()
+            .collect()
+    }
+}
+
+/// Why a job type is off, in words: `job type triage is not configured in
+/// this deployment: it needs the variable MAIL_URL and the secret
+/// MAIL_SECRET`. Only the settings' names: never a value, nor anything
+/// else of the configuration.
+pub fn disabled_detail(name: &str, missing: &[Setting]) -> String {
+    let described: Vec<String> = missing.iter().map(Setting::described).collect();
+    let list = match described.as_slice() {
+        [] => "a setting".to_owned(),
+        [one] => one.clone(),
+        [first @ .., last] => format!("{} and {last}", first.join(", ")),
+    };
+    let verb = if missing.len() > 1 { "are" } else { "is" };
+    format!("job type {name} is not configured in this deployment: it needs {list}, which {verb} not set")
+}
+
 impl JobTypes {
+    /// Fills in the deployment: a type lacking a setting it needs
+    /// ([`JobType::missing`]) is turned off (it stays known by name, with
+    /// what it lacks: [`JobTypes::disabled`]); every other type's webhooks
+    /// are resolved (their `env:` URLs and secrets: a malformed value
+    /// still refuses the deployment).
+    pub fn resolve(&mut self, provided: &Provided) -> Result<(), String> {
+        for job_type in self.iter_mut() {
+            job_type.lacks = job_type.missing(provided);
+        }
+        self.resolve_webhooks(provided.var, provided.secret)
+    }
+
     /// Resolves every webhook effect with the deployment's variables (`var`)
     /// and secrets (`secret`): `env:NAME` URLs (a URL that resolves to the
     /// demo's inbox becomes [`EffectTarget::Inbox`]), then its URLs checked
     /// as http(s) without credentials, then its secret's name as the
-    /// secret's value. Refusals name the effect and its type.
-    pub fn resolve_webhooks(&mut self, var: Lookup, secret: Lookup) -> Result<(), String> {
-        for job_type in self.iter_mut() {
+    /// secret's value. Refusals name the effect and its type. (Through
+    /// [`JobTypes::resolve`], a type lacking a setting is off before this.)
+    fn resolve_webhooks(&mut self, var: Lookup, secret: Lookup) -> Result<(), String> {
+        for job_type in self.iter_mut().filter(|job_type| job_type.lacks.is_empty()) {
             for effect in &mut job_type.effects {
                 let EffectTarget::Webhook { url, receipt_url, secret: secret_name, payload } = &effect.target else {
                     continue;
@@ -90,17 +212,49 @@ mod tests {
 
     use super::*;
 
-    /// The bundled triage type (`jobs/triage.json`).
+    /// The demo's triage type (`jobs/triage.json`).
     const TRIAGE: &str = include_str!("../../../../jobs/triage.json");
 
-    /// The triage type's email effect, under `vars` (secrets: `MAIL_SECRET` only if given there).
-    fn email(vars: &[(&str, &str)]) -> Result<EffectTarget, String> {
-        let vars: BTreeMap<String, String> = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        let var = |name: &str| vars.get(name).filter(|_| name != "MAIL_SECRET").cloned();
-        let secret = |name: &str| vars.get(name).filter(|_| name == "MAIL_SECRET").cloned();
+    /// A deployment: its variables (`MAIL_SECRET` among them is a secret,
+    /// and a blank one unset, as `Deployment::read` hands it over) and its
+    /// D1 databases.
+    struct Env {
+        vars: BTreeMap<String, String>,
+        databases: Vec<&'static str>,
+    }
+
+    impl Env {
+        fn new(vars: &[(&str, &str)], databases: &[&'static str]) -> Self {
+            let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+            Env { vars, databases: databases.to_vec() }
+        }
+
+        fn var(&self, name: &str) -> Option<String> {
+            self.vars.get(name).filter(|_| name != "MAIL_SECRET").cloned()
+        }
+
+        fn secret(&self, name: &str) -> Option<String> {
+            self.vars.get(name).filter(|v| name == "MAIL_SECRET" && !v.trim().is_empty()).cloned()
+        }
+
+        /// [`JobTypes::resolve`] in this deployment.
+        fn resolve(&self, types: &mut JobTypes) -> Result<(), String> {
+            let database = |name: &str| self.databases.contains(&name);
+            types.resolve(&Provided { var: &|n| self.var(n), secret: &|n| self.secret(n), database: &database })
+        }
+    }
+
+    /// The triage type resolved under `vars` (and its TICKETS database).
+    fn triage(vars: &[(&str, &str)]) -> Result<JobTypes, String> {
         let mut types = JobTypes::from_definitions(&[("triage", TRIAGE)]).map_err(|e| e.to_string())?;
-        types.resolve_webhooks(&var, &secret)?;
-        let triage = types.get("triage").expect("triage is read");
+        Env::new(vars, &["TICKETS"]).resolve(&mut types)?;
+        Ok(types)
+    }
+
+    /// The triage type's email effect, under `vars`.
+    fn email(vars: &[(&str, &str)]) -> Result<EffectTarget, String> {
+        let types = triage(vars)?;
+        let triage = types.get("triage").expect("triage runs");
         Ok(triage.effects.iter().find(|e| e.name == "email").expect("triage mails").target.clone())
     }
 
@@ -129,7 +283,110 @@ mod tests {
     }
 
     #[test]
-    fn refusals_name_the_effect() {
+    fn a_type_needs_its_effects_settings_each_once_and_not_its_receipt_url() {
+        let types = JobTypes::from_definitions(&[("triage", TRIAGE)]).unwrap();
+        let needs = types.get("triage").unwrap().needs();
+        assert_eq!(
+            needs,
+            [
+                Setting::Database("TICKETS".into()),
+                Setting::Variable("MAIL_URL".into()),
+                Setting::Secret("MAIL_SECRET".into())
+            ]
+        );
+        assert_eq!(
+            needs.iter().map(|s| (s.kind(), s.name())).collect::<Vec<_>>(),
+            [("d1", "TICKETS"), ("variable", "MAIL_URL"), ("secret", "MAIL_SECRET")]
+        );
+        // Two webhooks signed with one secret need it once; a literal URL, a
+        // webhook without a secret and the demo inbox need nothing.
+        let mut definition = super::super::tests::triage();
+        definition["triage"]["effects"] = serde_json::json!([
+            {"name": "a", "kind": "webhook", "url": "env:HOOK_URL", "secret": "HOOK_SECRET", "payload": {}},
+            {"name": "b", "kind": "webhook", "url": "https://hooks.example/b", "secret": "HOOK_SECRET", "payload": {}},
+            {"name": "c", "kind": "webhook", "url": "https://hooks.example/c", "payload": {}},
+            {"name": "d", "kind": "webhook", "url": "demo:inbox", "payload": {}}
+        ]);
+        let types = JobTypes::from_json(&definition.to_string()).unwrap();
+        let needs = types.get("triage").unwrap().needs();
+        assert_eq!(needs, [Setting::Variable("HOOK_URL".into()), Setting::Secret("HOOK_SECRET".into())]);
+        definition["triage"]["effects"] = serde_json::json!([]);
+        assert_eq!(JobTypes::from_json(&definition.to_string()).unwrap().get("triage").unwrap().needs(), []);
+    }
+
+    #[test]
+    fn a_type_lacking_a_setting_is_off_alone_and_names_what_it_lacks() {
+        // What a production deployment of the demo's type looked like: no
+        // MAIL_URL, no MAIL_SECRET (issue 34). Each unset, or blank, turns it off.
+        let mail_url = Setting::Variable("MAIL_URL".into());
+        let mail_secret = Setting::Secret("MAIL_SECRET".into());
+        for (vars, lacks) in [
+            (&[][..], vec![mail_url.clone(), mail_secret.clone()]),
+            (&[("MAIL_URL", " "), ("MAIL_SECRET", "  ")][..], vec![mail_url.clone(), mail_secret.clone()]),
+            (&[SECRET][..], vec![mail_url.clone()]),
+            (&[("MAIL_URL", "https://mail.example/send")][..], vec![mail_secret.clone()]),
+            // The receipts URL is optional: without it, still off for MAIL_URL alone.
+            (&[("MAIL_RECEIPT_URL", "https://mail.example/r"), SECRET][..], vec![mail_url.clone()]),
+        ] {
+            let types = triage(vars).unwrap_or_else(|e| panic!("{vars:?}: not the deployment's refusal: {e}"));
+            assert!(types.get("triage").is_none(), "{vars:?}: triage does not run");
+            assert_eq!(types.disabled("triage"), Some(&lacks[..]), "{vars:?}");
+            assert_eq!(types.iter_disabled().map(|(name, _)| name).collect::<Vec<_>>(), ["triage"]);
+        }
+        // A missing database binding too.
+        let mut types = JobTypes::from_definitions(&[("triage", TRIAGE)]).unwrap();
+        Env::new(&[("MAIL_URL", "https://mail.example/send"), SECRET], &[]).resolve(&mut types).unwrap();
+        assert_eq!(types.disabled("triage"), Some(&[Setting::Database("TICKETS".into())][..]));
+        // With everything set it runs, and nothing is off.
+        let types = triage(&[("MAIL_URL", "https://mail.example/send"), SECRET]).unwrap();
+        assert!(types.get("triage").is_some() && types.disabled("triage").is_none());
+        assert_eq!(types.iter_disabled().count(), 0);
+        // Only the type that lacks something is off.
+        let mut definition = super::super::tests::triage();
+        definition["plain"] = definition["triage"].clone();
+        definition["plain"]["effects"] = serde_json::json!([]);
+        let mut both = JobTypes::from_json(&definition.to_string()).unwrap();
+        Env::new(&[], &["TICKETS"]).resolve(&mut both).unwrap();
+        assert!(both.get("plain").is_some() && both.get("triage").is_none());
+        assert_eq!(both.disabled("plain"), None);
+        assert_eq!(both.disabled("nope"), None, "an unknown type is not a disabled one");
+    }
+
+    #[test]
+    fn why_a_type_is_off_names_its_settings_and_no_value() {
+        let lacks = [Setting::Variable("MAIL_URL".into()), Setting::Secret("MAIL_SECRET".into())];
+        assert_eq!(
+            disabled_detail("triage", &lacks),
+            "job type triage is not configured in this deployment: it needs the variable MAIL_URL and the secret MAIL_SECRET, which are not set"
+        );
+        assert_eq!(
+            disabled_detail("triage", &lacks[1..]),
+            "job type triage is not configured in this deployment: it needs the secret MAIL_SECRET, which is not set"
+        );
+        let three = [lacks[0].clone(), lacks[1].clone(), Setting::Database("TICKETS".into())];
+        assert!(
+            disabled_detail("triage", &three).contains(
+                "the variable MAIL_URL, the secret MAIL_SECRET and the D1 database TICKETS, which are not set"
+            )
+        );
+    }
+
+    #[test]
+    fn a_type_replaced_by_name_takes_its_replacements_state() {
+        // JOB_TYPES replaces a bundled type by name, a disabled one too.
+        let mut bundled = triage(&[]).unwrap();
+        assert!(bundled.disabled("triage").is_some());
+        let mut replacement = super::super::tests::triage();
+        replacement["triage"]["effects"] = serde_json::json!([]);
+        bundled.merge(JobTypes::from_json(&replacement.to_string()).unwrap());
+        assert!(bundled.get("triage").is_some() && bundled.disabled("triage").is_none());
+        let mut running = JobTypes::from_definitions(&[("triage", TRIAGE)]).unwrap();
+        running.merge(triage(&[]).unwrap());
+        assert!(running.get("triage").is_none() && running.disabled("triage").is_some());
+    }
+
+    #[test]
+    fn malformed_values_still_refuse_the_deployment_by_the_effects_name() {
         let refused = |vars: &[(&str, &str)], expected: &str| {
             let error = email(vars).unwrap_err();
             assert!(error.contains(expected), "{error} should say {expected}");
@@ -143,7 +400,6 @@ mod tests {
             &[("MAIL_URL", "https://mail.example/send"), ("MAIL_RECEIPT_URL", "demo:inbox"), SECRET],
             &format!("{at}: the receipt_url is the demo inbox"),
         );
-        refused(&[SECRET], &format!("the url of {at} is not set"));
         refused(
             &[("MAIL_URL", "ftp://mail.example"), SECRET],
             &format!("the url of {at} is not set, or not an http(s) URL"),
@@ -156,7 +412,21 @@ mod tests {
             &[("MAIL_URL", "https://u:p@mail.example/send"), SECRET],
             &format!("the url of {at} is not set, or not an http(s) URL"),
         );
-        // As before: a named secret must be set, even for the inbox (which signs nothing).
+    }
+
+    #[test]
+    fn resolving_webhooks_alone_still_refuses_what_is_unset() {
+        // The guard behind `resolve`: a type that reached it lacking its URL
+        // or secret is refused by name, never run unsigned or nowhere.
+        let refused = |vars: &[(&str, &str)], expected: &str| {
+            let env = Env::new(vars, &[]);
+            let mut types = JobTypes::from_definitions(&[("triage", TRIAGE)]).unwrap();
+            let error = types.resolve_webhooks(&|n| env.var(n), &|n| env.secret(n)).unwrap_err();
+            assert!(error.contains(expected), "{error} should say {expected}");
+        };
+        let at = "effect email of job type triage";
+        refused(&[SECRET], &format!("the url of {at} is not set"));
+        // A named secret must be set, even for the inbox (which signs nothing).
         refused(
             &[("MAIL_URL", "demo:inbox"), ("MAIL_RECEIPT_URL", "demo:inbox")],
             &format!("the secret MAIL_SECRET (signing {at}) is not set"),

@@ -86,6 +86,9 @@ problem_types! {
     InvalidInput,
     /// 404: no job type has this name.
     UnknownJobType,
+    /// 503: the deployment has this job type but lacks a setting it needs
+    /// (the detail names the type and the settings); its other routes work.
+    JobTypeNotConfigured,
     /// 409: the job type runs once per subject, and this one already has a
     /// job under another key (`job_key`).
     AlreadyRun,
@@ -128,6 +131,7 @@ impl ProblemType {
             Self::OutputContract => "output-contract",
             Self::InvalidInput => "invalid-input",
             Self::UnknownJobType => "unknown-job-type",
+            Self::JobTypeNotConfigured => "job-type-not-configured",
             Self::AlreadyRun => "already-run",
             Self::ApprovalExpired => "approval-expired",
             Self::NotAwaitingApproval => "not-awaiting-approval",
@@ -168,7 +172,7 @@ impl ProblemType {
             Self::UnsupportedMediaType => 415,
             Self::KeyReused => 422,
             Self::UpstreamFailed | Self::OutputContract => 502,
-            Self::NoHealthyProvider => 503,
+            Self::NoHealthyProvider | Self::JobTypeNotConfigured => 503,
             Self::UpstreamTimeout => 504,
             Self::Internal | Self::Misconfigured => 500,
         }
@@ -206,6 +210,7 @@ impl ProblemType {
             Self::OutputContract => "The answer did not meet the route's output contract",
             Self::InvalidInput => "The input does not meet the job type's schema",
             Self::UnknownJobType => "No job type has this name",
+            Self::JobTypeNotConfigured => "This job type is not configured in this deployment",
             Self::AlreadyRun => "This subject already has a job of this type",
             Self::ApprovalExpired => "The approval came too late",
             Self::NotAwaitingApproval => "Nothing of this job waits for an approval",

@@ -2,7 +2,9 @@
 //! it from the variables and secrets this module hands it
 //! ([`onejob_core::deployment`]). A malformed value makes every request a
 //! 500 `gateway-misconfigured` whose body says nothing more; what is wrong
-//! goes to the operator's log.
+//! goes to the operator's log. A job type lacking a setting it needs is
+//! only off (the core decides which, [`Deployment::warnings`] says so in
+//! the log once per isolate); every other route works.
 
 use std::cell::RefCell;
 use std::ops::Deref;
@@ -52,6 +54,11 @@ pub fn load(env: &Env) -> Result<Rc<Config>, Misconfigured> {
         worker::console_error!("onejob: gateway misconfigured: {detail}");
         Misconfigured
     });
+    if let Ok(config) = &parsed {
+        for warning in config.warnings() {
+            worker::console_warn!("onejob: {warning}");
+        }
+    }
     CONFIG.with(|c| *c.borrow_mut() = Some(parsed.clone()));
     parsed
 }
@@ -65,7 +72,8 @@ pub fn loaded(env: &Env) -> Result<Rc<Config>, Refusal> {
 fn parse(env: &Env) -> Result<Config, String> {
     let var = |name: &str| env.var(name).ok().map(|v| v.to_string());
     let secret = |name: &str| env.secret(name).ok().map(|s| s.to_string());
-    let deployment = Deployment::read(&var, &secret, bundled::BUNDLED_JOB_TYPES)?;
+    let database = |name: &str| env.d1(name).is_ok();
+    let deployment = Deployment::read(&var, &secret, &database, bundled::BUNDLED_JOB_TYPES)?;
     Ok(Config { deployment, faults: Faults::read(&var) })
 }
 
