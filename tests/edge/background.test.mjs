@@ -599,3 +599,53 @@ describe("dead letters, replay, resolve and the admin routes' credentials", () =
     assert.deepEqual(wrong, [], "401 for a tenant key or none, 403 for an admin of another tenant, no secret shown");
   });
 });
+
+describe("background jobs: a job already waiting for an operator when it is adopted", () => {
+  let stack;
+
+  before(async () => {
+    // The adoption's queue send fails (the isolate's first send): no
+    // delivery comes to find the job waiting for an operator.
+    stack = await startStack({
+      faults: true,
+      vars: { QUEUE_SEND_FAULTS: "1", UNKNOWN_POLICY: "block", UPSTREAM_TIMEOUT_MS: "1000", UNKNOWN_LEASE_MS: "1000", RESULT_CACHE: "off" },
+    });
+  });
+
+  after(async () => {
+    await stack?.stop();
+  });
+
+  test("9. a foreground call left unknown under UNKNOWN_POLICY=block, its lease over, then submitted in the background and its queue send failing: dead-lettered at once, never called again", { timeout: 120_000 }, async () => {
+    const key = newKey();
+    stack.llm.script(key, ["hang"]);
+    const body = chat(`${key} unknown, then in the background`);
+    const first = await stack.post(key, body);
+    assert.equal(first.res.status, 504, first.text);
+    assert.equal((await stack.getJob(key)).body.state, "unknown");
+    await sleep(1_500); // the unknown lease is over: the job waits for an operator
+    const adopted = await stack.post(key, body, { headers: RESPOND_ASYNC });
+    assert.equal(adopted.res.status, 202, adopted.text);
+    await waitFor("the send fails", () => ({ ok: /queue send failed \(QUEUE_SEND_FAULTS\)/.test(stack.worker.output()) }), 5_000);
+    // Before, only a delivery found it so, and with its send failed none
+    // came, nor did the outbox send again (the job could not run): no
+    // alarm letters a job whose lease ended before it was a background
+    // job, so operators never saw it among the dead letters.
+    const entry = await waitFor(
+      "its dead letter",
+      async () => {
+        const list = await stack.admin(DEAD_LETTERS);
+        assert.equal(list.status, 200, list.text);
+        const found = list.body.entries.find((e) => e.key === key);
+        return { ok: Boolean(found), value: found };
+      },
+      DELIVERY_MS,
+      500,
+    );
+    assert.equal(entry.attempts, 1, JSON.stringify(entry));
+    const view = (await stack.getJob(key)).body;
+    assert.equal(view.state, "unknown");
+    assert.equal(view.waiting_for_operator, true, JSON.stringify(view));
+    assert.equal(stack.llm.calls(key).length, 1, "never called again on its own");
+  });
+});
