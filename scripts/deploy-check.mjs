@@ -11,7 +11,7 @@
 //   - a demo switch: DEMO_TOKEN_ISSUER=on (mints dev-tenant tokens for
 //     anyone), UPSTREAM=demo or a PROVIDERS entry of kind demo (the built-in
 //     demo provider), the demo inbox (demo:inbox), a testing knob
-//     (QUEUE_SEND_FAULTS, EFFECT_HANG_AFTER); and no UPSTREAM nor PROVIDERS
+//     (QUEUE_SEND_FAULTS, QUEUE_SEND_DELAY_MS, EFFECT_HANG_AFTER); and no UPSTREAM nor PROVIDERS
 //     at all (every request would answer 500 gateway-misconfigured);
 //   - the worker built with fault injection (`make build-edge-test`, the
 //     cargo feature `faults`: its wasm reads those knobs) instead of the
@@ -52,7 +52,7 @@ const configPath = path.resolve(args[0] ?? "wrangler.toml");
 const CREDENTIAL_NAME = /KEY|SECRET|PASSW|CREDENTIAL|^TOKEN|^TENANTS$|^OTEL_EXPORTER_OTLP_(TRACES_)?HEADERS$/i;
 const PLACEHOLDER = "REPLACE_WITH";
 /** The testing knobs (crates/edge/src/env/faults.rs), read only by the worker built with `faults`. */
-const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "EFFECT_HANG_AFTER"];
+const FAULT_KNOBS = ["QUEUE_SEND_FAULTS", "QUEUE_SEND_DELAY_MS", "EFFECT_HANG_AFTER"];
 const KV_ID = /^[0-9a-f]{32}$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** wrangler.toml's local D1 ids (00000000-0000-4000-8000-00000000000N). */

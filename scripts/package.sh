@@ -30,7 +30,7 @@ done
 
 # The production build only: the one with fault injection (make
 # build-edge-test, the cargo feature `faults`) holds its knobs' names.
-if grep -qaE 'QUEUE_SEND_FAULTS|EFFECT_HANG_AFTER' "$edge/index_bg.wasm"; then
+if grep -qaE 'QUEUE_SEND_FAULTS|QUEUE_SEND_DELAY_MS|EFFECT_HANG_AFTER' "$edge/index_bg.wasm"; then
   echo "package: $edge/index_bg.wasm is built with fault injection (the faults feature): run make build-edge-deploy" >&2
   exit 1
 fi

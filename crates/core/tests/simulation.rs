@@ -83,6 +83,9 @@ fn describe(violations: &[Violation]) -> String {
         .join("\n")
 }
 
+/// What one simulation thread found: its steps, violations, statistics and slowest seeds.
+type WorkerResult = (u64, Vec<Violation>, BTreeMap<&'static str, u64>, Slowest);
+
 /// Adds a seed's count to the totals; a statistic named "… (max)" keeps
 /// the largest instead.
 fn add_stat(stats: &mut BTreeMap<&'static str, u64>, what: &'static str, n: u64) {
@@ -183,7 +186,7 @@ fn simulation_seeds_keep_the_invariants() {
     } else {
         std::thread::available_parallelism().map_or(1, |n| n.get()).min(2) as u64
     };
-    let results: Vec<(u64, Vec<Violation>, BTreeMap<&'static str, u64>, Slowest)> = if threads == 1 {
+    let results: Vec<WorkerResult> = if threads == 1 {
         vec![worker(0, 1)]
     } else {
         std::thread::scope(|scope| {
