@@ -41,12 +41,16 @@ pub async fn send_job(env: &Env, config: &Config, message: &JobMessage) -> Resul
 pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result<()> {
     let queue = Queue::of(&batch.queue(), binding::DEAD_LETTERS_QUEUE);
     let messages = batch.messages()?;
+    // Each body read once: for the cursor and for its Ledger.
+    let jobs: Vec<Option<JobMessage>> =
+        messages.iter().map(|m| serde_json::from_value(m.body().clone()).ok()).collect();
     let started = match queue.tells_progress() {
-        true => started(&env, &messages).await,
+        true => started(&env, &jobs).await,
         false => None,
     };
     // Each message's job has its own Ledger: run them side by side.
-    join_all(messages.iter().map(|message| async { settle(message, handle(&env, queue, message).await) })).await;
+    let handled = messages.iter().zip(&jobs);
+    join_all(handled.map(|(message, job)| async { settle(message, handle(&env, queue, job.as_ref()).await) })).await;
     if let Some(batch) = started {
         tell_cursor(&env, CursorCall::Ended { batch }).await;
     }
@@ -56,10 +60,10 @@ pub async fn consume(batch: MessageBatch<serde_json::Value>, env: Env) -> Result
 /// Tells the queue's cursor that a batch of job messages started: its
 /// name (random), and the newest send among its messages. `None` if the
 /// cursor could not be told (logged): the batch is handled all the same.
-async fn started(env: &Env, messages: &[Message<serde_json::Value>]) -> Option<u64> {
-    let newest_sent_ms = messages.iter().filter_map(|m| m.body().get("sent_ms")?.as_u64()).max().unwrap_or(0);
+async fn started(env: &Env, jobs: &[Option<JobMessage>]) -> Option<u64> {
     let batch = MathRandom.next_u64();
-    tell_cursor(env, CursorCall::Started { batch, newest_sent_ms }).await.then_some(batch)
+    let call = CursorCall::started(batch, jobs.iter().flatten().map(|job| job.sent_ms));
+    tell_cursor(env, call).await.then_some(batch)
 }
 
 /// Makes `call` to the queue's cursor; whether it went through (a failure
@@ -83,8 +87,8 @@ fn settle(message: &Message<serde_json::Value>, disposition: Disposition) {
 /// settles: a job message is delivered to its job's Ledger, whose verdict
 /// says what becomes of the message; a dead letter is recorded for
 /// operators (see [`Command::Record`]).
-async fn handle(env: &Env, queue: Queue, message: &Message<serde_json::Value>) -> Disposition {
-    let Ok(job) = serde_json::from_value::<JobMessage>(message.body().clone()) else {
+async fn handle(env: &Env, queue: Queue, job: Option<&JobMessage>) -> Disposition {
+    let Some(job) = job else {
         worker::console_warn!("onejob: dropping a malformed queue message");
         return Disposition::MALFORMED;
     };
@@ -92,13 +96,13 @@ async fn handle(env: &Env, queue: Queue, message: &Message<serde_json::Value>) -
     loop {
         let event = match command {
             Command::Ask(ask) => {
-                Event::Answered(logged(ask_ledger(env, &job, &LedgerCall::from(ask)).await, ask.purpose()))
+                Event::Answered(logged(ask_ledger(env, job, &LedgerCall::from(ask)).await, ask.purpose()))
             }
             Command::SendDeadLetter => {
-                Event::Sent(logged(send_dead_letter(env, &job).await, "sending a dead letter").is_some())
+                Event::Sent(logged(send_dead_letter(env, job).await, "sending a dead letter").is_some())
             }
             Command::Record(facts) => {
-                Event::Recorded(logged(ops::record_dead_letter(env, &job, &facts).await, "recording a dead letter"))
+                Event::Recorded(logged(ops::record_dead_letter(env, job, &facts).await, "recording a dead letter"))
             }
             Command::Alert { error_class, recorded_ms } => Event::Alerted(
                 logged(alert(env, &error_class, recorded_ms).await, "alerting about a dead letter").is_some(),

@@ -87,6 +87,14 @@ pub enum CursorCall {
     Read,
 }
 
+impl CursorCall {
+    /// A batch named `batch` started, its messages sent at `sent_ms` (0:
+    /// not said): the newest of them is what the cursor keeps.
+    pub fn started(batch: u64, sent_ms: impl IntoIterator<Item = u64>) -> Self {
+        CursorCall::Started { batch, newest_sent_ms: sent_ms.into_iter().max().unwrap_or(0) }
+    }
+}
+
 /// What the cursor keeps in storage: the open batches are in memory only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Kept {
@@ -236,5 +244,7 @@ mod tests {
         assert_eq!(json, r#"{"call":"started","batch":9,"newest_sent_ms":12}"#);
         assert_eq!(serde_json::from_str::<CursorCall>(&json).unwrap(), call);
         assert_eq!(serde_json::from_str::<CursorCall>(r#"{"call":"read"}"#).unwrap(), CursorCall::Read);
+        assert_eq!(CursorCall::started(3, [5, 0, 9, 2]), CursorCall::Started { batch: 3, newest_sent_ms: 9 });
+        assert_eq!(CursorCall::started(3, []), CursorCall::Started { batch: 3, newest_sent_ms: 0 });
     }
 }

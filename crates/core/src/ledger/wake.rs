@@ -50,6 +50,14 @@ pub struct Here {
     pub sending: bool,
 }
 
+impl Here {
+    /// Whether the outbox waits for what runs here: a drive owns the job,
+    /// or a send's answer is still to come.
+    fn outbox_waits(self) -> bool {
+        self.driving || self.sending
+    }
+}
+
 /// What a [`Ring::Tend`] does after settling a stream whose pump is gone,
 /// in this order: the outbox's step (the job's message sent again, or
 /// given up on), the job's dead letter if it needs an operator (looked at
@@ -68,8 +76,7 @@ pub fn tend(
     here: Here,
     progress: Option<&Progress>,
 ) -> Vec<Step> {
-    let Here { driving, sending } = here;
-    let outbox_step = match driving || sending {
+    let outbox_step = match here.outbox_waits() {
         true => OutboxStep::Wait,
         false => background::outbox_step(job, outbox, outbox_delay_ms, now_ms, progress),
     };
@@ -78,7 +85,7 @@ pub fn tend(
         OutboxStep::GiveUp => Some(Step::GiveUpSending),
         OutboxStep::Wait => None,
     };
-    let follow_up = (!driving).then_some(Step::FollowUp);
+    let follow_up = (!here.driving).then_some(Step::FollowUp);
     send.into_iter().chain([Step::DeadLetter(job.clone())]).chain(follow_up).collect()
 }
 
@@ -86,7 +93,7 @@ pub fn tend(
 /// progress, to pass to [`tend`] ([`background::needs_progress`]): not
 /// while a drive running here owns the job.
 pub fn needs_progress(job: &Job, outbox: &Outbox, now_ms: u64, here: Here) -> bool {
-    !here.driving && !here.sending && background::needs_progress(job, outbox, now_ms)
+    !here.outbox_waits() && background::needs_progress(job, outbox, now_ms)
 }
 
 /// When the alarm rings next: the earliest of the job's retention, a

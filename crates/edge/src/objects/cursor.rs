@@ -35,8 +35,9 @@ impl DurableObject for QueueCursor {
         let Ok(call) = serde_json::from_slice::<CursorCall>(&req.bytes().await?) else {
             return Response::error("malformed cursor call", 400);
         };
-        // A storage read holds the object's input gate: nothing runs meanwhile.
-        let loaded = self.cursor.borrow().clone();
+        // Taken out of memory, not copied (it is put back below). A storage
+        // read holds the object's input gate: nothing runs meanwhile.
+        let loaded = self.cursor.borrow_mut().take();
         let mut cursor = match loaded {
             Some(cursor) => cursor,
             None => Cursor::from_kept(
