@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use onejob_core::admission::{self, Admission, Arrival};
 use onejob_core::answer;
+use onejob_core::background;
 use onejob_core::background::progress::Progress;
-use onejob_core::background::{self, OutboxStep};
 use onejob_core::backoff::budget::RetryBudget;
 use onejob_core::classify::{ErrorClass, TransportFailure};
 use onejob_core::fingerprint::Fingerprint;
@@ -29,6 +29,7 @@ use onejob_core::ledger::delivery::{self, Verdict};
 use onejob_core::ledger::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
 use onejob_core::ledger::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
 use onejob_core::ledger::tending::Step;
+use onejob_core::ledger::wake;
 use onejob_core::protocol::{Problem, ProblemType};
 use onejob_core::providers::Api;
 
@@ -1478,9 +1479,7 @@ impl World {
     fn arm(&mut self, j: usize) {
         let st = &self.objects[j].storage;
         let Some(job) = st.job.as_ref() else { return };
-        let at = background::wake_at(job, &st.outbox, OUTBOX_DELAY_MS, self.now)
-            .into_iter()
-            .fold(job.expires_ms(), u64::min);
+        let at = wake::next_ms(job, &st.outbox, OUTBOX_DELAY_MS, None, self.now);
         self.set_alarm(j, at);
     }
 
@@ -1505,31 +1504,36 @@ impl World {
         self.objects[j].storage.alarm = Some((at, self.seq));
     }
 
+    /// The alarm, in the order the Ledger's `alarm` and `tend_at_alarm`
+    /// run it: what the ring does ([`wake::Ring::of`]), whether the
+    /// consumer's progress is read ([`wake::needs_progress`]), the tending
+    /// steps ([`wake::tend`]) performed in order, then the next ring.
     fn alarm(&mut self, j: usize) {
         self.objects[j].storage.alarm = None;
         let driving = self.objects[j].memory.driving.is_some();
-        match self.objects[j].storage.job.clone() {
-            Some(job) if (job.is_expired(self.now) || job.is_streaming()) && driving => {
-                self.set_alarm(j, self.now + 30_000)
-            }
-            Some(job) if !job.is_expired(self.now) => {
+        match wake::Ring::of(self.objects[j].storage.job.clone(), self.now, driving) {
+            wake::Ring::Watch => self.set_alarm(j, self.now + wake::WATCHDOG_MS),
+            wake::Ring::Tend(job) => {
                 let job = self.settle_by_time(j, driving).unwrap_or(job);
-                if !driving && self.objects[j].memory.sends_pending == 0 {
-                    let outbox = self.objects[j].storage.outbox;
-                    let progress = background::needs_progress(&job, &outbox, self.now).then(|| self.progress());
-                    match background::outbox_step(&job, &outbox, OUTBOX_DELAY_MS, self.now, progress.as_ref()) {
-                        OutboxStep::Send => self.enqueue(j),
-                        OutboxStep::GiveUp => {
+                let here = wake::Here { driving, sending: self.objects[j].memory.sends_pending > 0 };
+                let outbox = self.objects[j].storage.outbox;
+                let progress = wake::needs_progress(&job, &outbox, self.now, here).then(|| self.progress());
+                for step in wake::tend(&job, &outbox, OUTBOX_DELAY_MS, self.now, here, progress.as_ref()) {
+                    match step {
+                        Step::Send(_) => self.enqueue(j),
+                        Step::GiveUpSending => {
                             self.count("outbox gave up");
                             self.objects[j].storage.outbox.give_up();
                         }
-                        OutboxStep::Wait => {}
+                        Step::DeadLetter(_) => self.dead_letter_once(j),
+                        // A job type's follow-up is the effects' simulation's.
+                        Step::FollowUp => {}
+                        other => self.violate("alarm", format!("the alarm's tending asked for {other:?}")),
                     }
                 }
-                self.dead_letter_once(j);
                 self.arm(j);
             }
-            _ => {
+            wake::Ring::Delete(_) => {
                 self.trace.line(|| format!("        job {j}'s object deleted (retention)"));
                 self.objects[j].storage = Storage::default();
                 self.objects[j].deleted = true;
