@@ -631,17 +631,7 @@ describe("background jobs: a job already waiting for an operator when it is adop
     // came, nor did the outbox send again (the job could not run): no
     // alarm letters a job whose lease ended before it was a background
     // job, so operators never saw it among the dead letters.
-    const entry = await waitFor(
-      "its dead letter",
-      async () => {
-        const list = await stack.admin(DEAD_LETTERS);
-        assert.equal(list.status, 200, list.text);
-        const found = list.body.entries.find((e) => e.key === key);
-        return { ok: Boolean(found), value: found };
-      },
-      DELIVERY_MS,
-      500,
-    );
+    const entry = await stack.waitForDeadLetter(key, { timeoutMs: DELIVERY_MS });
     assert.equal(entry.attempts, 1, JSON.stringify(entry));
     const view = (await stack.getJob(key)).body;
     assert.equal(view.state, "unknown");

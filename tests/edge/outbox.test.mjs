@@ -129,17 +129,7 @@ describe("the outbox: after 12 sends no delivery took, the job is left to operat
     assert.equal(waiting.enqueued, 12, "MAX_UNTAKEN_SENDS");
     assert.equal(stack.worker.output().match(/queue send failed \(QUEUE_SEND_FAULTS\)/g)?.length, 12);
     assert.match(stack.worker.output(), /left to operators/);
-    const entry = await waitFor(
-      "the dead letter",
-      async () => {
-        const list = await stack.admin(DEAD_LETTERS);
-        assert.equal(list.status, 200, list.text);
-        const found = list.body.entries.find((e) => e.key === key);
-        return { ok: Boolean(found), value: found };
-      },
-      DELIVERY_MS,
-      500,
-    );
+    const entry = await stack.waitForDeadLetter(key, { timeoutMs: DELIVERY_MS });
     assert.equal(entry.error_class, "undelivered");
     assert.equal(entry.attempts, 0);
     assert.match(entry.detail, /12 messages/);

@@ -333,6 +333,20 @@ export async function startStack({ vars = {}, upstream, llm: sharedLlm, provider
         250,
       );
     },
+    /** Waits for `key`'s entry in `GET /onejob/v1/admin/dead-letters` (as the dev admin); returns it. */
+    async waitForDeadLetter(key, { timeoutMs = 30_000 } = {}) {
+      return waitFor(
+        `the dead letter of ${key}`,
+        async () => {
+          const list = await stack.admin("/onejob/v1/admin/dead-letters");
+          assert.equal(list.status, 200, list.text);
+          const found = list.body.entries.find((e) => e.key === key);
+          return { ok: Boolean(found), value: found };
+        },
+        timeoutMs,
+        500,
+      );
+    },
     /**
      * An admin request (`GET`, or `POST` when `body` is given) as `token`
      * (the dev admin unless told), with `key` as its Idempotency-Key:
