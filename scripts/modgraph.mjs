@@ -22,11 +22,8 @@
 //   too, so a new folder states what it may import;
 // - both: what would hide an edge (a `mod` with no file, a `#[path]`
 //   module, a glob import of the crate root);
-// - the core: a cycle is REPORTED but fails only with --strict-core. The core
-//   has a cycle {backoff, effect, job_type, protocol} that is being cut on its
-//   own branch; once it is gone, the integrator flips STRICT_CORE in
-//   tests/modgraph.test.mjs (the suite then passes --strict-core) and it
-//   stays gone.
+// - the core: any cycle, and any import of a folder not above the importer
+//   in CORE_ORDER (the folder order of crates/core/src/lib.rs's map).
 //
 // `make test` runs it as the `modgraph` suite (tests/modgraph.test.mjs), with
 // tests that a synthetic cycle and a forbidden import do fail, so this gate
@@ -80,9 +77,17 @@ export const EDGE_RULES = {
 // Edges that break the table on purpose, each with the change that removes it.
 export const EDGE_EXCEPTIONS = [];
 
+// The core's folders in layer order, as crates/core/src/lib.rs lists them:
+// a folder may import only the folders above it.
+export const CORE_ORDER = [
+  "wire", "identity", "retry", "upstream", "job_type", "job", "config", "demo",
+  "front", "ledger", "operators", "telemetry", "api", "deployment",
+];
+export const CORE_RULES = Object.fromEntries(CORE_ORDER.map((m, i) => [m, CORE_ORDER.slice(0, i)]));
+
 export const CRATES = {
   edge: { src: "crates/edge/src", rules: EDGE_RULES, exceptions: EDGE_EXCEPTIONS, strict: true },
-  core: { src: "crates/core/src", rules: null, exceptions: [], strict: false },
+  core: { src: "crates/core/src", rules: CORE_RULES, exceptions: [], strict: true },
 };
 
 // `text` with comments and the contents of string and char literals
@@ -410,7 +415,7 @@ export function report(result, { name, strict, graph = false }) {
   if (result.cycles.length === 0) lines.push("  ok: no cycle");
   const byEdge = new Map();
   for (const v of result.violations) {
-    if (v.module) lines.push(`  error: ${v.text} (scripts/modgraph.mjs, EDGE_RULES)`);
+    if (v.module) lines.push(`  error: ${v.text} (scripts/modgraph.mjs, EDGE_RULES or CORE_ORDER)`);
     else {
       const k = `${v.edge.from} → ${v.edge.to}`;
       if (!byEdge.has(k)) byEdge.set(k, []);
@@ -418,7 +423,7 @@ export function report(result, { name, strict, graph = false }) {
     }
   }
   for (const [k, es] of byEdge) {
-    lines.push(`  error: ${k} is not in the may-import table (scripts/modgraph.mjs, EDGE_RULES):`);
+    lines.push(`  error: ${k} is not in the may-import table (scripts/modgraph.mjs, EDGE_RULES or CORE_ORDER):`);
     for (const e of es) lines.push(`    ${where(e)}`);
   }
   if (result.violations.length === 0 && result.rulesChecked) lines.push("  ok: every import is in the may-import table");
@@ -447,7 +452,7 @@ function main(argv) {
     runs.push({
       name: path.basename(path.dirname(path.resolve(value("--src")))),
       src: path.resolve(value("--src")),
-      rules: edge ? EDGE_RULES : null,
+      rules: edge ? EDGE_RULES : rulesName === "core" ? CORE_RULES : null,
       exceptions: edge ? EDGE_EXCEPTIONS : [],
       strict: true,
     });

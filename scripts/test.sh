@@ -47,9 +47,9 @@ make -s build-edge build-edge-test build-edge-deploy build-client || { echo "bui
 
 # Formatting is part of the code (rustfmt.toml): a diff fails the run.
 run format cargo fmt --all -- --check
-# The module graph of both crates (scripts/modgraph.mjs): no cycle in either
-# and no import outside the edge's may-import table; the core's layers
-# (scripts/core-graph.mjs): no import of a module listed after the importer.
+# The module graph of both crates (scripts/modgraph.mjs): no cycle in either,
+# no import outside the edge's may-import table, and no core folder importing
+# one listed after it in lib.rs's map.
 run modgraph node --test --test-reporter=spec tests/modgraph.test.mjs
 # Clippy's lints as errors, natively (the edge without its `faults` feature)
 # and for wasm32 (the worker and the SDK as they ship, the edge with

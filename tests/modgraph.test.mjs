@@ -1,21 +1,17 @@
 // The module-graph gate (scripts/modgraph.mjs): the edge has no module
-// cycle and no import outside its may-import table; the core's cycles are
-// reported (they fail with --strict-core). And the gate itself: a cycle, a
-// forbidden import or a module with no row fails it, so it cannot pass by
+// cycle and no import outside its may-import table; the core has no cycle
+// and no folder importing one listed after it (CORE_ORDER). And the gate
+// itself: a cycle, a forbidden import or a module with no row fails it, so it cannot pass by
 // reading nothing.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { EDGE_EXCEPTIONS, EDGE_RULES, check, scanFile, stripRust } from "../scripts/modgraph.mjs";
-
-// The core's cycle {backoff, effect, job_type, protocol} is cut: the core is
-// checked with --strict-core, so a new cycle fails the suite.
-const STRICT_CORE = true;
+import { CORE_ORDER, CORE_RULES, EDGE_EXCEPTIONS, EDGE_RULES, check, scanFile, stripRust } from "../scripts/modgraph.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const script = path.join(root, "scripts/modgraph.mjs");
@@ -55,13 +51,31 @@ test("the edge: no module cycle, every import in its table", () => {
   assert.ok(result.edges.length > 20, `only ${result.edges.length} edges read`);
 });
 
-test(`the core: its cycles are reported; they fail only with --strict-core${STRICT_CORE ? " (on)" : ""}`, () => {
-  const reported = modgraph("--crate", "core", ...(STRICT_CORE ? ["--strict-core"] : []));
-  console.log(reported.out);
-  assert.equal(reported.status, 0, reported.out);
-  const cycles = check(path.join(root, "crates/core/src")).cycles;
-  const strict = modgraph("--crate", "core", "--strict-core");
-  assert.equal(strict.status, cycles.length > 0 ? 1 : 0, strict.out);
+test("the core: no module cycle, every folder imports only folders above it (CORE_ORDER, lib.rs's map)", () => {
+  const { status, out } = modgraph("--crate", "core", "--graph");
+  console.log(out);
+  assert.equal(status, 0, out);
+  assert.match(out, /ok: no cycle/);
+  assert.match(out, /ok: every import is in the may-import table/);
+  const result = check(path.join(root, "crates/core/src"), CORE_RULES);
+  assert.deepEqual(result.modules.filter((m) => !(m in CORE_RULES)), []);
+  assert.ok(result.edges.length > 40, `only ${result.edges.length} edges read`);
+  // The order is lib.rs's: its map lists the folders in the same order.
+  const lib = readFileSync(path.join(root, "crates/core/src/lib.rs"), "utf8");
+  const listed = [...lib.matchAll(/^\/\/! \| \[`([a-z_]+)`\]/gm)].map((m) => m[1]);
+  assert.deepEqual(listed, CORE_ORDER);
+  assert.ok(result.modules.length <= 16, `core's root has ${result.modules.length} entries`);
+});
+
+test("the core's order fails an import of a folder listed below the importer", () => {
+  const src = crate({
+    "lib.rs": "mod wire;\nmod identity;\n",
+    "wire.rs": "use crate::identity::Key;\n",
+    "identity.rs": "pub struct Key;\n",
+  });
+  const { status, out } = modgraph("--src", src, "--rules", "core");
+  assert.equal(status, 1, out);
+  assert.match(out, /error: wire → identity is not in the may-import table/);
 });
 
 test("a cycle fails the check, naming each edge and the file:line that makes it", () => {
@@ -143,10 +157,4 @@ test("what would hide edges is an error: a glob of the crate root, a mod with no
   assert.match(result.problems.join("\n"), /a\.rs:1: a glob import of the crate root/);
   assert.match(result.problems.join("\n"), /lib\.rs:2: mod gone; has no file/);
   assert.equal(modgraph("--src", src).status, 1);
-});
-
-test("the core's layers: every module imports only modules listed before it in lib.rs's module doc (scripts/core-graph.mjs)", () => {
-  const run = spawnSync(process.execPath, [path.join(root, "scripts/core-graph.mjs")], { encoding: "utf8" });
-  assert.equal(run.status, 0, run.stdout + run.stderr);
-  assert.match(run.stdout, /no cycle; every import goes to a module listed before it/);
 });

@@ -354,7 +354,7 @@ describe("demo page", () => {
     assert.equal(li.width, list.width);
     await screenshot(page, "timeline-empty");
 
-    // Every model the demo provider routes is offered (crates/core/src/providers.rs, crates/edge/src/demo/provider.rs).
+    // Every model the demo provider routes is offered (crates/core/src/upstream/providers.rs, crates/edge/src/demo/provider.rs).
     const models = await page.$$eval("#model option", (options) => options.map((o) => o.value));
     assert.deepEqual(models, ["demo", "demo-flaky", "demo-slow", "demo-timeout", "demo-stream-drop", "demo-stream-error", "demo-failover", "demo-hedge", "demo-json"]);
     await page.selectOption("#model", "demo-json");

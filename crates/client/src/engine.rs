@@ -2,16 +2,16 @@
 //! after each try, [`Engine::next`] says deliver, wait so long, or give up
 //! (core's [`Retries`] with the client's shared [`RetryBudget`]), and why.
 
-use onejob_core::backoff::budget::{BudgetConfig, BudgetError, RetryBudget};
-use onejob_core::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
-use onejob_core::backoff::retry_after::server_delay_ms_with;
-use onejob_core::backoff::{Backoff, BackoffError, Jitter};
-use onejob_core::canonical::push_u64;
-use onejob_core::classify::{ErrorClass, TransportFailure};
-use onejob_core::fingerprint::Fingerprint;
-use onejob_core::intent::{self, SavedRequest};
-use onejob_core::protocol::header;
-use onejob_core::reply::BodyHint;
+use onejob_core::identity::canonical::push_u64;
+use onejob_core::identity::fingerprint::Fingerprint;
+use onejob_core::identity::intent::{self, SavedRequest};
+use onejob_core::retry::backoff::budget::{BudgetConfig, BudgetError, RetryBudget};
+use onejob_core::retry::backoff::retries::{Observation, Retries, Step, UnknownOutcomes};
+use onejob_core::retry::backoff::retry_after::server_delay_ms_with;
+use onejob_core::retry::backoff::{Backoff, BackoffError, Jitter};
+use onejob_core::retry::classify::{ErrorClass, TransportFailure};
+use onejob_core::retry::reply::BodyHint;
+use onejob_core::wire::header;
 use wasm_bindgen::prelude::*;
 
 use crate::intent::Intent;

@@ -4,7 +4,7 @@
 //! The request (body included) is kept as the JSON text it is stored as, so a
 //! record saved on every attempt never serialises its body again.
 
-use onejob_core::intent::{IntentRecord, IntentState, is_live};
+use onejob_core::identity::intent::{IntentRecord, IntentState, is_live};
 use wasm_bindgen::prelude::*;
 
 use crate::js;

@@ -4,9 +4,9 @@
 
 use std::cell::UnsafeCell;
 
-use onejob_core::backoff::retry_after::{HostDates, HttpDates};
-use onejob_core::canonical::Numbers;
-use onejob_core::random::RandomSource;
+use onejob_core::identity::canonical::Numbers;
+use onejob_core::identity::random::RandomSource;
+use onejob_core::retry::backoff::retry_after::{HostDates, HttpDates};
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen]

@@ -23,7 +23,7 @@ mod stream;
 
 use std::cell::UnsafeCell;
 
-use onejob_core::fingerprint::{Fingerprint, request_target};
+use onejob_core::identity::fingerprint::{Fingerprint, request_target};
 use wasm_bindgen::prelude::*;
 
 pub use crate::engine::{Attempts, Engine};
@@ -100,7 +100,7 @@ pub fn intent_id(name: Option<String>, fingerprint: &str) -> Option<String> {
     let Some(fingerprint) = Fingerprint::parse(fingerprint) else {
         return js::refuse(MALFORMED_FINGERPRINT);
     };
-    Some(onejob_core::intent::intent_id(name.as_deref(), &fingerprint))
+    Some(onejob_core::identity::intent::intent_id(name.as_deref(), &fingerprint))
 }
 
 /// Why [`intent_id`] and [`Engine::submit`] refuse a fingerprint the engine

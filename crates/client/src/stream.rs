@@ -3,7 +3,7 @@
 //! for byte) and counts them, so after a dropped connection it asks the
 //! gateway for the events after those (`…/stream?from=N`).
 
-use onejob_core::sse::{Splitter, ends_stream};
+use onejob_core::upstream::sse::{Splitter, ends_stream};
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen]

@@ -196,14 +196,14 @@ fn the_splitter_hands_out_whole_events_only() {
 /// JSON.stringify is the oracle, on random doubles of every magnitude.
 #[wasm_bindgen_test]
 fn jcs_numbers_match_javascript() {
-    let mut rng = onejob_core::random::SplitMix64::new(2026);
+    let mut rng = onejob_core::identity::random::SplitMix64::new(2026);
     let mut checked = 0;
     while checked < 5_000 {
-        let x = f64::from_bits(onejob_core::random::RandomSource::next_u64(&mut rng));
+        let x = f64::from_bits(onejob_core::identity::random::RandomSource::next_u64(&mut rng));
         if !x.is_finite() {
             continue;
         }
-        let ours = onejob_core::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
+        let ours = onejob_core::identity::canonical::canonicalize(format!("[{x:e}]").as_bytes()).unwrap();
         let theirs = js_sys::JSON::stringify(&js_sys::Array::of1(&wasm_bindgen::JsValue::from_f64(x)))
             .unwrap()
             .as_string()
@@ -217,7 +217,7 @@ fn jcs_numbers_match_javascript() {
 /// identity as the core's native path (ryu), which the gateway uses.
 #[wasm_bindgen_test]
 fn fingerprint_export_matches_the_gateways_identity() {
-    use onejob_core::fingerprint::{Body, Fingerprint};
+    use onejob_core::identity::fingerprint::{Body, Fingerprint};
     let bodies = [
         r#"{"b":[1.50,1e2,-0,0.1,1e21,1e-7,123456789012345678,5e-324,1.7976931348623157e308,333333333.33333329],"a":"\u00e9\ud83d\ude00"}"#,
         r#"{"model":"gpt-4o-mini","temperature":0.7,"messages":[{"role":"user","content":"héllo \"there\"\n"}]}"#,
@@ -241,7 +241,7 @@ fn the_body_buffer_fingerprints_what_was_written_into_it() {
     use onejob_client::{body_buffer, fingerprint_body};
     let url = "https://gw.test/v1/chat/completions";
     let chat = r#"{"messages":[{"role":"user","content":"Voilà ✓ \"quoted\" C:\\x\n日本語 🙂 \u00e9"}]}"#;
-    assert!(onejob_core::canonical::canonicalize(chat.as_bytes()).is_ok());
+    assert!(onejob_core::identity::canonical::canonicalize(chat.as_bytes()).is_ok());
     let big = format!(r#"{{"a":"{}"}}"#, "é".repeat(1 << 20));
     for body in [chat, "{}", "", "not json", &big, chat] {
         let at = body_buffer(body.len() * 3);

@@ -19,8 +19,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use onejob_core::backoff::{Backoff, Jitter};
-use onejob_core::random::SplitMix64;
+use onejob_core::identity::random::SplitMix64;
+use onejob_core::retry::backoff::{Backoff, Jitter};
 
 const NETWORK_DELAY_MS: u64 = 10;
 const BASE_MS: u64 = 5;

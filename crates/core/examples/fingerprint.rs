@@ -12,8 +12,8 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use onejob_core::canonical::canonicalize;
-use onejob_core::fingerprint::{Body, Fingerprint};
+use onejob_core::identity::canonical::canonicalize;
+use onejob_core::identity::fingerprint::{Body, Fingerprint};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

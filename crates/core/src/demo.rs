@@ -26,11 +26,11 @@
 //! `openai(model)` calls by default) and Anthropic's Messages
 //! (`/v1/messages`), answers and SSE events in each one's format. A demo
 //! provider configured as an outage answers every call with a 503 (see
-//! [`crate::providers`]).
+//! [`crate::upstream::providers`]).
 
 use serde_json::{Value, json};
 
-use crate::token::UserToken;
+use crate::config::token::UserToken;
 
 /// What the demo answers a call: after `delay_ms`, `reply`.
 #[derive(Debug, Clone, PartialEq, Eq)]

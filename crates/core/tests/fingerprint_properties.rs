@@ -9,8 +9,8 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
-use onejob_core::canonical::canonicalize;
-use onejob_core::fingerprint::{Body, Fingerprint};
+use onejob_core::identity::canonical::canonicalize;
+use onejob_core::identity::fingerprint::{Body, Fingerprint};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

@@ -1,5 +1,5 @@
 //! A deterministic simulation of the Ledger (FoundationDB's simulation
-//! testing, TigerBeetle's VOPR): the real [`onejob_core::ledger::drive`]
+//! testing, TigerBeetle's VOPR): the real [`onejob_core::ledger::request::drive`]
 //! machine, admission, background deliveries and the job itself, run
 //! against a simulated world — providers that fail in every way the
 //! classifier knows, breakers, storage with a real compare-and-swap, an
@@ -27,7 +27,7 @@
 //! `no-stuck-drive`, `quiescence`, `retention-cleans`.
 //!
 //! Each seed also runs a job type's effects on the real effects machine
-//! ([`onejob_core::ledger::effects`], `simulation/effects.rs`), with its own
+//! ([`onejob_core::ledger::effects::run`], `simulation/effects.rs`), with its own
 //! invariants: `effect-once`, `claim-before-perform`, `effect-cas`,
 //! `approval-before-perform`, `done-means-delivered`, `dead-letter-once`,
 //! `batch`, and after its drain `effect-settles`, `no-stuck-run` and

@@ -15,7 +15,7 @@ pub type ByteChunks = Pin<Box<dyn Stream<Item = worker::Result<Vec<u8>>>>>;
 
 /// One upstream answer, body read whole (core's: how one is read, and
 /// one too large to keep, are its rules).
-pub use onejob_core::upstream::{Reply, header_of};
+pub use onejob_core::upstream::arrival::{Reply, header_of};
 
 /// An answer being streamed.
 pub struct Streaming {
@@ -27,4 +27,4 @@ pub struct Streaming {
 
 /// A response as stored, and as replayed byte for byte (core's: the
 /// attempt machine keeps it).
-pub use onejob_core::ledger::attempts::StoredResponse;
+pub use onejob_core::ledger::request::attempts::StoredResponse;

@@ -3,13 +3,13 @@
 //! to the Ledger, which alone decides. Only finished (terminal) results are
 //! cached, by the Ledger when it first replays one; the gateway looks here
 //! first only when `RESULT_CACHE` says so (by default, for a retry:
-//! [`onejob_core::result_cache`]).
+//! [`onejob_core::config::result_cache`]).
 //!
 //! May import: `env`, `http` (a job's result) and the core.
 
+use onejob_core::config::result_cache;
 use onejob_core::job::JobState;
-use onejob_core::result_cache;
-use onejob_core::savings::Spent;
+use onejob_core::operators::savings::Spent;
 use serde::{Deserialize, Serialize};
 use worker::Env;
 

@@ -50,7 +50,7 @@ pub use objects::cursor::QueueCursor;
 pub use objects::health::ProviderHealth;
 pub use objects::meter::UsageMeter;
 
-use onejob_core::protocol::ProblemType;
+use onejob_core::wire::ProblemType;
 use worker::{Context, Env, MessageBatch, Request, Response, Result, event};
 
 #[event(fetch)]

@@ -19,10 +19,10 @@ use crate::env::binding;
 use crate::env::config::Config;
 use crate::env::random::MathRandom;
 use crate::error::EdgeError;
-use onejob_core::background::progress::CursorCall;
-use onejob_core::ledger::consumer::{Command, Consumer, Event};
-use onejob_core::ledger::delivery::{Disposition, Queue};
-use onejob_core::random::RandomSource;
+use onejob_core::identity::random::RandomSource;
+use onejob_core::ledger::background::consumer::{Command, Consumer, Event};
+use onejob_core::ledger::background::delivery::{Disposition, Queue};
+use onejob_core::ledger::background::progress::CursorCall;
 
 use crate::api::handoff::JobMessage;
 use crate::api::ledger::LedgerCall;

@@ -9,7 +9,7 @@
 //! bytes as the answer says.
 
 use super::{Method, Refusal, declared_length, expect, json_content_type, key_of, missing_key, within_limit};
-use crate::key::IdempotencyKey;
+use crate::identity::key::IdempotencyKey;
 
 /// A body's headers as the request sent them.
 #[derive(Debug, Clone, Copy, Default)]

@@ -253,7 +253,7 @@ fn a_proxied_request_is_one_job_keyed_or_derived() {
     assert_eq!((keyed.target.as_str(), &keyed.key, keyed.keyless), ("/v1/chat/completions?a=1", &sent, None));
     assert_eq!(keyed.fingerprint, fingerprint("/v1/chat/completions?a=1", br#"{"model": "demo"}"#, "body").unwrap());
     let derived = proxy_job(&tenant, window, None, &request).unwrap();
-    assert!(crate::keyless::is_derived(&derived.key));
+    assert!(crate::identity::keyless::is_derived(&derived.key));
     assert_eq!(derived.keyless, Some(window));
     // The same caller's identical request is the same job; another user's is not.
     assert_eq!(proxy_job(&tenant, window, None, &request).unwrap().key, derived.key);
@@ -279,7 +279,7 @@ mod credentials {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::tenant::key_digest;
+    use crate::config::tenant::key_digest;
 
     const SECRET: &str = "a-token-secret-of-at-least-32-bytes!!";
 

@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Job, JobError, JobState, UnknownPolicy};
-use crate::classify::ErrorClass;
-use crate::reply::Usage;
+use crate::retry::classify::ErrorClass;
+use crate::retry::reply::Usage;
 
 /// How one attempt ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,7 +76,7 @@ pub struct AttemptReport {
     pub status: Option<u16>,
     /// Tokens the provider reported.
     pub usage: Option<Usage>,
-    /// What kind of outcome it was ([`crate::classify::classify`] names it).
+    /// What kind of outcome it was ([`crate::retry::classify::classify`] names it).
     pub error_class: Option<ErrorClass>,
 }
 

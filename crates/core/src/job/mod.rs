@@ -25,6 +25,7 @@
 //! Time is the `now_ms` argument (milliseconds since the Unix epoch); the job
 //! never reads a clock.
 
+pub mod answer;
 mod attempt;
 mod error;
 mod operator;
@@ -32,6 +33,7 @@ mod policy;
 mod race;
 mod state;
 mod stream;
+pub mod view;
 
 pub use attempt::{Attempt, AttemptOutcome, AttemptReport, AttemptTicket};
 pub use error::JobError;
@@ -41,7 +43,7 @@ pub use state::JobState;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::Fingerprint;
+use crate::identity::fingerprint::Fingerprint;
 
 /// The durable record of one intent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,7 +113,7 @@ impl Job {
 
     /// The job that replaces this one, once it has ended, under the same key
     /// (a keyless request after its replay window, see
-    /// [`crate::keyless`]): pending, with no attempt, under `policy`, its
+    /// [`crate::identity::keyless`]): pending, with no attempt, under `policy`, its
     /// generation one more, and its version past this job's, so no write
     /// made for this job (a late racer's audit, a drive that read it) can
     /// pass the new job's compare-and-swap. `None` while this job has not ended.
@@ -334,3 +336,40 @@ fn is_zero_u64(n: &u64) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// What the job's and the Ledger's unit tests share: a fresh job with the usual policy.
+#[cfg(test)]
+pub(crate) mod test_job {
+    use crate::identity::fingerprint::Fingerprint;
+    use crate::job::{Job, JobPolicy, UnknownPolicy};
+    use crate::job_type::effect::{EffectRetry, EffectSpec, EffectTarget};
+
+    /// A new job of 3 attempts (30 s leases), kept `retention_ms`, created at 0.
+    pub(crate) fn kept_for(retention_ms: u64) -> Job {
+        let policy = JobPolicy::new(3, 30_000, 60_000, retention_ms, UnknownPolicy::RetryAfterLease).expect("policy");
+        Job::new(Fingerprint::of_bytes("POST", "/v1/chat/completions", b"{}"), 0, policy)
+    }
+
+    /// A new job kept a day.
+    pub(crate) fn new() -> Job {
+        kept_for(86_400_000)
+    }
+
+    /// A job type's webhook effect `mail` (no approval, 3 tries, no receipt
+    /// URL, no secret, an empty payload): for tests where its content does
+    /// not matter.
+    pub(crate) fn webhook_spec() -> EffectSpec {
+        EffectSpec {
+            name: "mail".into(),
+            approve: false,
+            approval_ttl_ms: 60_000,
+            retry: EffectRetry { attempts: 3, base_ms: 100, cap_ms: 1_000 },
+            target: EffectTarget::Webhook {
+                url: "https://mail.example/send".into(),
+                receipt_url: None,
+                secret: None,
+                payload: serde_json::json!({}),
+            },
+        }
+    }
+}

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Attempt, AttemptOutcome, Job, JobError, JobState};
-use crate::classify::ErrorClass;
+use crate::retry::classify::ErrorClass;
 
 /// What an operator did to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

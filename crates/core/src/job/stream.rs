@@ -2,7 +2,7 @@
 //! lease, and ends interrupted or cancelled with its partial answer kept.
 
 use super::{AttemptOutcome, AttemptReport, AttemptTicket, Job, JobError, JobState};
-use crate::classify::ErrorClass;
+use crate::retry::classify::ErrorClass;
 
 impl Job {
     /// Whether the running attempt's answer has started streaming.

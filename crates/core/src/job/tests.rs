@@ -8,9 +8,9 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use proptest::prelude::*;
 
 use super::*;
-use crate::classify::ErrorClass;
-use crate::fingerprint::{Body, Fingerprint};
-use crate::reply::Usage;
+use crate::identity::fingerprint::{Body, Fingerprint};
+use crate::retry::classify::ErrorClass;
+use crate::retry::reply::Usage;
 
 const T0: u64 = 1_700_000_000_000;
 

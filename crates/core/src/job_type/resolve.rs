@@ -7,7 +7,7 @@
 //! deleted.
 
 use super::{JobType, JobTypes};
-use crate::effect::{EffectSpec, EffectTarget};
+use crate::job_type::effect::{EffectSpec, EffectTarget};
 
 /// Reads a variable or a secret by name (`None`: unset).
 pub type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -4,7 +4,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::effect::EffectTarget;
+use crate::job_type::effect::EffectTarget;
 use crate::wire::ProblemType;
 
 pub(crate) fn triage() -> Value {
@@ -58,8 +58,8 @@ fn a_type_is_read_with_its_effects_and_defaults() {
     let triage = types.get("triage").unwrap();
     assert_eq!(triage.once_per.as_deref(), Some("ticket_id"));
     assert_eq!(triage.effects.len(), 2);
-    assert_eq!(triage.effects[0].retry, crate::effect::EffectRetry::DATABASE);
-    assert_eq!(triage.effects[1].retry, crate::effect::EffectRetry::WEBHOOK);
+    assert_eq!(triage.effects[0].retry, crate::job_type::effect::EffectRetry::DATABASE);
+    assert_eq!(triage.effects[1].retry, crate::job_type::effect::EffectRetry::WEBHOOK);
     assert!(matches!(&triage.effects[1].target, EffectTarget::Webhook { receipt_url: Some(_), .. }));
     assert!(!triage.effects[0].approve);
 }

@@ -192,7 +192,7 @@ mod tests {
     use super::*;
 
     fn job() -> Job {
-        super::super::test_job::new()
+        crate::job::test_job::new()
     }
 
     #[test]

@@ -9,10 +9,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::background::{self, Outbox};
-use crate::classify::ErrorClass;
-use crate::effect::{Effect, EffectState};
 use crate::job::Job;
+use crate::job_type::effect::{Effect, EffectState};
+use crate::ledger::background::outbox::{self, Outbox};
+use crate::retry::classify::ErrorClass;
+
+/// The class of a dead letter about one of a job type's effects.
+pub const EFFECT_CLASS: &str = "effect";
 
 /// The longest detail a dead letter keeps, in characters.
 pub const MAX_DETAIL_CHARS: usize = 300;
@@ -26,9 +29,9 @@ pub const REDACTED: &str = "[redacted]";
 /// the dead letter in the operators' index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeadFacts {
-    /// The job needs an operator ([`background::needs_operator`]).
+    /// The job needs an operator ([`outbox::needs_operator`]).
     pub dead: bool,
-    /// The cause's class: an error class's name, [`background::UNDELIVERED`],
+    /// The cause's class: an error class's name, [`outbox::UNDELIVERED`],
     /// `contract`, an effect's, or `unknown`.
     pub error_class: String,
     /// The last attempt's status.
@@ -41,20 +44,20 @@ pub struct DeadFacts {
 
 impl DeadFacts {
     /// What a dead letter of `job` records at `now_ms`: a job no queue
-    /// delivery took is [`background::UNDELIVERED`]; any other names its
+    /// delivery took is [`outbox::UNDELIVERED`]; any other names its
     /// last attempt's class and the reason in that attempt's stored body,
     /// which `last_body` reads (only then, by its attempt's number).
     pub fn of_job(job: &Job, outbox: &Outbox, now_ms: u64, last_body: impl FnOnce(u32) -> Option<Vec<u8>>) -> Self {
         let last = job.attempts().last();
-        let (error_class, detail) = if background::undelivered(job, outbox) {
+        let (error_class, detail) = if outbox::undelivered(job, outbox) {
             let detail = format!("no queue delivery took any of its {} messages", outbox.sends());
-            (background::UNDELIVERED.to_owned(), detail)
+            (outbox::UNDELIVERED.to_owned(), detail)
         } else {
             let detail = last.and_then(|a| last_body(a.number)).map(|body| detail_of_body(&body)).unwrap_or_default();
             (last.and_then(|a| a.error_class).map_or_else(|| "unknown".into(), ErrorClass::name), detail)
         };
         Self {
-            dead: background::needs_operator(job, outbox, now_ms),
+            dead: outbox::needs_operator(job, outbox, now_ms),
             error_class,
             last_status: last.and_then(|a| a.status),
             detail,
@@ -192,7 +195,7 @@ mod tests {
 
         use super::super::*;
         use crate::job::AttemptReport;
-        use crate::ledger::test_job;
+        use crate::job::test_job;
 
         /// A background job whose provider refused the key (`status`): dead at once.
         fn dead(status: u16) -> Job {

@@ -9,9 +9,9 @@ use serde::Deserialize;
 
 use super::build::ReplaySource;
 use super::truncated;
-use crate::providers::{Api, ProviderKind};
-use crate::sse;
-use crate::view::JobView;
+use crate::job::view::JobView;
+use crate::upstream::providers::{Api, ProviderKind};
+use crate::upstream::sse;
 
 /// What the spans need of an answer's body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,9 +159,9 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::fingerprint::{Body, Fingerprint};
+    use crate::identity::fingerprint::{Body, Fingerprint};
+    use crate::identity::key::IdempotencyKey;
     use crate::job::{AttemptReport, Job, JobPolicy, UnknownPolicy};
-    use crate::key::IdempotencyKey;
 
     /// The job's view while its attempt 1 runs, and once it has ended.
     fn views() -> (JobView, JobView) {

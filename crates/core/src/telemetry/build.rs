@@ -8,9 +8,9 @@
 
 use super::span::{Span, SpanKind, StatusCode};
 use super::trace::RequestTrace;
-use crate::effect::{Effect, EffectState};
+use crate::job::view::JobView;
 use crate::job::{Attempt, AttemptOutcome};
-use crate::view::JobView;
+use crate::job_type::effect::{Effect, EffectState};
 
 /// Where a replayed answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

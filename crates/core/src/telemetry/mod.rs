@@ -25,12 +25,13 @@ pub mod answer;
 pub mod build;
 pub mod config;
 pub mod export;
+pub mod job_log;
 pub mod log;
 pub mod span;
 pub mod trace;
 
-use crate::digest;
-use crate::key::StorageId;
+use crate::identity::digest;
+use crate::identity::key::StorageId;
 
 /// The digest of a job's key that telemetry and logs carry instead of the
 /// key: the first 16 hex digits of SHA-256 over the job's storage id (so

@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::digest::Sha256;
-use crate::random::RandomSource;
+use crate::identity::digest::Sha256;
+use crate::identity::random::RandomSource;
 
 /// A trace id: 16 bytes, never all zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -247,7 +247,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::random::SplitMix64;
+    use crate::identity::random::SplitMix64;
 
     const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 

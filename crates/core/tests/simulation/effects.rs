@@ -28,8 +28,8 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use onejob_core::effect::{Effect, EffectRetry, EffectSpec, EffectState, EffectTarget, Found, Outcome};
-use onejob_core::ledger::effects::{self, Action, Command, Defined, Event, Inputs, Performed, Run, Then};
+use onejob_core::job_type::effect::{Effect, EffectRetry, EffectSpec, EffectState, EffectTarget, Found, Outcome};
+use onejob_core::ledger::effects::run::{self, Action, Command, Defined, Event, Inputs, Performed, Run, Then};
 use serde_json::json;
 
 use crate::rng::Rng;
@@ -334,7 +334,7 @@ impl EffectsWorld {
                 self.count("effect alarms");
                 // The alarm, while a run goes on here, only watches; else it runs them.
                 if self.run.is_some() {
-                    let look = effects::next_look_ms(&self.stored, &self.defined(), true, self.now);
+                    let look = run::next_look_ms(&self.stored, &self.defined(), true, self.now);
                     self.set_alarm(look.unwrap_or(self.now + 5_000));
                 } else {
                     self.begin_run();
@@ -504,7 +504,7 @@ impl EffectsWorld {
                     self.run = None;
                     // The Ledger arms the alarm for the next look (it replaces
                     // the watch; none: only the job's retention, not simulated here).
-                    match effects::next_look_ms(&self.stored, &self.defined(), false, self.now) {
+                    match run::next_look_ms(&self.stored, &self.defined(), false, self.now) {
                         Some(at) => self.set_alarm(at),
                         None => {
                             if let Some(before) = self.alarm.take() {
@@ -596,7 +596,7 @@ impl EffectsWorld {
 
     fn operate(&mut self, action: Action, who: &str) {
         self.count("operator actions");
-        let decided = effects::decide(self.stored.clone(), &action, who, &self.defined(), self.now);
+        let decided = run::decide(self.stored.clone(), &action, who, &self.defined(), self.now);
         self.trace
             .line(|| format!("        {who} {action:?}: {} writes, then {:?}", decided.writes.len(), decided.then));
         for write in decided.writes {

@@ -4,7 +4,7 @@
 //! drive's jitter — is drawn from it, in the order the run asks, so a seed
 //! replays exactly.
 
-use onejob_core::random::RandomSource;
+use onejob_core::identity::random::RandomSource;
 
 /// A seeded generator.
 #[derive(Debug, Clone)]

@@ -5,11 +5,11 @@
 
 use std::sync::OnceLock;
 
-use onejob_core::backoff::budget::BudgetConfig;
-use onejob_core::backoff::{Backoff, Jitter};
-use onejob_core::fingerprint::{Body, Fingerprint};
+use onejob_core::identity::fingerprint::{Body, Fingerprint};
 use onejob_core::job::{JobPolicy, UnknownPolicy};
-use onejob_core::providers::Providers;
+use onejob_core::retry::backoff::budget::BudgetConfig;
+use onejob_core::retry::backoff::{Backoff, Jitter};
+use onejob_core::upstream::providers::Providers;
 
 use crate::rng::Rng;
 

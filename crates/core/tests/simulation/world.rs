@@ -16,22 +16,22 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
-use onejob_core::admission::{self, Admission, Arrival};
-use onejob_core::answer;
-use onejob_core::background;
-use onejob_core::background::progress::Progress;
-use onejob_core::backoff::budget::RetryBudget;
-use onejob_core::classify::{ErrorClass, TransportFailure};
-use onejob_core::fingerprint::Fingerprint;
+use onejob_core::identity::fingerprint::Fingerprint;
+use onejob_core::job::answer;
 use onejob_core::job::{AttemptOutcome, AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
-use onejob_core::ledger::attempts::{self, Attempted, StoredResponse};
-use onejob_core::ledger::delivery::{self, Verdict};
-use onejob_core::ledger::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
-use onejob_core::ledger::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
-use onejob_core::ledger::tending::Step;
-use onejob_core::ledger::wake;
-use onejob_core::protocol::{Problem, ProblemType};
-use onejob_core::providers::Api;
+use onejob_core::ledger::background::delivery::{self, Verdict};
+use onejob_core::ledger::background::outbox;
+use onejob_core::ledger::background::progress::Progress;
+use onejob_core::ledger::background::tending::Step;
+use onejob_core::ledger::background::wake;
+use onejob_core::ledger::request::admission::{self, Admission, Arrival};
+use onejob_core::ledger::request::attempts::{self, Attempted, StoredResponse};
+use onejob_core::ledger::request::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
+use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
+use onejob_core::retry::backoff::budget::RetryBudget;
+use onejob_core::retry::classify::{ErrorClass, TransportFailure};
+use onejob_core::upstream::providers::Api;
+use onejob_core::wire::{Problem, ProblemType};
 
 use crate::rng::Rng;
 use crate::scenario::{CallerSpec, JobSpec, OUTBOX_DELAY_MS, REPLIES, RETENTION_MS, Reply, Scenario, T0, fingerprint};
@@ -165,7 +165,7 @@ struct Storage {
     job: Option<Job>,
     responses: BTreeMap<u32, StoredResponse>,
     streams: BTreeMap<u32, StreamRecord>,
-    outbox: background::Outbox,
+    outbox: outbox::Outbox,
     background_request: bool,
     /// When the alarm rings, and its event.
     alarm: Option<(u64, u64)>,
@@ -1457,7 +1457,7 @@ impl World {
     fn dead_letter_once(&mut self, j: usize) {
         let st = &mut self.objects[j].storage;
         let Some(job) = st.job.as_ref() else { return };
-        if background::needs_operator(job, &st.outbox, self.now) && !st.dead_lettered {
+        if outbox::needs_operator(job, &st.outbox, self.now) && !st.dead_lettered {
             st.dead_lettered = true;
             self.dead_letters[j] = true;
             self.count("dead letters");
@@ -1585,7 +1585,7 @@ impl World {
         let Some(job) = object.storage.job.as_ref() else { return false };
         let waiting_for_operator = (job.state() == JobState::Unknown
             && job.policy().unknown_policy() == UnknownPolicy::Block)
-            || (job.is_background() && background::undelivered(job, &object.storage.outbox));
+            || (job.is_background() && outbox::undelivered(job, &object.storage.outbox));
         idle && (job.state().is_terminal() || waiting_for_operator)
     }
 
@@ -1632,7 +1632,7 @@ impl World {
                 continue;
             }
             if job.is_background() {
-                let needs_operator = background::needs_operator(&job, &object.storage.outbox, self.now);
+                let needs_operator = outbox::needs_operator(&job, &object.storage.outbox, self.now);
                 let dead = job.state() == JobState::Dead;
                 if (needs_operator || dead) && !self.dead_letters[j] {
                     self.violate(

@@ -1,7 +1,7 @@
 //! Calls to Durable Objects by name: the one way this worker reaches a
 //! job's Ledger, a provider's breaker or a usage meter.
 
-use onejob_core::key::{IdempotencyKey, StorageId};
+use onejob_core::identity::key::{IdempotencyKey, StorageId};
 use worker::{Env, Method, Request, RequestInit, Response, Result};
 
 use crate::api::handoff::JobMessage;

@@ -1,8 +1,8 @@
 //! The client of the `QueueCursor` Durable Object ([`crate::objects::cursor`]):
 //! the consumer tells it each batch's start and end, a Ledger reads how far
-//! the consumer has got ([`onejob_core::background::progress`]).
+//! the consumer has got ([`onejob_core::ledger::background::progress`]).
 
-use onejob_core::background::progress::{CursorCall, Progress};
+use onejob_core::ledger::background::progress::{CursorCall, Progress};
 use worker::{Env, Result};
 
 use crate::api::client;

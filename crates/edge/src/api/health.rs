@@ -3,9 +3,9 @@
 //! provider's breaker first ([`permit`]) and tells it how the call went
 //! ([`report`]); the providers' page reads it ([`view`]).
 
-use onejob_core::breaker::Permit;
-pub use onejob_core::breaker::{HealthView, Report};
-use onejob_core::providers::Provider;
+use onejob_core::retry::breaker::Permit;
+pub use onejob_core::retry::breaker::{HealthView, Report};
+use onejob_core::upstream::providers::Provider;
 use worker::{Env, Response, Result};
 
 use crate::api::client;

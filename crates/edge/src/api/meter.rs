@@ -2,9 +2,9 @@
 //! ([`crate::objects::meter`]) and its client: whether a new job may start
 //! ([`allows`]) and what a job used ([`add`]), per tenant and per user.
 
-use onejob_core::alert::BudgetAlert;
-pub use onejob_core::quota::{Add, Check};
-use onejob_core::quota::{MeterAnswer, QuotaLimits, meters};
+use onejob_core::config::alert::BudgetAlert;
+pub use onejob_core::config::quota::{Add, Check};
+use onejob_core::config::quota::{MeterAnswer, QuotaLimits, meters};
 use worker::{Env, Response, Result};
 
 use crate::api::client;

@@ -1,5 +1,5 @@
 //! Performs a job type's effects and asks their destinations for receipts.
-//! The Ledger decides (with [`onejob_core::effect`]) what to do and records
+//! The Ledger decides (with [`onejob_core::job_type::effect`]) what to do and records
 //! what happened; this module only talks to D1 and to HTTP receivers.
 //!
 //! - `d1`: `INSERT … ON CONFLICT (source, delivery_id) DO NOTHING RETURNING *`.
@@ -18,9 +18,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use futures_util::future::{Either, select};
-use onejob_core::effect::receipt::{self, Answered, SqlParam, WEBHOOK_TIMEOUT_MS, sql};
-use onejob_core::effect::{Effect, EffectSpec, EffectTarget, Found, ReceiptSource};
-use onejob_core::ledger::effects::Performed;
+use onejob_core::job_type::effect::receipt::{self, Answered, SqlParam, WEBHOOK_TIMEOUT_MS, sql};
+use onejob_core::job_type::effect::{Effect, EffectSpec, EffectTarget, Found, ReceiptSource};
+use onejob_core::ledger::effects::run::Performed;
 use serde_json::Value;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, Delay, Env, Fetch};
@@ -125,7 +125,12 @@ fn sql_value(param: SqlParam) -> JsValue {
 
 /// POSTs the payload (see [`crate::effects::webhook::signed_post`]): `OneJob-Signature:
 /// sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">`.
-async fn post(url: &str, secret: Option<&str>, delivery_id: &str, payload: &Value) -> onejob_core::effect::Outcome {
+async fn post(
+    url: &str,
+    secret: Option<&str>,
+    delivery_id: &str,
+    payload: &Value,
+) -> onejob_core::job_type::effect::Outcome {
     let body = payload.to_string();
     let request = crate::effects::webhook::signed_post(url, secret, delivery_id, &body);
     receipt::outcome_of_post(answered(async { Fetch::Request(request?).send().await }).await)

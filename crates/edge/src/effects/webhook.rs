@@ -1,9 +1,9 @@
 //! The signed POST of every webhook onejob sends: dead-letter alerts and
 //! job types' `webhook` effects. Receivers check `OneJob-Signature` (see
-//! [`onejob_core::signature::webhook_signature`]) and keep
+//! [`onejob_core::config::signature::webhook_signature`]) and keep
 //! `Idempotency-Key` / `OneJob-Delivery`, the same on every retry.
 
-use onejob_core::signature;
+use onejob_core::config::signature;
 use worker::{Headers, Method, Request, RequestInit, Result};
 
 use crate::env::clock::now_ms;

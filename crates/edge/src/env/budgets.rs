@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 
-use onejob_core::backoff::budget::{RetryBudget, TenantBudgets};
+use onejob_core::retry::backoff::budget::{RetryBudget, TenantBudgets};
 
 /// Most budgets an isolate keeps.
 pub const MAX_TENANTS: usize = 1024;

@@ -27,7 +27,7 @@ extern "C" {
 ///
 /// `worker::Delay` keeps the waker of its first poll. An upstream call can
 /// move to another task: a hedge's loser is raced in the request's task and
-/// then awaited past the response by the Ledger's `driver::audit_late`. A
+/// then awaited past the response by the Ledger's `drive::audit_late`. A
 /// `Delay` inside it (the demo provider's latency, the call's timeout) then
 /// wakes the request's finished task, and the audit never runs. This timer
 /// takes the waker of every poll, as `JsFuture` does.

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::ops::Deref;
 use std::rc::Rc;
 
-pub use onejob_core::alert::AlertWebhook;
+pub use onejob_core::config::alert::AlertWebhook;
 use onejob_core::deployment::Deployment;
 use onejob_core::front::{self, Refusal};
 use worker::Env;

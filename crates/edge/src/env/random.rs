@@ -1,7 +1,7 @@
 //! The worker's randomness, read in one place (the core takes a
 //! [`RandomSource`] as an argument).
 
-use onejob_core::random::RandomSource;
+use onejob_core::identity::random::RandomSource;
 
 /// Jitter needs no cryptographic randomness; `Math.random` spreads retries.
 pub struct MathRandom;

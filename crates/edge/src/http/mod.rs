@@ -10,11 +10,11 @@
 pub mod body;
 
 use futures_util::{Stream, StreamExt};
+use onejob_core::front::response::{self, HeaderList, ResultHead};
 use onejob_core::front::{self, Refusal};
 use onejob_core::job::JobState;
-use onejob_core::protocol::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
-use onejob_core::response::{self, HeaderList, ResultHead};
-use onejob_core::sse::Numbering;
+use onejob_core::upstream::sse::Numbering;
+use onejob_core::wire::{PROBLEM_CONTENT_TYPE, Problem, ProblemType};
 use worker::{Headers, Request, Response, Result};
 
 use crate::answer::StoredResponse;
@@ -58,7 +58,7 @@ pub fn problem(problem: &Problem) -> Result<Response> {
 }
 
 /// `202 Accepted` for a background job: where to follow it, when to look.
-pub fn accepted(view: &onejob_core::protocol::JobView) -> Result<Response> {
+pub fn accepted(view: &onejob_core::job::view::JobView) -> Result<Response> {
     let mut response = Response::from_json(view)?.with_status(202);
     set_all(response.headers_mut(), response::accepted(view.key.as_str(), view.state))?;
     with_cors(response)
@@ -219,7 +219,7 @@ pub fn stream_response(
 #[cfg(test)]
 mod tests {
     use onejob_core::front::refused;
-    use onejob_core::protocol::ProblemType;
+    use onejob_core::wire::ProblemType;
 
     use super::Stop;
 

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use onejob_core::background::Outbox;
 use onejob_core::job::Job;
+use onejob_core::ledger::background::outbox::Outbox;
 use worker::{ScheduledTime, State};
 
-use onejob_core::ledger::wake::{self, WATCHDOG_MS};
+use onejob_core::ledger::background::wake::{self, WATCHDOG_MS};
 
 /// When the job's retention ends.
 pub fn retention(job: &Job) -> ScheduledTime {

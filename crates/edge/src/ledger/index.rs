@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
-use onejob_core::quota;
+use onejob_core::config::quota;
 use worker::Env;
 
 use crate::api::meter;

@@ -1,5 +1,5 @@
 //! A keyless job replaced by a new one under its derived key
-//! ([`onejob_core::admission::Admission::Renew`]): once the ended job's
+//! ([`onejob_core::ledger::request::admission::Admission::Renew`]): once the ended job's
 //! replay window has passed (`KEYLESS=coalesce`: at once), the next
 //! identical request starts a new job instead of replaying it.
 //!
@@ -27,7 +27,7 @@ use super::{Ledger, alarms};
 
 impl Ledger {
     /// Replaces the ended job with `renewed`, the new job the core made of
-    /// it ([`onejob_core::ledger::submit::Decision::renewed`]; not stored
+    /// it ([`onejob_core::ledger::request::submit::Decision::renewed`]; not stored
     /// yet: its first claim writes it): the ended job's rows are deleted and
     /// the alarm set to the new job's retention. Nothing awaits here.
     pub(super) fn replace_ended(&self, store: &Store, renewed: &Job) -> Result<()> {

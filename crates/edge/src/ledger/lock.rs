@@ -15,7 +15,7 @@ use onejob_core::job::Job;
 
 use super::memory::{AdoptLater, Memory};
 use crate::http::JobResult;
-use crate::ledger::pump::{self, LiveSlot, Subscription};
+use crate::ledger::stream::{self, LiveSlot, Subscription};
 
 /// What a waiting duplicate is handed: the result, or the stream to follow.
 pub(super) enum Handed {
@@ -72,14 +72,14 @@ impl DriveLock<'_> {
     }
 
     /// The stream's pump owns the lock from here and ends the drive at the
-    /// stream's end ([`crate::ledger::pump::Pump::run`]). The stream opens
+    /// stream's end ([`crate::ledger::stream::Pump::run`]). The stream opens
     /// followed from its first event by every waiting duplicate (each
     /// handed its subscription) and by the caller (the one returned).
     pub fn hand_to_pump(mut self, attempt: u32, content_type: &str) -> Subscription {
         self.held = false;
         let coordination = &self.coordination;
         let waiters: Vec<_> = coordination.waiters.borrow_mut().drain(..).collect();
-        let (own, followers) = pump::open(coordination.live, attempt, content_type, waiters.len());
+        let (own, followers) = stream::open(coordination.live, attempt, content_type, waiters.len());
         for (waiter, subscription) in waiters.into_iter().zip(followers) {
             let _ = waiter.send(Handed::Stream(subscription));
         }
@@ -109,13 +109,13 @@ mod tests {
     use std::rc::Rc;
 
     use futures_channel::oneshot;
-    use onejob_core::fingerprint::{Body, Fingerprint};
+    use onejob_core::identity::fingerprint::{Body, Fingerprint};
     use onejob_core::job::{Job, JobPolicy, JobState, UnknownPolicy};
-    use onejob_core::protocol::{Problem, ProblemType};
+    use onejob_core::wire::{Problem, ProblemType};
 
     use super::{Coordination, Handed, Memory};
     use crate::http::JobResult;
-    use crate::ledger::pump::{self, LiveSlot};
+    use crate::ledger::stream::{self, LiveSlot};
 
     /// The Ledger's coordination fields, as the Durable Object holds them.
     struct Fields {
@@ -157,7 +157,7 @@ mod tests {
     /// What an early `?` in `drive` does: the lock goes out of scope unused.
     fn drive_that_fails(fields: &Fields) -> Result<(), &'static str> {
         let _lock = fields.coordination().lock(Some(new_job())).expect("free");
-        let _stream = pump::open(&fields.live, 1, "text/event-stream", 0);
+        let _stream = stream::open(&fields.live, 1, "text/event-stream", 0);
         let saved: Result<(), &'static str> = Err("saving the job type's request failed");
         saved?;
         Ok(())

@@ -2,10 +2,10 @@
 //! The core decides (`onejob_core::ledger`, `admission`, `background`); this
 //! folder performs. This file decodes one [`LedgerCall`], hands it to its handler and rings the alarm:
 //! [`submit`] (a keyed request, the drive under its drive lock, waiters), [`keyless`] (a keyless job
-//! renewed), [`background_jobs`] (deliveries, the outbox, dead letters), [`operators`], [`index`] (the
-//! operators' index, quota metering), [`driver`] (performs the core's attempt machine), [`pump`] (a
+//! renewed), [`background`] (deliveries, the outbox, dead letters), [`operator`], [`index`] (the
+//! operators' index, quota metering), [`drive`] (performs the core's attempt machine), [`stream`] (a
 //! streamed answer), [`store`]/[`stored`] (its SQLite tables and what it knows of them, a replay),
-//! [`alarms`], [`run`] (a job type's effects), [`memory`], [`savings`] (answers given without a call).
+//! [`alarms`], [`effects`] (a job type's effects), [`memory`], [`savings`] (answers given without a call).
 //!
 //! An `.await` lets the next request in: from reading the job to recording
 //! the claim nothing awaits, one request at a time drives the job, and its
@@ -20,10 +20,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use futures_channel::oneshot;
+use onejob_core::identity::key::IdempotencyKey;
 use onejob_core::job::Job;
-use onejob_core::key::IdempotencyKey;
-use onejob_core::ledger::wake::{self, Here, Ring};
-use onejob_core::protocol::ProblemType;
+use onejob_core::ledger::background::wake::{self, Here, Ring};
+use onejob_core::wire::ProblemType;
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::api::cursor;
@@ -31,22 +31,22 @@ use crate::api::ledger::{LedgerCall, Malformed};
 use crate::env::{clock::now_ms, config};
 use crate::error::EdgeError;
 use crate::http;
-use crate::ledger::pump::LiveSlot;
 use crate::ledger::store::{Known, Store};
+use crate::ledger::stream::LiveSlot;
 
 mod alarms;
-mod background_jobs;
-mod driver;
+mod background;
+mod drive;
+mod effects;
 mod index;
 mod keyless;
 mod lock;
 mod memory;
-mod operators;
-mod pump;
-mod run;
+mod operator;
 mod savings;
 mod store;
 mod stored;
+mod stream;
 mod submit;
 
 use lock::{Coordination, Handed};
@@ -159,7 +159,7 @@ impl Ledger {
     /// effects that are due (a retry, an approval's expiry, a claim left by a runtime that is gone). Then the
     /// index, and the next alarm.
     async fn tend_at_alarm(&self, mut job: Job, now: u64) -> Result<()> {
-        pump::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
+        stream::settle_by_time(&self.store(), &mut job, now, self.memory.borrow().is_driving())?;
         let Ok(config) = config::load(&self.env) else {
             return alarms::set(&self.state, alarms::retention(&job)).await;
         };

@@ -4,10 +4,10 @@
 //! answer ([`crate::ops::count_saved`]); a replay also writes the KV
 //! entry whose replays the gateway counts, with what the job's calls used.
 
+use onejob_core::config::result_cache::Replayed;
 use onejob_core::job::Job;
-use onejob_core::result_cache::Replayed;
-use onejob_core::savings::{AnswerKind, Spent};
-use onejob_core::sse;
+use onejob_core::operators::savings::{AnswerKind, Spent};
+use onejob_core::upstream::sse;
 use worker::Env;
 
 use crate::api::handoff::Submission;
@@ -40,11 +40,11 @@ impl Ledger {
     /// the result (a read-through cache for the next replays; the Ledger
     /// stays the authority).
     ///
-    /// [`ResultCache::caches_replay`]: onejob_core::result_cache::ResultCache::caches_replay
+    /// [`ResultCache::caches_replay`]: onejob_core::config::result_cache::ResultCache::caches_replay
     /// `cache`: the core's say ([`Plan::Replay`]): a background submission's
     /// replay is only counted.
     ///
-    /// [`Plan::Replay`]: onejob_core::ledger::submit::Plan::Replay
+    /// [`Plan::Replay`]: onejob_core::ledger::request::submit::Plan::Replay
     pub(super) fn after_replay(
         &self,
         config: &Config,

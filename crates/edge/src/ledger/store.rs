@@ -34,10 +34,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use onejob_core::background::Outbox;
-use onejob_core::effect::Effect;
 use onejob_core::job::Job;
-use onejob_core::ledger::drive::shell::ResponseWithJob;
+use onejob_core::job_type::effect::Effect;
+use onejob_core::ledger::background::outbox::Outbox;
+use onejob_core::ledger::request::drive::shell::ResponseWithJob;
 use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
 use onejob_core::ledger::storage::{
     Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place,
@@ -400,7 +400,7 @@ impl Store {
     /// the final answer a caller got for an attempt whose own outcome kept
     /// none (unknown), or whose response is not what was answered (a race's
     /// other racer's unknown outcome decided it). The job replays it once it
-    /// is dead ([`onejob_core::answer`]).
+    /// is dead ([`onejob_core::job::answer`]).
     pub fn keep_answer(&self, attempt: u32, answer: &StoredResponse) -> worker::Result<()> {
         self.remember_response(attempt, None);
         for write in &sql::FORGET_RESPONSE {

@@ -3,11 +3,11 @@
 //! may be the final `504` its caller got after an unknown outcome), a
 //! streamed answer's events, or — when the last outcome was unknown and no
 //! caller was answered — a problem saying so. What a replay is, per
-//! ending: [`onejob_core::answer`]. And the request it kept, as it was submitted.
+//! ending: [`onejob_core::job::answer`]. And the request it kept, as it was submitted.
 
-use onejob_core::answer;
 use onejob_core::job::Job;
-use onejob_core::sse::with_id;
+use onejob_core::job::answer;
+use onejob_core::upstream::sse::with_id;
 use worker::Result;
 
 use crate::api::handoff::Submission;

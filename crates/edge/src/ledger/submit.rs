@@ -8,14 +8,15 @@ use std::time::Duration;
 
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
-use onejob_core::admission::Arrival;
+use onejob_core::identity::key::IdempotencyKey;
 use onejob_core::job::Job;
-use onejob_core::key::IdempotencyKey;
-use onejob_core::ledger::operator;
-use onejob_core::ledger::submit::{self, Check, Plan, Read, Refused, Request, Run};
-use onejob_core::protocol::{JobView, Problem, ProblemType};
-use onejob_core::providers::{Api, NoRoute};
-use onejob_core::sse::Dialect;
+use onejob_core::job::view::JobView;
+use onejob_core::ledger::operator::settle;
+use onejob_core::ledger::request::admission::Arrival;
+use onejob_core::ledger::request::submit::{self, Check, Plan, Read, Refused, Request, Run};
+use onejob_core::upstream::providers::{Api, NoRoute};
+use onejob_core::upstream::sse::Dialect;
+use onejob_core::wire::{Problem, ProblemType};
 use worker::{Delay, Response, Result};
 
 use crate::api::handoff::{self, Submission};
@@ -24,13 +25,13 @@ use crate::env::clock::now_ms;
 use crate::env::config::Config;
 use crate::error::EdgeError;
 use crate::http::{self, JobResult};
-use crate::ledger::driver::{Driven, Driver};
-use crate::ledger::pump::Pump;
+use crate::ledger::drive::{Driven, Driver};
 use crate::ledger::store::Store;
+use crate::ledger::stream::Pump;
 
 use super::index::index_now;
 use super::lock::{DriveLock, Handed};
-use super::{Ledger, alarms, driver, pump, run, stored};
+use super::{Ledger, alarms, drive, effects, stored, stream};
 
 /// What a drive answers: the response, and when its caller may ask again
 /// (what its `retry-after-ms` says; a queue delivery defers the job by it).
@@ -50,7 +51,7 @@ impl Ledger {
         self.with_outbox(&mut view, &job)?;
         self.with_effects(&mut view)?;
         let mut response = Response::from_json(&view)?;
-        if let Some(wait_ms) = operator::poll_after_ms(&job, now_ms()) {
+        if let Some(wait_ms) = settle::poll_after_ms(&job, now_ms()) {
             http::set_retry_after(response.headers_mut(), wait_ms)?;
         }
         http::with_cors(response)
@@ -71,7 +72,7 @@ impl Ledger {
         // Asked only for a new job: its request's model, and a route serving it.
         let no_route = || {
             let model = handoff::model_of(&body);
-            driver::route_of(config, &submission.target, model.as_deref()).err().map(NoRoute::problem)
+            drive::route_of(config, &submission.target, model.as_deref()).err().map(NoRoute::problem)
         };
         let decision = submit::decide(read, request, now, config.settings.policy, no_route);
         if let Some(renewed) = &decision.renewed {
@@ -86,7 +87,7 @@ impl Ledger {
             }
             // A duplicate of a streaming job follows the stream from its first event.
             Plan::FollowStream => {
-                let subscription = pump::subscribe(&self.live, &store, 0)?
+                let subscription = stream::subscribe(&self.live, &store, 0)?
                     .ok_or_else(|| EdgeError::broken("a stream to follow that is not open"))?;
                 self.count_saved(&submission, true);
                 subscription.into_response(key, true, false)
@@ -141,7 +142,7 @@ impl Ledger {
     pub(super) fn read_settled(&self, store: &Store, now: u64, driving: bool) -> Result<Option<Job>> {
         let mut stored = store.load_job()?;
         if let Some(job) = stored.as_mut() {
-            pump::settle_by_time(store, job, now, driving)?;
+            stream::settle_by_time(store, job, now, driving)?;
         }
         Ok(stored)
     }
@@ -188,7 +189,7 @@ impl Ledger {
         if let Some(late) = driver.take_late() {
             // A hedge's loser is still out: audit what it cost when it answers.
             let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
-            self.state.wait_until(driver::audit_late(env, store, metering, late));
+            self.state.wait_until(drive::audit_late(env, store, metering, late));
         }
         let result = match driven? {
             Driven::Result(result) => result,
@@ -215,7 +216,7 @@ impl Ledger {
                     // A job type's effects wait for the whole answer: the
                     // Ledger is asked to run them now (its alarm would, later).
                     if let Some(submission) = job_type_job {
-                        run::effects_after_stream(&env, &submission).await;
+                        effects::effects_after_stream(&env, &submission).await;
                     }
                 });
                 alarms::set_in_background(&self.state, alarms::watchdog());
@@ -224,7 +225,7 @@ impl Ledger {
             }
         };
         // A job type's answer is in: its effects run before anyone is answered.
-        self.after_answer(config, submission, run::ended_of(&result)).await;
+        self.after_answer(config, submission, effects::ended_of(&result)).await;
         let later = lock.finish(&result);
         // A background submission came in meanwhile and the job is not
         // finished: the queue takes it from here.
@@ -272,7 +273,7 @@ impl Ledger {
             return http::problem_of(ProblemType::JobNotFound, "this tenant has no job with that key");
         };
         let streaming_here = self.live.borrow().is_some();
-        let cancel = match operator::cancel(&job, streaming_here) {
+        let cancel = match settle::cancel(&job, streaming_here) {
             Ok(cancel) => cancel,
             Err(refused) => return http::problem_about(&refused.problem(), key, job.state()),
         };
@@ -284,11 +285,11 @@ impl Ledger {
     /// `N`, live while the job streams, from storage once it has finished.
     pub(super) fn resume_stream(&self, key: &str, from: u64, ids: bool) -> Result<Response> {
         let store = self.store();
-        if let Some(subscription) = pump::subscribe(&self.live, &store, from)? {
+        if let Some(subscription) = stream::subscribe(&self.live, &store, from)? {
             return subscription.into_response(key, true, ids);
         }
         let job = store.load_job()?;
-        match operator::resume(job.as_ref(), |job| stored::stream_after(&store, job, from, ids))? {
+        match settle::resume(job.as_ref(), |job| stored::stream_after(&store, job, from, ids))? {
             Ok(result) => result.into_response(key, true),
             Err(refused) => http::problem(&refused.problem()),
         }

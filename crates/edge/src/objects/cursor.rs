@@ -1,5 +1,5 @@
 //! `QueueCursor`: the Durable Object that knows how far the jobs queue's
-//! consumer has got ([`onejob_core::background::progress`]), so a Ledger
+//! consumer has got ([`onejob_core::ledger::background::progress`]), so a Ledger
 //! can tell its message waiting in a backlog from one the queue lost.
 //!
 //! One object for the queue. The consumer tells it each batch's start and
@@ -9,7 +9,7 @@
 
 use std::cell::RefCell;
 
-use onejob_core::background::progress::{CursorCall, Kept, QueueCursor as Cursor};
+use onejob_core::ledger::background::progress::{CursorCall, Kept, QueueCursor as Cursor};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::env::clock::now_ms;

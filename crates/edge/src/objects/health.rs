@@ -1,5 +1,5 @@
 //! `ProviderHealth`: the Durable Object that holds one provider's circuit
-//! breaker ([`onejob_core::breaker`]), shared by every isolate, so a provider
+//! breaker ([`onejob_core::retry::breaker`]), shared by every isolate, so a provider
 //! that fails for one Ledger is skipped by all of them and exactly one probe
 //! goes out after the cool-down.
 //!
@@ -13,7 +13,7 @@
 
 use std::cell::RefCell;
 
-use onejob_core::breaker::{Breaker, HealthCall};
+use onejob_core::retry::breaker::{Breaker, HealthCall};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::env::clock::now_ms;

@@ -1,10 +1,10 @@
 //! `UsageMeter`: the Durable Object that counts one tenant's (or one user's)
-//! upstream tokens per day, for quotas ([`onejob_core::quota`]). One object
+//! upstream tokens per day, for quotas ([`onejob_core::config::quota`]). One object
 //! per tenant and per (tenant, user), so every isolate sees one count.
 
 use std::cell::Cell;
 
-use onejob_core::quota::{Meter, MeterCall};
+use onejob_core::config::quota::{Meter, MeterCall};
 use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 
 use crate::env::clock::now_ms;

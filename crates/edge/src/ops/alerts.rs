@@ -1,11 +1,11 @@
 //! Alerts: dead letters (one per cause and window) and budgets (one per
 //! tenant or user, quota and day), each one POST to `ALERT_WEBHOOK_URL`
-//! (see [`onejob_core::alert`]), sent once however many callers ask for it:
+//! (see [`onejob_core::config::alert`]), sent once however many callers ask for it:
 //! the alert is written to D1 under its delivery id first, then claimed,
 //! sent and marked. The body is onejob's signed JSON, or a Slack
 //! incoming webhook's message (`ALERT_FORMAT=slack`).
 
-use onejob_core::alert::{self, AlertFormat, BudgetAlert, sending};
+use onejob_core::config::alert::{self, AlertFormat, BudgetAlert, sending};
 use wasm_bindgen::JsValue;
 use worker::{Env, Fetch, Result};
 
@@ -15,7 +15,7 @@ use crate::error::EdgeError;
 use crate::ops::dead_letters::dead_letters;
 
 /// Alerts about `error_class` if its dead letters call for one (see
-/// [`onejob_core::alert`]), in the window of the letter recorded at
+/// [`onejob_core::config::alert`]), in the window of the letter recorded at
 /// `recorded_ms` ([`alert::window_of_letter`]): one signed POST per cause and
 /// window to `ALERT_WEBHOOK_URL`, its delivery id the same on every retry.
 /// `Err` when the receiver did not take it (the dead-letter message is
@@ -38,7 +38,7 @@ pub async fn alert_if_due(env: &Env, config: &Config, error_class: &str, recorde
         return Ok(());
     }
     let samples = dead_letters(env, None, Some(error_class), 5).await?;
-    let (delivery_id, body) = onejob_core::dead_letters::alert(policy, error_class, count, window, &samples);
+    let (delivery_id, body) = onejob_core::operators::dead_letters::alert(policy, error_class, count, window, &samples);
     deliver(env, config, webhook, &delivery_id, error_class, &body).await
 }
 

@@ -2,7 +2,7 @@
 //! queue's consumer), listed and grouped by cause for the console and for
 //! replays, and marked replayed when an operator replays the job.
 
-pub use onejob_core::dead_letters::DeadLetter;
+pub use onejob_core::operators::dead_letters::DeadLetter;
 use wasm_bindgen::JsValue;
 use worker::{Env, Result};
 

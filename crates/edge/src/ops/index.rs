@@ -4,9 +4,9 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::admin_query::{COSTS_GROUPS, IndexedJob, JobsPage, JobsQuery};
 use onejob_core::job::Job;
-use onejob_core::savings::Spent;
+use onejob_core::operators::query::{COSTS_GROUPS, IndexedJob, JobsPage, JobsQuery};
+use onejob_core::operators::savings::Spent;
 use wasm_bindgen::JsValue;
 use worker::{Delay, Env, Result};
 
@@ -86,7 +86,7 @@ fn index_row(config: &Config, meta: &JobMeta, job: &Job) -> serde_json::Value {
     let shown = job.replayed_attempt().or(job.attempts().last());
     // The savings count a replay's call with the same figures (`Spent`).
     let Spent { model, tokens, cost_usd: cost } = Spent::of_job(job, meta.model.as_deref(), &config.prices);
-    let error_class = shown.and_then(|a| a.error_class).map(onejob_core::classify::ErrorClass::name);
+    let error_class = shown.and_then(|a| a.error_class).map(onejob_core::retry::classify::ErrorClass::name);
     serde_json::json!([
         meta.tenant,
         meta.user.as_deref().unwrap_or(""),

@@ -1,5 +1,5 @@
 //! The savings table: answers given without an upstream call, counted per
-//! tenant, model, kind and hour ([`onejob_core::savings`]), and read back
+//! tenant, model, kind and hour ([`onejob_core::operators::savings`]), and read back
 //! next to the jobs index's spend for `GET admin/savings`.
 //!
 //! Counting is off the answer's path: [`count_saved`] is handed to
@@ -12,7 +12,9 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use onejob_core::savings::{AnswerKind, BUCKET_MS, Report, SavedRow, Spent, SpentRow, Sums, Tally, bucket_of};
+use onejob_core::operators::savings::{
+    AnswerKind, BUCKET_MS, Report, SavedRow, Spent, SpentRow, Sums, Tally, bucket_of,
+};
 use wasm_bindgen::JsValue;
 use worker::{Delay, Env, Result};
 

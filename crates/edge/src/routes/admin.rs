@@ -13,13 +13,13 @@
 //! twice is answered twice and done once (the index keeps the answer; each
 //! job also records the request, so even two at once change a job once).
 
-use onejob_core::admin::Admin;
-use onejob_core::admin_query::costs_answer;
-use onejob_core::admin_route::{
+use onejob_core::config::admin::Admin;
+use onejob_core::operators::dead_letters::DeadLettersAnswer;
+use onejob_core::operators::query::costs_answer;
+use onejob_core::operators::route::{
     self, AdminAnswer, AdminRequest, AdminRoute, DEAD_LETTERS_LISTED, JobName, MAX_REPLAY, ReplayBody, ReplayReport,
     ReplaySelection, ResolveBody,
 };
-use onejob_core::dead_letters::DeadLettersAnswer;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::client;
@@ -52,7 +52,7 @@ async fn route(mut req: Request, env: &Env, config: &Config, rest: &str) -> Step
         AdminRoute::Jobs(filter) => list(&ops::jobs(env, &filter).await?),
         AdminRoute::Costs(query) => {
             let grouped = ops::costs(env, query.since_ms, query.tenant.as_deref()).await?;
-            list(&costs_answer(query.since_ms, grouped, admin_route::prices_note(&config.prices)))
+            list(&costs_answer(query.since_ms, grouped, route::prices_note(&config.prices)))
         }
         AdminRoute::Savings(query) => {
             let report = ops::savings(env, query.since_ms, query.tenant.as_deref()).await?;
@@ -107,7 +107,7 @@ async fn once(
     request_key: &str,
     work: impl std::future::Future<Output = Step<AdminAnswer>>,
 ) -> Step<AdminAnswer> {
-    let id = admin_route::request_id(admin, request_key);
+    let id = route::request_id(admin, request_key);
     if let Some(stored) = ops::done_request(env, &id).await? {
         return Ok(AdminAnswer::kept(&stored));
     }

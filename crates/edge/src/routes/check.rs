@@ -6,7 +6,7 @@
 //! and is paid for like any call: it is for operators before they add a
 //! fallback, not for traffic. Its calls do not touch the breakers.
 
-use onejob_core::provider_check::{Answer, CheckRequest, ProviderResult, SampleResult};
+use onejob_core::operators::provider_check::{Answer, CheckRequest, ProviderResult, SampleResult};
 use worker::{Request, Response};
 
 use crate::env::clock::now_ms;
@@ -24,7 +24,7 @@ pub async fn run(mut req: Request, config: &Config) -> Step<Response> {
         let provider = providers.get(*index);
         let mut results = Vec::new();
         for (sample, body) in check.samples.iter().enumerate() {
-            let body = onejob_core::provider_check::sample_body(body, model);
+            let body = onejob_core::operators::provider_check::sample_body(body, model);
             let call = Call {
                 target: plan.path.clone(),
                 body: serde_json::to_vec(&body)?.into(),

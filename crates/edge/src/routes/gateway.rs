@@ -2,13 +2,13 @@
 //! that can be checked without the job is checked here, so bad input never
 //! reaches (or creates) a Ledger.
 
+use onejob_core::config::result_cache::RETRY_COUNT;
 use onejob_core::front::head::Head;
 use onejob_core::front::{self, Caller, JobRoute, Method, ProxyJob, RunJob};
-use onejob_core::key::{IdempotencyKey, StorageId};
-use onejob_core::providers::models_page;
-use onejob_core::result_cache::RETRY_COUNT;
-use onejob_core::savings::AnswerKind;
+use onejob_core::identity::key::{IdempotencyKey, StorageId};
+use onejob_core::operators::savings::AnswerKind;
 use onejob_core::telemetry::config::captured_request;
+use onejob_core::upstream::providers::models_page;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::api::client;

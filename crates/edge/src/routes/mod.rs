@@ -32,7 +32,7 @@ mod gateway;
 mod providers;
 
 use onejob_core::front::Route;
-use onejob_core::protocol::ProblemType;
+use onejob_core::wire::ProblemType;
 use worker::{Context, Env, Request, Response, Result};
 
 use crate::http;

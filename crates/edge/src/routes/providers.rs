@@ -4,7 +4,7 @@
 //! [`crate::routes::check`]).
 
 use onejob_core::front::{self, Method};
-use onejob_core::provider_check;
+use onejob_core::operators::provider_check;
 use worker::{Env, Request, Response, Result};
 
 use crate::api::health;

@@ -3,9 +3,9 @@
 //! or handed on as a stream, and what a failed fetch means.
 
 use futures_util::future::{Either, select};
-use onejob_core::classify::TransportFailure;
-use onejob_core::providers::UpstreamRequest;
-use onejob_core::upstream::Receive;
+use onejob_core::retry::classify::TransportFailure;
+use onejob_core::upstream::arrival::Receive;
+use onejob_core::upstream::providers::UpstreamRequest;
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit};
 
 use crate::answer::{Reply, Streaming};

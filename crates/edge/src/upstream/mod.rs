@@ -14,10 +14,10 @@
 use std::rc::Rc;
 
 use futures_util::future::{Either, select};
-use onejob_core::classify::TransportFailure;
 use onejob_core::demo::DemoCall;
-use onejob_core::providers::{Endpoint, Provider};
-use onejob_core::sse;
+use onejob_core::retry::classify::TransportFailure;
+use onejob_core::upstream::providers::{Endpoint, Provider};
+use onejob_core::upstream::sse;
 
 use crate::answer::{Reply, Streaming};
 use crate::demo;
