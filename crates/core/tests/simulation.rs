@@ -36,8 +36,6 @@
 //! - `SEEDS=N` runs seeds 0..N (default 10,000), `SIM_FIRST=K` starts at K;
 //! - `SIM_SEED=N` runs seed N alone and prints its trace to stderr;
 //! - `SIM_STATS=1` prints how often each interesting thing happened;
-//! - `SIM_EDGE_AS_IS=1` makes the shell do what crates/edge did before it
-//!   met the core's contract (see `world.rs`, `edge_as_is`);
 //! - a failing seed prints its trace to stderr and names itself.
 //!
 //! It prints one line: `simulation: N seeds, M steps, V violations; most

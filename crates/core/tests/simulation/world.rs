@@ -20,6 +20,7 @@ use onejob_core::identity::fingerprint::Fingerprint;
 use onejob_core::job::answer;
 use onejob_core::job::{AttemptOutcome, AttemptReport, AttemptTicket, Job, JobState, UnknownPolicy};
 use onejob_core::ledger::background::delivery::{self, Verdict};
+use onejob_core::ledger::background::delivery_machine::{self, DeliveryMachine};
 use onejob_core::ledger::background::outbox;
 use onejob_core::ledger::background::progress::Progress;
 use onejob_core::ledger::background::tending::Step;
@@ -47,6 +48,8 @@ const MAX_STEPS: u64 = 20_000;
 const DRAIN_CUTOFF: u64 = T0 + RETENTION_MS - 60_000;
 /// A stream's pump, in the Ledger's memory, holds the drive lock.
 const PUMP: u32 = u32::MAX;
+/// The lock a queue delivery holds from its `Lock` op until its drive starts.
+const DELIVERY_LOCK: u32 = u32::MAX - 1;
 /// A background job whose message the queue lost gets a delivery within
 /// this long (the outbox presumes it lost from the consumer's progress).
 /// Before, a confirmed message was presumed lost only after 15 to 30
@@ -150,6 +153,9 @@ struct Memory {
     /// Sends of the job's message not resolved yet (the edge's
     /// `Coordination::is_sending`): the alarm does not send again meanwhile.
     sends_pending: u32,
+    /// Queue deliveries under way here (the core's [`DeliveryMachine`]),
+    /// by message: waiting for the quota's answer or for their drive.
+    deliveries: BTreeMap<usize, DeliveryMachine>,
 }
 
 /// A streamed answer as kept.
@@ -235,16 +241,52 @@ impl Res {
 /// A world event.
 #[derive(Debug, Clone)]
 enum Ev {
-    Send { caller: usize },
-    WaitOver { caller: usize, seq: u32 },
-    Placed { job: usize, drive: u32, choices: usize },
-    Woke { job: usize, drive: u32 },
-    HedgeDue { job: usize, drive: u32, attempt: u32 },
-    Answer { call: u64 },
-    PumpTick { job: usize, incarnation: u32 },
-    Deliver { message: usize },
-    Accepted { job: usize, incarnation: u32, send: u32 },
-    Alarm { job: usize },
+    Send {
+        caller: usize,
+    },
+    WaitOver {
+        caller: usize,
+        seq: u32,
+    },
+    Placed {
+        job: usize,
+        drive: u32,
+        choices: usize,
+    },
+    Woke {
+        job: usize,
+        drive: u32,
+    },
+    HedgeDue {
+        job: usize,
+        drive: u32,
+        attempt: u32,
+    },
+    Answer {
+        call: u64,
+    },
+    PumpTick {
+        job: usize,
+        incarnation: u32,
+    },
+    Deliver {
+        message: usize,
+    },
+    Accepted {
+        job: usize,
+        incarnation: u32,
+        send: u32,
+    },
+    Alarm {
+        job: usize,
+    },
+    /// A delivery's quota answered (`spent`: the budget is used up).
+    Quota {
+        job: usize,
+        message: usize,
+        incarnation: u32,
+        spent: bool,
+    },
 }
 
 impl Ev {
@@ -260,6 +302,7 @@ impl Ev {
             Self::Deliver { .. } => 8,
             Self::Accepted { .. } => 9,
             Self::Alarm { .. } => 10,
+            Self::Quota { .. } => 11,
         }
     }
 }
@@ -521,6 +564,7 @@ impl World {
                 }
             }
             Ev::Alarm { job } => self.alarm(job),
+            Ev::Quota { job, message, incarnation, spent } => self.quota_answered(job, message, incarnation, spent),
         }
     }
 
@@ -1183,6 +1227,11 @@ impl World {
             let tick = self.rng.range(10, (self.sc.policy.attempt_lease_ms() / 3).max(10));
             let incarnation = self.objects[j].incarnation;
             self.schedule(self.now + tick, Ev::PumpTick { job: j, incarnation });
+            // As the edge's drive: it returns once the pump has the stream,
+            // and the delivery goes on with the job as it stands.
+            if let Owner::Delivery(message) = owner {
+                self.delivery_done(j, message, None);
+            }
             return;
         }
         let (waiters, later) = if holds_lock {
@@ -1372,67 +1421,136 @@ impl World {
                 );
             }
         }
-        let driving = self.objects[j].memory.driving.is_some();
-        let job = self.settle_by_time(j, driving);
-        let plan = delivery::plan(job, self.now, driving);
-        self.trace.line(|| format!("        delivery planned {}", short_delivery(&plan)));
-        match plan {
-            // A job that needs an operator is dead-lettered by whatever finds
-            // it so, a delivery that ran nothing too: its runtime may have
-            // died between the write that made it so and the dead letter,
-            // and once a blocked job's lease is over no alarm comes before
-            // retention. (The edge's `deliver` did not before b97c98c: SIM_EDGE_AS_IS=1.)
-            // (A follow-up is the effects' simulation's.)
-            delivery::Plan::Settle { verdict, steps } => {
-                let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
-                if dead_letter && !edge_as_is() {
-                    self.dead_letter_once(j);
+        self.perform_delivery(j, message, DeliveryMachine::new(), delivery_machine::Input::Start);
+    }
+
+    /// Performs a queue delivery's ops as the core's [`DeliveryMachine`]
+    /// gives them (the Ledger's `deliver` performs the same machine), until
+    /// it waits for its quota's answer or its drive (kept in the object's
+    /// memory, fed again by [`Self::quota_answered`] and
+    /// [`Self::delivery_done`]) or answers the queue.
+    fn perform_delivery(
+        &mut self,
+        j: usize,
+        message: usize,
+        mut machine: DeliveryMachine,
+        mut input: delivery_machine::Input,
+    ) {
+        use delivery_machine::{Input, Op};
+        loop {
+            let op = machine.on(input, self.now);
+            self.trace.line(|| format!("        delivery: {}", short_delivery_op(&op)));
+            input = match op {
+                Op::ReadSettled => {
+                    let driving = self.objects[j].memory.driving.is_some();
+                    Input::Read { job: self.settle_by_time(j, driving), driving }
                 }
-                self.delivered(j, verdict);
-                self.verdict(message, j, verdict);
-            }
-            delivery::Plan::Run(job) if self.objects[j].storage.background_request => {
-                self.objects[j].storage.outbox.taken(self.now);
-                self.arm(j);
-                self.start_drive(j, Owner::Delivery(message), true, job, true);
-            }
-            delivery::Plan::Run(_) => {
-                self.delivered(j, Verdict::Ack);
-                self.verdict(message, j, Verdict::Ack);
-            }
+                Op::LoadRequest => Input::Request { kept: self.objects[j].storage.background_request },
+                Op::Lock => {
+                    if self.objects[j].memory.driving.is_some() {
+                        return self
+                            .violate("one-driver", format!("a delivery of job {j} locked a job another drive holds"));
+                    }
+                    self.objects[j].memory.driving = Some(DELIVERY_LOCK);
+                    Input::Done
+                }
+                Op::TakeMessage => {
+                    self.objects[j].storage.outbox.taken(self.now);
+                    Input::Done
+                }
+                Op::Arm(_) => {
+                    self.arm(j);
+                    Input::Done
+                }
+                // The meter answers later: other requests come in meanwhile.
+                Op::AskQuota => {
+                    let spent = self.rng.chance(30);
+                    let (at, incarnation) = (self.now + self.rng.range(1, 40), self.objects[j].incarnation);
+                    self.objects[j].memory.deliveries.insert(message, machine);
+                    return self.schedule(at, Ev::Quota { job: j, message, incarnation, spent });
+                }
+                // As the edge's lock when dropped: waiting duplicates are
+                // told the job is in progress.
+                Op::Unlock => {
+                    let memory = &mut self.objects[j].memory;
+                    if memory.driving == Some(DELIVERY_LOCK) {
+                        memory.driving = None;
+                    }
+                    memory.adopt_later = None;
+                    for waiter in std::mem::take(&mut memory.waiters) {
+                        self.answer(
+                            waiter,
+                            Res::problem(&admission::in_progress(KEY, admission::DEFAULT_RETRY_AFTER_MS)),
+                        );
+                    }
+                    Input::Done
+                }
+                Op::Drive(job) => {
+                    self.objects[j].memory.deliveries.insert(message, machine);
+                    return self.start_drive(j, Owner::Delivery(message), true, job, true);
+                }
+                Op::Tend(steps) => {
+                    self.tend(j, steps);
+                    Input::Done
+                }
+                Op::Record(verdict) => {
+                    let st = &mut self.objects[j].storage;
+                    if st.job.is_some() {
+                        delivery::record(&mut st.outbox, verdict, self.now);
+                    }
+                    Input::Recorded { job: st.job.clone(), driving: self.objects[j].memory.driving.is_some() }
+                }
+                Op::Answer(verdict) => return self.verdict(message, j, verdict),
+            };
         }
     }
 
-    /// After a delivery's drive: the job waits if no attempt could be made,
-    /// is dead-lettered if it needs an operator, and the queue is told
-    /// ([`delivery::after_drive`]).
+    /// A delivery's quota answered: its delivery goes on (unless the
+    /// object crashed meanwhile: the queue delivers the message again).
+    fn quota_answered(&mut self, j: usize, message: usize, incarnation: u32, spent: bool) {
+        if self.objects[j].incarnation != incarnation {
+            return;
+        }
+        let Some(machine) = self.objects[j].memory.deliveries.remove(&message) else {
+            return self.violate("delivery", format!("job {j}'s quota answered a delivery that is not here"));
+        };
+        self.count("quota asked by a delivery");
+        let problem = spent.then(|| {
+            self.count("quota spent at a delivery");
+            Problem::new(ProblemType::QuotaExceeded, "spent").with_retry_after_ms(self.rng.range(1_000, 120_000))
+        });
+        self.perform_delivery(j, message, machine, delivery_machine::Input::Quota(problem));
+    }
+
+    /// A delivery's drive ended: its delivery goes on from there.
     fn delivery_done(&mut self, j: usize, message: usize, asked_ms: Option<u64>) {
         self.cursor.last_seen_ms = self.now;
-        let after = delivery::after_drive(self.objects[j].storage.job.clone(), asked_ms, self.now);
-        for step in after.steps {
+        let Some(machine) = self.objects[j].memory.deliveries.remove(&message) else {
+            return self.violate("delivery", format!("job {j}'s drive ended for a delivery that is not here"));
+        };
+        let job = self.objects[j].storage.job.clone();
+        self.perform_delivery(j, message, machine, delivery_machine::Input::Driven { job, asked_ms });
+    }
+
+    /// Performs tending steps in order, as the Ledger's `tend` does.
+    fn tend(&mut self, j: usize, steps: Vec<Step>) {
+        for step in steps {
             match step {
+                Step::Send(_) => self.enqueue(j),
+                Step::GiveUpSending => {
+                    self.count("outbox gave up");
+                    self.objects[j].storage.outbox.give_up();
+                }
                 Step::Defer(delivery::Deferral { read, job }) => {
                     if self.write(j, job, Some(read), "defer").is_err() {
-                        self.violate("cas", "the deferral of a job no attempt could run lost its write".into());
+                        self.violate("cas", format!("job {j}'s deferral lost its write"));
                     }
                     self.arm(j);
                 }
                 Step::DeadLetter(_) => self.dead_letter_once(j),
-                other => self.violate("after-drive", format!("a delivery's drive was followed by {other:?}")),
+                // A job type's follow-up is the effects' simulation's.
+                Step::FollowUp => {}
             }
-        }
-        self.delivered(j, after.verdict);
-        self.verdict(message, j, after.verdict);
-    }
-
-    fn delivered(&mut self, j: usize, verdict: Verdict) {
-        let st = &mut self.objects[j].storage;
-        if st.job.is_none() {
-            return;
-        }
-        delivery::record(&mut st.outbox, verdict, self.now);
-        if self.objects[j].memory.driving.is_none() {
-            self.arm(j);
         }
     }
 
@@ -1469,9 +1587,7 @@ impl World {
     /// drive runs anywhere.
     fn progress(&mut self) -> Progress {
         self.count("cursor reads");
-        let busy = self.objects.iter().any(|object| {
-            object.memory.drives.values().any(|slot| matches!(slot.owner, Owner::Delivery(_)) && !slot.finished)
-        });
+        let busy = self.objects.iter().any(|object| !object.memory.deliveries.is_empty());
         Progress { busy, ..self.cursor }
     }
 
@@ -1518,19 +1634,8 @@ impl World {
                 let here = wake::Here { driving, sending: self.objects[j].memory.sends_pending > 0 };
                 let outbox = self.objects[j].storage.outbox;
                 let progress = wake::needs_progress(&job, &outbox, self.now, here).then(|| self.progress());
-                for step in wake::tend(&job, &outbox, OUTBOX_DELAY_MS, self.now, here, progress.as_ref()) {
-                    match step {
-                        Step::Send(_) => self.enqueue(j),
-                        Step::GiveUpSending => {
-                            self.count("outbox gave up");
-                            self.objects[j].storage.outbox.give_up();
-                        }
-                        Step::DeadLetter(_) => self.dead_letter_once(j),
-                        // A job type's follow-up is the effects' simulation's.
-                        Step::FollowUp => {}
-                        other => self.violate("alarm", format!("the alarm's tending asked for {other:?}")),
-                    }
-                }
+                let steps = wake::tend(&job, &outbox, OUTBOX_DELAY_MS, self.now, here, progress.as_ref());
+                self.tend(j, steps);
                 self.arm(j);
             }
             wake::Ring::Delete(_) => {
@@ -1554,12 +1659,11 @@ impl World {
         object.incarnation += 1;
         let memory = std::mem::take(&mut object.memory);
         let mut callers: Vec<usize> = memory.waiters;
-        let mut deliveries = Vec::new();
+        // The deliveries under way here (asking the quota, or driving).
+        let deliveries: Vec<usize> = memory.deliveries.keys().copied().collect();
         for slot in memory.drives.values() {
-            match slot.owner {
-                Owner::Caller(caller) => callers.push(caller),
-                Owner::Delivery(message) if !slot.finished => deliveries.push(message),
-                Owner::Delivery(_) => {}
+            if let Owner::Caller(caller) = slot.owner {
+                callers.push(caller);
             }
         }
         if let Some(pump) = memory.pump {
@@ -1581,7 +1685,8 @@ impl World {
     /// Finished, or waiting for an operator in a way the machine says so.
     fn settled(&self, j: usize) -> bool {
         let object = &self.objects[j];
-        let idle = object.memory.drives.is_empty() && object.memory.pump.is_none();
+        let idle =
+            object.memory.drives.is_empty() && object.memory.pump.is_none() && object.memory.deliveries.is_empty();
         let Some(job) = object.storage.job.as_ref() else { return false };
         let waiting_for_operator = (job.state() == JobState::Unknown
             && job.policy().unknown_policy() == UnknownPolicy::Block)
@@ -1766,26 +1871,19 @@ impl World {
     }
 }
 
-/// `SIM_EDGE_AS_IS=1`: the shell does what crates/edge's Ledger did before
-/// b97c98c where it fell short of the core's contract (a judged delivery
-/// dead-letters nothing), to show the finding again (seed 232426 and others).
-fn edge_as_is() -> bool {
-    static AS_IS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *AS_IS.get_or_init(|| std::env::var("SIM_EDGE_AS_IS").is_ok_and(|v| v == "1"))
-}
-
 fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
     object.storage.job.as_ref().map(Job::fingerprint)
 }
 
-fn short_delivery(plan: &delivery::Plan) -> String {
-    match plan {
-        delivery::Plan::Settle { verdict, steps } => {
-            let dead_letter = steps.iter().any(|step| matches!(step, Step::DeadLetter(_)));
-            let follow_up = steps.contains(&Step::FollowUp);
-            format!("Settle({verdict:?}, dead letter {dead_letter}, follow up {follow_up})")
-        }
-        delivery::Plan::Run(job) => format!("Run(v{})", job.version()),
+fn short_delivery_op(op: &delivery_machine::Op) -> String {
+    use delivery_machine::Op;
+    match op {
+        Op::Arm(_) => "arm".into(),
+        Op::Drive(job) => format!("drive v{}", job.version()),
+        Op::Tend(steps) => format!("tend {steps:?}"),
+        Op::Record(verdict) => format!("record {verdict:?}"),
+        Op::Answer(verdict) => format!("answer {verdict:?}"),
+        other => format!("{other:?}"),
     }
 }
 

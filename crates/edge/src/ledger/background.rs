@@ -4,7 +4,8 @@
 
 use onejob_core::job::view::JobView;
 use onejob_core::job::{Job, JobState};
-use onejob_core::ledger::background::delivery::{self, AfterDrive, Plan, Verdict};
+use onejob_core::ledger::background::delivery;
+use onejob_core::ledger::background::delivery_machine::{DeliveryMachine, Input, Op};
 use onejob_core::ledger::background::outbox::{self, Outbox};
 use onejob_core::ledger::background::tending::{self, Deferral, Step};
 use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption};
@@ -154,63 +155,66 @@ impl Ledger {
         alarms::next(job, &outbox, config.settings.outbox_delay_ms, self.effects_due(config))
     }
 
-    /// A queue delivery: the core judges it ([`delivery::plan`]); at most one
-    /// attempt runs. What tends the job then is performed before the verdict
-    /// is answered.
+    /// A queue delivery, performed in the order the core's
+    /// [`DeliveryMachine`] gives (the simulation runs the same machine):
+    /// this loop only performs each op and says what it found.
     pub(super) async fn deliver(&self, config: &Config) -> Result<Response> {
         let store = self.store();
-        let now = now_ms();
-        let driving = self.memory.borrow().is_driving();
-        let settled = match delivery::plan(self.read_settled(&store, now, driving)?, now, driving) {
-            Plan::Settle { verdict, steps } => AfterDrive { steps, verdict },
-            Plan::Run(job) => self.run_delivery(config, &store, job, now).await?,
-        };
-        self.tend(config, settled.steps).await?;
-        self.delivered(config, &settled.verdict)?;
-        Response::from_json(&settled.verdict)
-    }
-
-    /// A delivery that runs the job (if its request is there): it takes
-    /// the message, asks the quota, drives one attempt and judges what
-    /// follows ([`delivery::after_drive`]); the lock is released before
-    /// what follows is performed.
-    async fn run_delivery(&self, config: &Config, store: &Store, job: Job, now: u64) -> Result<AfterDrive> {
-        let Some((submission, body)) = stored::kept_request(store)? else { return Ok(AfterDrive::NOTHING_TO_RUN) };
-        // This delivery runs the job from here: a duplicate that arrives
-        // while the quota is asked must find it taken.
-        let Some(lock) = self.coordination().lock(None) else {
-            return Err(EdgeError::broken("a delivery judged to run a job another drive holds").into());
-        };
-        // It took the message: from here the attempt's lease covers the job,
-        // not the outbox. The alarm is set for soon: if it finds the job
-        // being run, it looks again when the lease ends (a crash mid-call is
-        // sent again then).
-        store.change_outbox(&mut |outbox| outbox.taken(now))?;
-        self.arm(config, &job);
-        if let Some(problem) = self.over_quota(config, &submission).await {
-            drop(lock);
-            // Over budget: the job waits for the next day (the alarm sends it again then).
-            return Ok(delivery::refused_by_quota(job, &problem, now_ms()));
+        let mut machine = DeliveryMachine::new();
+        let mut input = Input::Start;
+        let mut lock = None;
+        let mut request = None;
+        loop {
+            input = match machine.on(input, now_ms()) {
+                Op::ReadSettled => {
+                    let driving = self.memory.borrow().is_driving();
+                    Input::Read { job: self.read_settled(&store, now_ms(), driving)?, driving }
+                }
+                Op::LoadRequest => {
+                    request = stored::kept_request(&store)?;
+                    Input::Request { kept: request.is_some() }
+                }
+                Op::Lock => {
+                    let taken = self.coordination().lock(None);
+                    lock = Some(
+                        taken.ok_or_else(|| EdgeError::broken("a delivery judged to run a job another drive holds"))?,
+                    );
+                    Input::Done
+                }
+                Op::TakeMessage => {
+                    store.change_outbox(&mut |outbox| outbox.taken(now_ms()))?;
+                    Input::Done
+                }
+                Op::Arm(job) => {
+                    self.arm(config, &job);
+                    Input::Done
+                }
+                Op::AskQuota => Input::Quota(self.over_quota(config, kept(&request)?.0).await),
+                Op::Unlock => {
+                    lock = None;
+                    Input::Done
+                }
+                Op::Drive(job) => {
+                    let (submission, body) = kept(&request)?;
+                    let lock = lock.take().ok_or_else(|| EdgeError::broken("a delivery's drive without its lock"))?;
+                    // The caller is the queue: its response is not what matters, the job is.
+                    let answer = self.drive(config, lock, &store, job, true, submission, body).await?;
+                    Input::Driven { job: store.load_job()?, asked_ms: answer.retry_after_ms }
+                }
+                Op::Tend(steps) => {
+                    self.tend(config, steps).await?;
+                    Input::Done
+                }
+                Op::Record(verdict) => {
+                    let job = store.load_job()?;
+                    if job.is_some() {
+                        store.change_outbox(&mut |outbox| delivery::record(outbox, verdict, now_ms()))?;
+                    }
+                    Input::Recorded { job, driving: self.memory.borrow().is_driving() }
+                }
+                Op::Answer(verdict) => return Response::from_json(&verdict),
+            };
         }
-        // The caller is the queue: its response is not what matters, the job is.
-        let asked_ms = self.drive(config, lock, store, job, true, &submission, &body).await?.retry_after_ms;
-        // No attempt could be made (no route, every provider's breaker
-        // open): the job waits for the next probe; then its dead letter.
-        Ok(delivery::after_drive(store.load_job()?, asked_ms, now_ms()))
-    }
-
-    /// What the queue does with a delivered message is what the outbox
-    /// knows of it ([`delivery::record`]). A fresh object is left as it is (no tables).
-    pub(super) fn delivered(&self, config: &Config, verdict: &Verdict) -> Result<()> {
-        let store = self.store();
-        let Some(job) = store.load_job()? else { return Ok(()) };
-        store.change_outbox(&mut |outbox| delivery::record(outbox, *verdict, now_ms()))?;
-        // A driver here arms the alarm when it is done (a stream's watchdog
-        // must not be replaced meanwhile).
-        if !self.memory.borrow().is_driving() {
-            self.arm(config, &job);
-        }
-        Ok(())
     }
 
     /// Performs the core's steps that tend a background job, in order
@@ -280,4 +284,11 @@ impl Drop for SendPending<'_> {
     fn drop(&mut self) {
         self.0.borrow_mut().end_send();
     }
+}
+
+/// The request a delivery read ([`Op::LoadRequest`]), for the ops that use it.
+fn kept(request: &Option<(Submission, Vec<u8>)>) -> Result<(&Submission, &[u8])> {
+    let (submission, body) =
+        request.as_ref().ok_or_else(|| EdgeError::broken("a delivery's op before its request was read"))?;
+    Ok((submission, body))
 }
