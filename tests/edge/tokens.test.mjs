@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 
-import { DEV_KEY, assertProblem, chat, newKey, sleep, startStack } from "../support/harness.mjs";
+import { DEV_KEY, RESPOND_ASYNC, assertProblem, chat, newKey, sleep, startStack } from "../support/harness.mjs";
 import { DEV_TOKEN_SECRET, mintToken } from "../support/keys.mjs";
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -107,5 +107,29 @@ describe("quotas", () => {
     const dave = mintToken({ tenant: "dev", sub: "dave", exp: now() + 600, iat: now() }, DEV_TOKEN_SECRET);
     const other = await stack.post(newKey(), chat("dave"), { token: dave });
     assert.equal(other.res.status, 200, other.text);
+  });
+
+  test("a background job whose user's budget is spent: its delivery asks the quota, calls nobody and defers the job to the next day", async () => {
+    const erin = mintToken({ tenant: "dev", sub: "erin", exp: now() + 600, iat: now() }, DEV_TOKEN_SECRET);
+    for (const key of [newKey(), newKey()]) {
+      const { res, text } = await stack.post(key, chat(`${key} spend`), { token: erin });
+      assert.equal(res.status, 200, text);
+      await sleep(300); // the count is written after the answer
+    }
+    const calls = stack.llm.allCalls().length;
+    const key = newKey();
+    const accepted = await stack.post(key, chat(`${key} later`), { token: erin, headers: RESPOND_ASYNC });
+    assert.equal(accepted.res.status, 202, accepted.text);
+    // The delivery takes the message, finds the budget spent and defers
+    // the job (a compare-and-swap write: its version moves) with no attempt.
+    const first = JSON.parse(accepted.text);
+    const job = await stack.waitForJob(key, (view) => view.version > first.version, { token: erin });
+    assert.equal(job.state, "pending", JSON.stringify(job));
+    assert.equal(job.attempts.length, 0);
+    await sleep(2_000);
+    const still = await stack.getJob(key, erin);
+    assert.equal(still.body.state, "pending", "it waits for the next day");
+    assert.equal(still.body.attempts.length, 0);
+    assert.equal(stack.llm.allCalls().length, calls, "the spent budget made no upstream call");
   });
 });
