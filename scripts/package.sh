@@ -11,8 +11,9 @@
 #     job-types.json                   what those job types need of the deployment
 #                                      (make deploy-check reads it)
 #     wrangler.toml                    the production template (deploy/wrangler.toml)
-#     console/                         the operator console (www/admin/, its
-#                                      stylesheet and www/_headers), served only
+#     console/                         the operator console (www/admin/, the
+#                                      stylesheet and the job states' names it
+#                                      shares with the demo, www/_headers), served only
 #                                      if the template's [assets] is turned on
 #                                      with ADMIN_KEYS
 #   DEST/onejob-worker-<version>.tgz   that folder, packed
@@ -51,9 +52,10 @@ cp "$edge/index.js" "$edge/index_bg.wasm" "$edge/job-types.json" deploy/wrangler
 # The console's own files only: never the demo page (index.html, app.js,
 # inbox.html) or the SDK copy the demo serves.
 cp -r www/admin "$bundle/console/admin"
-# And their response headers (the console's CSP, no-referrer and nosniff,
-# theme.css's nosniff): Workers static assets read _headers from the folder.
-cp www/theme.css www/_headers "$bundle/console/"
+# What it shares with the demo (its modules import ../states.js), and their
+# response headers (the console's CSP, no-referrer and nosniff; theme.css's
+# and states.js's nosniff): Workers static assets read _headers from the folder.
+cp www/theme.css www/states.js www/_headers "$bundle/console/"
 tar -czf "$bundle.tgz" -C "$dest" "onejob-worker-$worker_version"
 
 for file in "$dest/onejob-$sdk_version.tgz" "$bundle.tgz"; do

@@ -78,6 +78,9 @@ run client-node wasm-pack test --node crates/client -- --nocapture
 # The SDK's JavaScript shell type-checked from its JSDoc (tsc --checkJs
 # --strict, against the engine's types from the client build).
 run sdk-types tsc -p crates/client/tsconfig.check.json
+# The operations console's modules (www/admin/) and the job states' names
+# it shares with the demo page (www/states.js), the same way: no build step.
+run console-types tsc -p www/tsconfig.check.json
 run sdk node --test --test-reporter=spec tests/sdk/*.test.mjs
 run browser-e2e node --test --test-reporter=spec tests/browser/*.test.mjs
 run package node --test --test-reporter=spec tests/package/*.test.mjs

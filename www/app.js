@@ -2,6 +2,7 @@
 // the onejob SDK; the timeline merges the SDK's events with the gateway's
 // audit trail of the job (GET /onejob/v1/jobs/{key}).
 import { OneJob, ready } from "/sdk/index.js";
+import { isAtRest } from "/states.js";
 
 // A short-lived user token for this browser's demo user, from the demo's
 // token issuer (`make dev` only; a real app's backend mints it, see README
@@ -150,7 +151,8 @@ async function pollJob(key) {
         $("calls").textContent = String(job.attempts.length);
         $("calls").dataset.count = String(job.attempts.length);
         showServerAttempts(job);
-        if (["completed", "dead", "unknown", "interrupted", "cancelled"].includes(job.state) && job.attempts.every((a) => a.outcome !== "running")) return;
+        // At rest (finished, or unknown: no new attempt before its lease ends), its last call reported.
+        if (isAtRest(job.state) && job.attempts.every((a) => a.outcome !== "running")) return;
       }
       await new Promise((r) => setTimeout(r, 400));
     }

@@ -21,7 +21,7 @@ const PHONE = { width: 390, height: 844 };
 const AVOIDED = { dev: 7, "tenant-b": 1 };
 
 const integer = new Intl.NumberFormat("en-US");
-/** The console's dollar format (admin.js fmtUsd), in en-US. */
+/** The console's dollar format (www/admin/format.js fmtUsd), in en-US. */
 function fmtUsd(value) {
   const options = value !== 0 && Math.abs(value) < 1 ? { maximumSignificantDigits: 3 } : { minimumFractionDigits: 2, maximumFractionDigits: 2 };
   return new Intl.NumberFormat("en-US", { style: "currency", currency: "USD", ...options }).format(value);

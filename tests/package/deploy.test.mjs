@@ -72,7 +72,13 @@ const withVars = (text, lines) => `${text.trimEnd()}\n${lines.join("\n")}\n`;
 describe("make package: the worker bundle", () => {
   test("holds the built worker, the production template and the console, and nothing of the demo", () => {
     const files = readdirSync(bundle, { recursive: true }).sort();
-    assert.deepEqual(files, ["console", "console/_headers", "console/admin", "console/admin/admin.css", "console/admin/admin.js", "console/admin/index.html", "console/theme.css", "index.js", "index_bg.wasm", "job-types.json", "wrangler.toml"]);
+    const views = ["costs", "dead-letters", "job-actions", "job", "jobs", "not-found", "providers", "savings"].map((view) => `console/admin/views/${view}.js`);
+    const modules = ["admin", "answers", "api", "dom", "format"].map((module) => `console/admin/${module}.js`);
+    assert.deepEqual(files, [
+      "console", "console/_headers", "console/admin", "console/admin/admin.css", ...modules, "console/admin/index.html",
+      "console/admin/router.js", "console/admin/session.js", "console/admin/table.js", "console/admin/views", ...views,
+      "console/states.js", "console/theme.css", "index.js", "index_bg.wasm", "job-types.json", "wrangler.toml",
+    ]);
     assert.equal(template, readFileSync(path.join(ROOT, "deploy/wrangler.toml"), "utf8"));
     // The deployment's build (make build-edge-deploy), not the one make dev and the tests run.
     for (const file of ["index_bg.wasm", "job-types.json"]) {
@@ -134,7 +140,7 @@ describe("make deploy-check", () => {
       'placeholder id: D1 database OPS has id "00000000-0000-4000-8000-000000000000" (wrangler d1 create prints its UUID)',
       'placeholder id: D1 database TICKETS has id "00000000-0000-4000-8000-000000000001" (wrangler d1 create prints its UUID)',
       "the demo page ships in the assets: app.js, inbox.html call /demo/*",
-      "the console ships in the assets (admin/admin.js, admin/index.html) but ADMIN_KEYS is not in secrets.required",
+      "the console ships in the assets (admin/admin.js, admin/api.js, admin/index.html) but ADMIN_KEYS is not in secrets.required",
     ]);
   });
 
@@ -236,7 +242,7 @@ describe("make deploy-check", () => {
     assert.match(served, /^\[assets\]\ndirectory = "console"$/m);
     const without = await deployCheck(config(served));
     assert.equal(without.status, 1);
-    assert.deepEqual(without.failures, ["the console ships in the assets (admin/admin.js, admin/index.html) but ADMIN_KEYS is not in secrets.required"]);
+    assert.deepEqual(without.failures, ["the console ships in the assets (admin/admin.js, admin/api.js, admin/index.html) but ADMIN_KEYS is not in secrets.required"]);
     const guarded = await deployCheck(config(served.replace('required = ["TENANTS", ', 'required = ["TENANTS", "ADMIN_KEYS", ')));
     assert.deepEqual(guarded.failures, []);
     assert.equal(guarded.status, 0, guarded.output);
@@ -350,7 +356,7 @@ test("the packaged worker runs as deployed: the API with its secrets, no demo pa
   }
 });
 
-test("the packaged console, once served, carries the console's headers: its pages and /theme.css with nosniff", async () => {
+test("the packaged console, once served, carries the console's headers: its pages, /theme.css and /states.js with nosniff", async () => {
   // The template's [assets] turned on, with ADMIN_KEYS, as README's Deploy says.
   const dir = mkdtempSync(path.join(tmpdir(), "onejob-console-"));
   for (const file of ["index.js", "index_bg.wasm"]) copyFileSync(path.join(bundle, file), path.join(dir, file));
@@ -364,7 +370,7 @@ test("the packaged console, once served, carries the console's headers: its page
   let worker;
   try {
     worker = await startWorker({ cwd: dir, config: "wrangler.toml", persistTo: path.join(dir, ".state"), envFile: secrets, vars: { UPSTREAM: "https://api.example.com/v1" } });
-    for (const route of ["/admin/", "/admin/admin.js", "/admin/admin.css", "/theme.css"]) {
+    for (const route of ["/admin/", "/admin/admin.js", "/admin/router.js", "/admin/views/job.js", "/admin/admin.css", "/theme.css", "/states.js"]) {
       const res = await fetch(`${worker.url}${route}`);
       await res.arrayBuffer();
       assert.equal(res.status, 200, route);

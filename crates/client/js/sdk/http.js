@@ -1,7 +1,5 @@
 // Reading responses and sending requests, the host's way.
-
-/** Job states with a result to replay. */
-export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
+import { header } from "./request.js";
 
 /**
  * The headers core reads to decide a retry, `x-should-retry`, `retry-after-ms`
@@ -11,6 +9,34 @@ export const FINISHED = ["completed", "dead", "interrupted", "cancelled"];
  */
 export const retryHeaders = (response) =>
   ["x-should-retry", "retry-after-ms", "retry-after"].map((name) => response?.headers.get(name) ?? "").join("\n");
+
+/**
+ * How long a response asks to wait (core reads the headers), or -1.
+ * @param {import("../onejob.js").Engine} core
+ * @param {Response} response
+ */
+export const serverDelay = (core, response) => core.serverDelay(retryHeaders(response), Date.now());
+
+/**
+ * The `init` of one try: the app's headers plus the key and the token (unless
+ * the app sent its own `Authorization`).
+ * @param {import("./request.js").Outgoing} request
+ * @param {string} key
+ * @param {string | undefined} token
+ */
+export function initFor(request, key, token) {
+  const headers = new Headers();
+  for (const [name, value] of request.headers) headers.append(name, value);
+  headers.set("Idempotency-Key", key);
+  if (token !== undefined && !header(request.headers, "authorization")) {
+    headers.set("Authorization", `Bearer ${token}`);
+  }
+  /** @type {RequestInit} */
+  const init = { method: request.method, headers };
+  if (request.body != null) init.body = request.body;
+  if (request.signal) init.signal = request.signal;
+  return init;
+}
 
 /**
  * Where the gateway of `url` answers: the endpoint when `url` is under it, else `url`'s origin.
