@@ -28,7 +28,8 @@ use onejob_core::ledger::background::wake;
 use onejob_core::ledger::request::admission::{self, Admission, Arrival};
 use onejob_core::ledger::request::attempts::{self, Attempted, StoredResponse};
 use onejob_core::ledger::request::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
-use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption, Plan, Read, Request, Run};
+use onejob_core::ledger::request::run_machine::{self, RunMachine};
+use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption, Check, Plan, Read, Request, Run};
 use onejob_core::retry::backoff::budget::RetryBudget;
 use onejob_core::retry::classify::{ErrorClass, TransportFailure};
 use onejob_core::upstream::providers::Api;
@@ -48,8 +49,8 @@ const MAX_STEPS: u64 = 20_000;
 const DRAIN_CUTOFF: u64 = T0 + RETENTION_MS - 60_000;
 /// A stream's pump, in the Ledger's memory, holds the drive lock.
 const PUMP: u32 = u32::MAX;
-/// The lock a queue delivery holds from its `Lock` op until its drive starts.
-const DELIVERY_LOCK: u32 = u32::MAX - 1;
+/// The lock a run or a delivery holds from its `Lock` op until its drive starts.
+const LOCKED: u32 = u32::MAX - 1;
 /// A background job whose message the queue lost gets a delivery within
 /// this long (the outbox presumes it lost from the consumer's progress).
 /// Before, a confirmed message was presumed lost only after 15 to 30
@@ -128,6 +129,33 @@ struct Slot {
     owner: Owner,
     /// It returned its `Finish`.
     finished: bool,
+    /// The run it is part of, waiting for its end ([`RunMachine`]).
+    run: Option<(RunMachine, Running)>,
+}
+
+/// What a run under the drive lock carries from one op to the next, as
+/// the edge's `run` keeps it in locals.
+#[derive(Clone)]
+struct Running {
+    job: Job,
+    stored: bool,
+    background: bool,
+    /// The drive held the lock when it ended.
+    holds_lock: bool,
+    /// The drive's answer to its callers.
+    res: Option<Res>,
+    /// The streamed attempt handed to a pump.
+    ticket: Option<AttemptTicket>,
+    /// The background submission kept during the drive.
+    later: Option<&'static Fingerprint>,
+    /// When the answer says to ask again (a delivery defers the job by it).
+    asked_ms: Option<u64>,
+}
+
+impl Running {
+    fn new(job: Job, stored: bool, background: bool) -> Self {
+        Self { job, stored, background, holds_lock: false, res: None, ticket: None, later: None, asked_ms: None }
+    }
 }
 
 /// A stream's pump (a simplified stand-in for the edge's).
@@ -156,6 +184,12 @@ struct Memory {
     /// Queue deliveries under way here (the core's [`DeliveryMachine`]),
     /// by message: waiting for the quota's answer or for their drive.
     deliveries: BTreeMap<usize, DeliveryMachine>,
+    /// Runs waiting for their quota's answer under the lock, by a number
+    /// of their own.
+    asking: BTreeMap<u32, (Owner, RunMachine, Running)>,
+    /// The new job a run holding [`LOCKED`] is creating (the edge's
+    /// `Coordination::begin_drive(creating)`): duplicates wait for it.
+    creating: Option<Job>,
 }
 
 /// A streamed answer as kept.
@@ -287,6 +321,13 @@ enum Ev {
         incarnation: u32,
         spent: bool,
     },
+    /// A run's quota answered, before its claim.
+    RunQuota {
+        job: usize,
+        run: u32,
+        incarnation: u32,
+        spent: bool,
+    },
 }
 
 impl Ev {
@@ -303,6 +344,7 @@ impl Ev {
             Self::Accepted { .. } => 9,
             Self::Alarm { .. } => 10,
             Self::Quota { .. } => 11,
+            Self::RunQuota { .. } => 12,
         }
     }
 }
@@ -343,6 +385,8 @@ pub struct World {
     answered_with: BTreeMap<(usize, u32), StoredResponse>,
     /// Jobs the queue or the Ledger sent to the dead letters.
     dead_letters: Vec<bool>,
+    /// A background submission of the job was answered `202`: it must run.
+    accepted: Vec<bool>,
     trace: Trace,
     violations: Vec<Violation>,
     stats: BTreeMap<&'static str, u64>,
@@ -370,6 +414,7 @@ impl World {
             messages: Vec::new(),
             cursor: Progress::default(),
             lost_at: vec![None; jobs],
+            accepted: vec![false; jobs],
             drain: false,
             first_final: vec![None; jobs],
             winner: vec![None; jobs],
@@ -565,6 +610,7 @@ impl World {
             }
             Ev::Alarm { job } => self.alarm(job),
             Ev::Quota { job, message, incarnation, spent } => self.quota_answered(job, message, incarnation, spent),
+            Ev::RunQuota { job, run, incarnation, spent } => self.run_quota_answered(job, run, incarnation, spent),
         }
     }
 
@@ -615,8 +661,11 @@ impl World {
     fn read_for_decision(&mut self, j: usize) -> Read {
         let driving = self.objects[j].memory.driving;
         let stored = self.settle_by_time(j, driving.is_some());
-        let creating =
-            driving.and_then(|id| self.objects[j].memory.drives.get(&id)).map(|slot| slot.drive.job().clone());
+        let memory = &self.objects[j].memory;
+        let creating = match driving {
+            Some(LOCKED) => memory.creating.clone(),
+            _ => driving.and_then(|id| memory.drives.get(&id)).map(|slot| slot.drive.job().clone()),
+        };
         let streaming = self.objects[j].memory.pump.is_some();
         Read { stored, creating, driving: driving.is_some(), streaming }
     }
@@ -681,11 +730,9 @@ impl World {
             }
             Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
             Plan::Run(Run { job, stored, created }) => {
-                if created {
-                    // The retention alarm, set when the job is created.
-                    self.set_alarm(j, job.expires_ms());
-                }
-                self.start_drive(j, Owner::Caller(caller), false, job, stored);
+                let machine = RunMachine::for_caller(stored, created, false);
+                let running = Running::new(job, stored, false);
+                self.perform_run(j, Owner::Caller(caller), machine, run_machine::Input::Start, running);
             }
             Plan::Accept { .. } | Plan::Adopt { .. } => {
                 self.violate("background-of-foreground", format!("job {j}: a foreground request was {plan:?}"))
@@ -733,6 +780,7 @@ impl World {
                     self.count("adopt later");
                 }
                 let res = accepted(self);
+                self.accepted[j] = true;
                 self.answer(caller, res);
             }
             Plan::Adopt { .. } => {
@@ -855,12 +903,15 @@ impl World {
         }
     }
 
-    fn start_drive(&mut self, j: usize, owner: Owner, background: bool, job: Job, stored: bool) {
-        let drive = Drive::new(self.setup(j, background), job, stored, &self.sc.providers);
+    fn start_drive(&mut self, j: usize, owner: Owner, machine: RunMachine, running: Running) {
+        let (background, stored) = (running.background, running.stored);
+        let drive = Drive::new(self.setup(j, background), running.job.clone(), stored, &self.sc.providers);
         let object = &mut self.objects[j];
         let id = object.next_drive;
         object.next_drive += 1;
-        object.memory.drives.insert(id, Slot { drive, owner, finished: false });
+        let run = Some((machine, running));
+        object.memory.drives.insert(id, Slot { drive, owner, finished: false, run });
+        object.memory.creating = None;
         object.memory.driving = Some(id);
         self.count("drives");
         self.feed(j, id, None);
@@ -1203,73 +1254,195 @@ impl World {
         }
     }
 
+    /// A drive's end: its run goes on from there.
     fn finish(&mut self, j: usize, id: u32, ending: Ending) {
         let Some(slot) = self.objects[j].memory.drives.get_mut(&id) else { return };
         slot.finished = true;
         let owner = slot.owner;
+        let Some((machine, mut running)) = slot.run.take() else {
+            return self.violate("run", format!("job {j}'s drive #{id} ended twice, or outside a run"));
+        };
         self.trace.mix(ending_code(&ending));
-        let holds_lock = self.objects[j].memory.driving == Some(id);
-        if let Ending::Stream { ticket } = ending {
-            let chunks_left = self.rng.range(1, 4) as u32;
-            let breaks = self.rng.chance(150);
-            let memory = &mut self.objects[j].memory;
-            let mut subscribers: Vec<usize> = match owner {
-                Owner::Caller(caller) => vec![caller],
-                Owner::Delivery(_) => Vec::new(),
+        running.holds_lock = self.objects[j].memory.driving == Some(id);
+        let driven = match ending {
+            Ending::Stream { ticket } => {
+                running.ticket = Some(ticket);
+                run_machine::Driven::Stream
+            }
+            ending => {
+                let retry_after_ms = match &ending {
+                    Ending::Problem { problem, .. } => problem.retry_after_ms,
+                    Ending::Answer { retry_after_ms, .. } => *retry_after_ms,
+                    _ => None,
+                };
+                let state = self.objects[j].storage.job.as_ref().map_or(JobState::Pending, Job::state);
+                running.res = Some(self.result_of(j, ending));
+                run_machine::Driven::Result { state, retry_after_ms }
+            }
+        };
+        self.perform_run(j, owner, machine, run_machine::Input::Driven(driven), running);
+    }
+
+    /// Performs a run's ops as the core's [`RunMachine`] gives them (the
+    /// Ledger's `run` performs the same machine), until its drive starts
+    /// (its end comes back to [`Self::finish`]) or the run is over.
+    fn perform_run(
+        &mut self,
+        j: usize,
+        owner: Owner,
+        mut machine: RunMachine,
+        input: run_machine::Input,
+        running: Running,
+    ) {
+        use run_machine::{Input, Op};
+        let (mut input, mut running) = (input, running);
+        loop {
+            let op = machine.on(input);
+            self.trace.line(|| format!("        run: {}", short_run_op(&op)));
+            input = match op {
+                Op::ArmRetention => {
+                    self.set_alarm(j, running.job.expires_ms());
+                    Input::Done
+                }
+                Op::Lock => {
+                    if self.objects[j].memory.driving.is_some() {
+                        return self
+                            .violate("one-driver", format!("a run of job {j} locked a job another drive holds"));
+                    }
+                    let memory = &mut self.objects[j].memory;
+                    memory.driving = Some(LOCKED);
+                    memory.creating = (!running.stored).then(|| running.job.clone());
+                    Input::Done
+                }
+                // The meter answers later: other requests come in meanwhile.
+                Op::Check(Check::Quota) => {
+                    let spent = self.rng.chance(10);
+                    let (at, incarnation) = (self.now + self.rng.range(1, 40), self.objects[j].incarnation);
+                    let object = &mut self.objects[j];
+                    let run = object.next_drive;
+                    object.next_drive += 1;
+                    object.memory.asking.insert(run, (owner, machine, running));
+                    return self.schedule(at, Ev::RunQuota { job: j, run, incarnation, spent });
+                }
+                Op::Check(_) => Input::Checked(None),
+                // As the edge's lock when it finishes with a refusal: the
+                // waiters are handed it.
+                Op::Refuse(refused) => {
+                    let memory = &mut self.objects[j].memory;
+                    if memory.driving == Some(LOCKED) {
+                        memory.driving = None;
+                    }
+                    running.later = memory.adopt_later.take();
+                    memory.creating = None;
+                    let waiters = std::mem::take(&mut memory.waiters);
+                    if running.later.is_some() {
+                        self.count("background submission kept while a refused run asked");
+                    }
+                    let res = Res::problem(&refused.problem);
+                    for waiter in waiters {
+                        self.answer(waiter, Res { retry_after_ms: refused.waiters_retry_after_ms, ..res.clone() });
+                    }
+                    running.asked_ms = refused.problem.retry_after_ms;
+                    if let Owner::Caller(caller) = owner {
+                        self.answer(caller, res);
+                    }
+                    Input::Finished { kept_later: running.later.is_some() }
+                }
+                Op::Drive => return self.start_drive(j, owner, machine, running),
+                Op::HandToPump => {
+                    let Some(ticket) = running.ticket.take() else {
+                        return self.violate("run", format!("job {j}: a stream handed on without its attempt"));
+                    };
+                    self.hand_to_pump(j, owner, ticket, running.holds_lock);
+                    Input::Done
+                }
+                // A job type's effects are the effects' simulation's.
+                Op::RunEffects => Input::Done,
+                Op::Finish => {
+                    let memory = &mut self.objects[j].memory;
+                    let waiters = match running.holds_lock {
+                        true => {
+                            memory.driving = None;
+                            running.later = memory.adopt_later.take();
+                            std::mem::take(&mut memory.waiters)
+                        }
+                        false => Vec::new(),
+                    };
+                    let res = running.res.clone().unwrap_or_else(|| Res::problem(&admission::in_progress(KEY, 1_000)));
+                    for waiter in waiters {
+                        self.answer(waiter, res.clone());
+                    }
+                    Input::Finished { kept_later: running.later.is_some() }
+                }
+                Op::Adopt => {
+                    if let Some(fingerprint) = running.later.take() {
+                        self.count("adopted after a drive");
+                        self.adopt(j, fingerprint);
+                    }
+                    Input::Done
+                }
+                Op::Answer { retry_after_ms } => {
+                    running.asked_ms = retry_after_ms;
+                    if let (Owner::Caller(caller), Some(res)) = (owner, running.res.clone()) {
+                        self.answer(caller, res);
+                    }
+                    Input::Done
+                }
+                Op::LoadJob => Input::Job(self.objects[j].storage.job.clone()),
+                Op::DeadLetter(_) => {
+                    self.dead_letter_once(j);
+                    Input::Done
+                }
+                Op::Arm(_) => {
+                    self.arm(j);
+                    Input::Done
+                }
+                Op::Over => {
+                    if let Owner::Delivery(message) = owner {
+                        self.delivery_done(j, message, running.asked_ms);
+                    }
+                    return;
+                }
             };
-            if holds_lock {
-                subscribers.append(&mut memory.waiters);
-            }
-            memory.pump = Some(Pump { ticket, subscribers, chunks_left, breaks });
-            memory.driving = Some(PUMP);
-            // A streamed answer is the caller's: nothing is adopted after it.
-            memory.adopt_later = None;
-            let tick = self.rng.range(10, (self.sc.policy.attempt_lease_ms() / 3).max(10));
-            let incarnation = self.objects[j].incarnation;
-            self.schedule(self.now + tick, Ev::PumpTick { job: j, incarnation });
-            // As the edge's drive: it returns once the pump has the stream,
-            // and the delivery goes on with the job as it stands.
-            if let Owner::Delivery(message) = owner {
-                self.delivery_done(j, message, None);
-            }
+        }
+    }
+
+    /// A run's quota answered: the run goes on (unless the object crashed
+    /// meanwhile, which dropped its caller or left its delivery to the queue).
+    fn run_quota_answered(&mut self, j: usize, run: u32, incarnation: u32, spent: bool) {
+        if self.objects[j].incarnation != incarnation {
             return;
         }
-        let (waiters, later) = if holds_lock {
-            let memory = &mut self.objects[j].memory;
-            memory.driving = None;
-            (std::mem::take(&mut memory.waiters), memory.adopt_later.take())
-        } else {
-            (Vec::new(), None)
+        let Some((owner, machine, running)) = self.objects[j].memory.asking.remove(&run) else {
+            return self.violate("run", format!("job {j}'s quota answered a run that is not here"));
         };
-        let asked_ms = match &ending {
-            Ending::Problem { problem, .. } => problem.retry_after_ms,
-            Ending::Answer { retry_after_ms, .. } => *retry_after_ms,
-            _ => None,
+        let problem = spent.then(|| {
+            self.count("quota spent at a run");
+            Problem::new(ProblemType::QuotaExceeded, "spent").with_retry_after_ms(self.rng.range(1_000, 120_000))
+        });
+        self.perform_run(j, owner, machine, run_machine::Input::Checked(problem), running);
+    }
+
+    /// A streamed answer's pump takes the stream and the lock: the caller
+    /// and the waiters follow it.
+    fn hand_to_pump(&mut self, j: usize, owner: Owner, ticket: AttemptTicket, holds_lock: bool) {
+        let chunks_left = self.rng.range(1, 4) as u32;
+        let breaks = self.rng.chance(150);
+        let memory = &mut self.objects[j].memory;
+        let mut subscribers: Vec<usize> = match owner {
+            Owner::Caller(caller) => vec![caller],
+            Owner::Delivery(_) => Vec::new(),
         };
-        // A background submission came in meanwhile: adopted when the job
-        // is not finished (the core's `after_result`), as the edge does.
-        if let Some(fingerprint) = later {
-            let state = self.objects[j].storage.job.as_ref().map_or(JobState::Pending, Job::state);
-            if submit::after_result(state, asked_ms, true).adopt {
-                self.count("adopted after a drive");
-                self.adopt(j, fingerprint);
-            }
+        if holds_lock {
+            subscribers.append(&mut memory.waiters);
         }
-        let res = self.result_of(j, ending);
-        match owner {
-            Owner::Caller(caller) => {
-                // As the edge's submit: a background job's message may have been taken meanwhile.
-                if self.objects[j].storage.job.as_ref().is_some_and(submit::tended_after_caller_drive) {
-                    self.dead_letter_once(j);
-                    self.arm(j);
-                }
-                self.answer(caller, res.clone())
-            }
-            Owner::Delivery(message) => self.delivery_done(j, message, asked_ms),
-        }
-        for waiter in waiters {
-            self.answer(waiter, res.clone());
-        }
+        memory.pump = Some(Pump { ticket, subscribers, chunks_left, breaks });
+        memory.driving = Some(PUMP);
+        // A streamed answer is the caller's: nothing is adopted after it.
+        memory.adopt_later = None;
+        let tick = self.rng.range(10, (self.sc.policy.attempt_lease_ms() / 3).max(10));
+        let incarnation = self.objects[j].incarnation;
+        self.schedule(self.now + tick, Ev::PumpTick { job: j, incarnation });
     }
 
     /// What a drive's ending tells its callers.
@@ -1451,7 +1624,7 @@ impl World {
                         return self
                             .violate("one-driver", format!("a delivery of job {j} locked a job another drive holds"));
                     }
-                    self.objects[j].memory.driving = Some(DELIVERY_LOCK);
+                    self.objects[j].memory.driving = Some(LOCKED);
                     Input::Done
                 }
                 Op::TakeMessage => {
@@ -1473,7 +1646,7 @@ impl World {
                 // told the job is in progress.
                 Op::Unlock => {
                     let memory = &mut self.objects[j].memory;
-                    if memory.driving == Some(DELIVERY_LOCK) {
+                    if memory.driving == Some(LOCKED) {
                         memory.driving = None;
                     }
                     memory.adopt_later = None;
@@ -1487,7 +1660,8 @@ impl World {
                 }
                 Op::Drive(job) => {
                     self.objects[j].memory.deliveries.insert(message, machine);
-                    return self.start_drive(j, Owner::Delivery(message), true, job, true);
+                    let (run, running) = (RunMachine::for_delivery(false), Running::new(job, true, true));
+                    return self.perform_run(j, Owner::Delivery(message), run, run_machine::Input::Start, running);
                 }
                 Op::Tend(steps) => {
                     self.tend(j, steps);
@@ -1661,8 +1835,9 @@ impl World {
         let mut callers: Vec<usize> = memory.waiters;
         // The deliveries under way here (asking the quota, or driving).
         let deliveries: Vec<usize> = memory.deliveries.keys().copied().collect();
-        for slot in memory.drives.values() {
-            if let Owner::Caller(caller) = slot.owner {
+        let owners = memory.drives.values().map(|slot| slot.owner).chain(memory.asking.values().map(|run| run.0));
+        for owner in owners {
+            if let Owner::Caller(caller) = owner {
                 callers.push(caller);
             }
         }
@@ -1685,8 +1860,11 @@ impl World {
     /// Finished, or waiting for an operator in a way the machine says so.
     fn settled(&self, j: usize) -> bool {
         let object = &self.objects[j];
-        let idle =
-            object.memory.drives.is_empty() && object.memory.pump.is_none() && object.memory.deliveries.is_empty();
+        let memory = &object.memory;
+        let idle = memory.drives.is_empty()
+            && memory.pump.is_none()
+            && memory.deliveries.is_empty()
+            && memory.asking.is_empty();
         let Some(job) = object.storage.job.as_ref() else { return false };
         let waiting_for_operator = (job.state() == JobState::Unknown
             && job.policy().unknown_policy() == UnknownPolicy::Block)
@@ -1724,6 +1902,16 @@ impl World {
                 self.violate("no-job-lost", format!("job {j} was never stored"));
                 continue;
             };
+            let waits_for_operator =
+                job.state() == JobState::Unknown && job.policy().unknown_policy() == UnknownPolicy::Block;
+            if self.accepted[j] && !job.is_background() && !job.state().is_terminal() && !waits_for_operator {
+                let state = job.state().as_str();
+                self.violate(
+                    "accepted-runs",
+                    format!("job {j} was accepted in the background, left {state}, not adopted"),
+                );
+                continue;
+            }
             if !self.settled(j) {
                 let message = format!(
                     "job {j} left {} (background {}, {} attempts, outbox {:?}), memory idle {}",
@@ -1873,6 +2061,16 @@ impl World {
 
 fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
     object.storage.job.as_ref().map(Job::fingerprint)
+}
+
+fn short_run_op(op: &run_machine::Op) -> String {
+    use run_machine::Op;
+    match op {
+        Op::DeadLetter(_) => "dead letter".into(),
+        Op::Arm(_) => "arm".into(),
+        Op::Refuse(refused) => format!("refuse {:?}", refused.problem.kind),
+        other => format!("{other:?}"),
+    }
 }
 
 fn short_delivery_op(op: &delivery_machine::Op) -> String {

@@ -8,6 +8,7 @@ use onejob_core::ledger::background::delivery;
 use onejob_core::ledger::background::delivery_machine::{DeliveryMachine, Input, Op};
 use onejob_core::ledger::background::outbox::{self, Outbox};
 use onejob_core::ledger::background::tending::{self, Deferral, Step};
+use onejob_core::ledger::request::run_machine::RunMachine;
 use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption};
 use worker::{Response, Result};
 
@@ -21,6 +22,7 @@ use crate::ledger::store::Store;
 use crate::queue;
 
 use super::memory::Memory;
+use super::submit::Locked;
 use super::{Ledger, alarms, stored};
 
 impl Ledger {
@@ -198,7 +200,9 @@ impl Ledger {
                     let (submission, body) = kept(&request)?;
                     let lock = lock.take().ok_or_else(|| EdgeError::broken("a delivery's drive without its lock"))?;
                     // The caller is the queue: its response is not what matters, the job is.
-                    let answer = self.drive(config, lock, &store, job, true, submission, body).await?;
+                    let machine = RunMachine::for_delivery(submission.run.is_some());
+                    let answer =
+                        self.run(config, machine, Locked::Held(lock), &store, job, true, submission, body).await?;
                     Input::Driven { job: store.load_job()?, asked_ms: answer.retry_after_ms }
                 }
                 Op::Tend(steps) => {

@@ -9,16 +9,19 @@ use std::time::Duration;
 use futures_channel::oneshot;
 use futures_util::future::{Either, select};
 use onejob_core::identity::key::IdempotencyKey;
+use onejob_core::job::AttemptTicket;
 use onejob_core::job::Job;
 use onejob_core::job::view::JobView;
 use onejob_core::ledger::operator::settle;
 use onejob_core::ledger::request::admission::Arrival;
-use onejob_core::ledger::request::submit::{self, Check, Plan, Read, Refused, Request, Run};
+use onejob_core::ledger::request::run_machine::{self, Input, Op, RunMachine};
+use onejob_core::ledger::request::submit::{self, Check, Plan, Read, Request, Run};
 use onejob_core::upstream::providers::{Api, NoRoute};
 use onejob_core::upstream::sse::Dialect;
 use onejob_core::wire::{Problem, ProblemType};
 use worker::{Delay, Response, Result};
 
+use crate::answer::Streaming;
 use crate::api::handoff::{self, Submission};
 use crate::api::meter;
 use crate::env::clock::now_ms;
@@ -105,36 +108,14 @@ impl Ledger {
             Plan::Run(run) => {
                 let creating = run.creating();
                 let Run { job, stored, created } = run;
-                if created {
-                    alarms::set_in_background(&self.state, alarms::retention(&job));
-                }
+                let machine = RunMachine::for_caller(stored, created, submission.run.is_some());
                 // A renewed keyless job calls its provider under its own key.
                 submission.generation = job.generation();
-                // Admitted to run: nobody drives the job (no await since the decision).
-                let Some(lock) = self.coordination().lock(creating) else {
-                    return Err(EdgeError::broken("admitted to run a job another drive holds").into());
-                };
-                let answer = self.drive(config, lock, &store, job, stored, &submission, &body).await?;
-                // A background job's message may have been taken meanwhile:
-                // tended as after a delivery. The caller has its answer: a
-                // failure here is logged, not answered.
-                if let Err(error) = self.tend_after_caller_drive(config, &store).await {
-                    worker::console_error!("ledger: tending a background job after a caller's drive failed: {error}");
-                }
-                Ok(answer.response)
+                let answer =
+                    self.run(config, machine, Locked::Later(creating), &store, job, stored, &submission, &body);
+                Ok(answer.await?.response)
             }
         }
-    }
-
-    /// After a caller's drive, a background job is tended as after a
-    /// delivery's ([`submit::tended_after_caller_drive`]): dead-lettered if
-    /// it needs an operator, and the alarm set for its next look.
-    async fn tend_after_caller_drive(&self, config: &Config, store: &Store) -> Result<()> {
-        let Some(job) = store.load_job()?.filter(submit::tended_after_caller_drive) else { return Ok(()) };
-        let lettered = self.dead_letter_once(&job).await;
-        // Armed whatever the letter did (one that failed is sent by the next alarm or delivery).
-        self.arm(config, &job);
-        lettered
     }
 
     /// The stored job as of `now`, what time settled in it written first
@@ -147,94 +128,158 @@ impl Ledger {
         Ok(stored)
     }
 
-    /// Drives the job under `lock` (the answer, and when to ask again), then fans the one result out to every
-    /// duplicate that waited for it. Every return either hands the result
-    /// out (`finish`), hands the lock and the stream to a stream's pump (the
-    /// waiters follow it), or drops the lock, which releases it and fails the
-    /// waiters (see [`super::lock`]).
+    /// A run of the job under its drive lock, performed in the order the
+    /// core's [`RunMachine`] gives (the simulation performs the same
+    /// machine): this loop only performs each op and says what it found.
+    /// Every way out hands the result to the waiters (`finish`), hands the
+    /// lock and the stream to a stream's pump (the waiters follow it), or
+    /// drops the lock, which releases it and fails the waiters (see
+    /// [`super::lock`]). A caller's answer is kept whatever tending it after fails.
     #[allow(clippy::too_many_arguments)]
-    pub(super) async fn drive(
+    pub(super) async fn run(
         &self,
         config: &Config,
-        lock: DriveLock<'_>,
+        mut machine: RunMachine,
+        locked: Locked<'_>,
         store: &Store,
         mut job: Job,
         stored: bool,
         submission: &Submission,
         body: &[u8],
     ) -> Result<DriveAnswer> {
-        // Before the claim: the tenant's (and user's) token budgets, then a
-        // new job type's subject (`once_per`) and its request kept.
-        for check in submit::before_claim(stored, submission.run.is_some()) {
-            let refused = match check {
-                Check::Quota => self.over_quota(config, submission).await,
-                Check::Subject => self.subject_taken(config, submission).await,
-                Check::SaveRequest => {
-                    store.save_request(&serde_json::to_string(submission)?, body)?;
-                    None
-                }
-            };
-            if let Some(problem) = refused {
-                let refused = Refused::of(check, problem);
-                let mut result = JobResult::problem(&refused.problem, job.state(), None);
-                result.retry_after_ms = refused.waiters_retry_after_ms;
-                lock.finish(&result);
-                let response = http::problem_about(&refused.problem, submission.key.as_str(), job.state())?;
-                return Ok(DriveAnswer { response, retry_after_ms: refused.problem.retry_after_ms });
-            }
-        }
-        let driver = Driver::new(config, &self.env, store, submission, body);
-        let driven = driver.run(&mut job, stored).await;
-        lock.created();
-        if let Some(late) = driver.take_late() {
-            // A hedge's loser is still out: audit what it cost when it answers.
-            let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
-            self.state.wait_until(drive::audit_late(env, store, metering, late));
-        }
-        let result = match driven? {
-            Driven::Result(result) => result,
-            Driven::Stream { ticket, streaming } => {
-                // Followed before the pump starts, so no event is missed; the
-                // pump owns the stream from here and ends the drive at its end.
-                let own = lock.hand_to_pump(ticket.attempt, &streaming.content_type);
-                let pump = Pump::new(
-                    Rc::clone(&self.live),
-                    self.store(),
-                    Rc::clone(&self.memory),
-                    Rc::clone(&self.cancel),
-                    job,
-                    ticket,
-                    streaming,
-                )
-                .speaking(Dialect::from(Api::of_path(&submission.target)));
-                let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
-                let job_type_job = submission.run.is_some().then(|| submission.clone());
-                self.state.wait_until(async move {
-                    pump.run().await;
-                    // The stream's end is the job's last change: index it.
-                    index_now(&env, &store, &metering).await;
-                    // A job type's effects wait for the whole answer: the
-                    // Ledger is asked to run them now (its alarm would, later).
-                    if let Some(submission) = job_type_job {
-                        effects::effects_after_stream(&env, &submission).await;
-                    }
-                });
-                alarms::set_in_background(&self.state, alarms::watchdog());
-                let response = own.into_response(submission.key.as_str(), false, false)?;
-                return Ok(DriveAnswer { response, retry_after_ms: None });
-            }
+        let key = submission.key.as_str();
+        let (mut lock, creating) = match locked {
+            Locked::Held(lock) => (Some(lock), None),
+            Locked::Later(creating) => (None, creating),
         };
-        // A job type's answer is in: its effects run before anyone is answered.
-        self.after_answer(config, submission, effects::ended_of(&result)).await;
-        let later = lock.finish(&result);
-        // A background submission came in meanwhile and the job is not
-        // finished: the queue takes it from here.
-        let after = submit::after_result(result.state, result.retry_after_ms, later.is_some());
-        if let Some((later, later_body)) = later.filter(|_| after.adopt) {
-            self.adopt(config, &later, &later_body, None).await?;
+        let (mut answer, mut result, mut stream, mut later) = (None, None, None, None);
+        let mut input = Input::Start;
+        loop {
+            input = match machine.on(input) {
+                Op::ArmRetention => {
+                    alarms::set_in_background(&self.state, alarms::retention(&job));
+                    Input::Done
+                }
+                // Admitted to run: nobody drives the job (no await since the decision).
+                Op::Lock => {
+                    let taken = self.coordination().lock(creating.clone());
+                    lock = Some(taken.ok_or_else(|| EdgeError::broken("admitted to run a job another drive holds"))?);
+                    Input::Done
+                }
+                Op::Check(check) => Input::Checked(match check {
+                    Check::Quota => self.over_quota(config, submission).await,
+                    Check::Subject => self.subject_taken(config, submission).await,
+                    Check::SaveRequest => {
+                        store.save_request(&serde_json::to_string(submission)?, body)?;
+                        None
+                    }
+                }),
+                Op::Refuse(refused) => {
+                    let mut handed = JobResult::problem(&refused.problem, job.state(), None);
+                    handed.retry_after_ms = refused.waiters_retry_after_ms;
+                    later = held(lock.take())?.finish(&handed);
+                    let response = http::problem_about(&refused.problem, key, job.state())?;
+                    answer = Some(DriveAnswer { response, retry_after_ms: refused.problem.retry_after_ms });
+                    Input::Finished { kept_later: later.is_some() }
+                }
+                Op::Drive => {
+                    let driver = Driver::new(config, &self.env, store, submission, body);
+                    let driven = driver.run(&mut job, stored).await;
+                    held(lock.as_ref())?.created();
+                    if let Some(late) = driver.take_late() {
+                        // A hedge's loser is still out: audit what it cost when it answers.
+                        let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
+                        self.state.wait_until(drive::audit_late(env, store, metering, late));
+                    }
+                    Input::Driven(match driven? {
+                        Driven::Result(driven) => {
+                            let (state, retry_after_ms) = (driven.state, driven.retry_after_ms);
+                            result = Some(driven);
+                            run_machine::Driven::Result { state, retry_after_ms }
+                        }
+                        Driven::Stream { ticket, streaming } => {
+                            stream = Some((ticket, streaming));
+                            run_machine::Driven::Stream
+                        }
+                    })
+                }
+                Op::HandToPump => {
+                    let (ticket, streaming) = stream.take().ok_or_else(|| EdgeError::broken("no stream to hand on"))?;
+                    let response = self.hand_to_pump(held(lock.take())?, &job, ticket, streaming, submission)?;
+                    answer = Some(DriveAnswer { response, retry_after_ms: None });
+                    Input::Done
+                }
+                Op::RunEffects => {
+                    let ended = effects::ended_of(held(result.as_ref())?);
+                    self.after_answer(config, submission, ended).await;
+                    Input::Done
+                }
+                Op::Finish => {
+                    later = held(lock.take())?.finish(held(result.as_ref())?);
+                    Input::Finished { kept_later: later.is_some() }
+                }
+                // A background submission came in meanwhile and the job is
+                // not finished: the queue takes it from here.
+                Op::Adopt => {
+                    let (later, later_body) = held(later.take())?;
+                    self.adopt(config, &later, &later_body, None).await?;
+                    Input::Done
+                }
+                Op::Answer { retry_after_ms } => {
+                    let response = self.run_answer(config, submission, held(result.take())?, false)?;
+                    answer = Some(DriveAnswer { response, retry_after_ms });
+                    Input::Done
+                }
+                // The caller has its answer: a failure from here is logged, not answered.
+                Op::LoadJob => Input::Job(store.load_job().unwrap_or_else(|error| {
+                    worker::console_error!("ledger: reading the job after a caller's drive failed: {error}");
+                    None
+                })),
+                Op::DeadLetter(job) => {
+                    if let Err(error) = self.dead_letter_once(&job).await {
+                        worker::console_error!("ledger: a dead letter after a caller's drive failed: {error}");
+                    }
+                    Input::Done
+                }
+                Op::Arm(job) => {
+                    self.arm(config, &job);
+                    Input::Done
+                }
+                Op::Over => return answer.ok_or_else(|| EdgeError::broken("a run over without an answer").into()),
+            };
         }
-        let response = self.run_answer(config, submission, result, false)?;
-        Ok(DriveAnswer { response, retry_after_ms: after.retry_after_ms })
+    }
+
+    /// The answer streams: a pump owns the stream and the lock from here and
+    /// ends the drive at the stream's end. The stream is followed before the
+    /// pump starts, so no event is missed.
+    fn hand_to_pump(
+        &self,
+        lock: DriveLock<'_>,
+        job: &Job,
+        ticket: AttemptTicket,
+        streaming: Streaming,
+        submission: &Submission,
+    ) -> Result<Response> {
+        let own = lock.hand_to_pump(ticket.attempt, &streaming.content_type);
+        let (live, store, memory, cancel) =
+            (Rc::clone(&self.live), self.store(), Rc::clone(&self.memory), Rc::clone(&self.cancel));
+        let pump = Pump::new(live, store, memory, cancel, job.clone(), ticket, streaming)
+            .speaking(Dialect::from(Api::of_path(&submission.target)));
+        let (env, store, metering) = (self.env.clone(), self.store(), Rc::clone(&self.metering));
+        let job_type_job = submission.run.is_some().then(|| submission.clone());
+        self.state.wait_until(async move {
+            pump.run().await;
+            // The stream's end is the job's last change: index it.
+            index_now(&env, &store, &metering).await;
+            // A job type's effects wait for the whole answer: the
+            // Ledger is asked to run them now (its alarm would, later).
+            if let Some(submission) = job_type_job {
+                effects::effects_after_stream(&env, &submission).await;
+            }
+        });
+        alarms::set_in_background(&self.state, alarms::watchdog());
+        own.into_response(submission.key.as_str(), false, false)
     }
 
     pub(super) async fn wait_for_driver(&self, config: &Config, submission: &Submission) -> Result<Response> {
@@ -306,4 +351,17 @@ impl Ledger {
         let allowed = meter::allows(&self.env, &submission.tenant, submission.user.as_deref(), limits).await;
         submit::over_quota(allowed.ok(), submission.key.as_str(), now_ms())
     }
+}
+
+/// The drive lock a run starts with: held already (a delivery's), or taken
+/// by the run ([`Op::Lock`]) for the job, if new, being created.
+pub(super) enum Locked<'a> {
+    Held(DriveLock<'a>),
+    Later(Option<Job>),
+}
+
+/// What an op needs from an earlier one: its absence is the machine's or
+/// this loop's bug, an error rather than a panic.
+fn held<T>(value: Option<T>) -> Result<T> {
+    value.ok_or_else(|| EdgeError::broken("a run's op without what an earlier op gave").into())
 }
