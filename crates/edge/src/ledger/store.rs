@@ -39,9 +39,7 @@ use onejob_core::job_type::effect::Effect;
 use onejob_core::ledger::background::outbox::Outbox;
 use onejob_core::ledger::request::drive::shell::ResponseWithJob;
 use onejob_core::ledger::storage::statements::{self as sql, Before, BodyRead, Read, Write};
-use onejob_core::ledger::storage::{
-    Lookup, MIGRATE_LEGACY, ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place,
-};
+use onejob_core::ledger::storage::{ResponsePlace, TableGroups, TableSet, Tables, join_parts, response_place};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
@@ -49,9 +47,6 @@ use worker::{SqlCursor, SqlStorage, SqlStorageValue as Value};
 use crate::answer::StoredResponse;
 use crate::api::handoff::JobMeta;
 use crate::error::EdgeError;
-
-#[cfg(feature = "faults")]
-mod legacy;
 
 pub use onejob_core::ledger::storage::CHUNK_BYTES;
 
@@ -128,8 +123,6 @@ struct JobRow {
 /// A queue row written before the outbox's record.
 #[derive(Deserialize)]
 struct QueueRow {
-    sends: u32,
-    last_sent_ms: u64,
     dead_lettered_ms: u64,
 }
 
@@ -203,7 +196,6 @@ impl Store {
         }
         *known = Some(Some(job.clone()));
         drop(known);
-        self.written();
         Ok(())
     }
 
@@ -235,7 +227,6 @@ impl Store {
         let written = self.perform(&sql::SAVE_META, vec![json(meta)?])?;
         // One already there stays (and is read when next asked for).
         *self.known.meta.borrow_mut() = (written > 0).then(|| Some(meta.clone()));
-        self.written();
         Ok(())
     }
 
@@ -257,15 +248,13 @@ impl Store {
         Ok(self.known.meta.borrow().clone().flatten())
     }
 
-    /// What the Ledger knows of the job's queue message (see
-    /// [`Outbox`]): its own row, or a record kept before sends were
-    /// confirmed (its `queue` row's count), or none.
+    /// What the Ledger knows of the job's queue message (see [`Outbox`]):
+    /// its row, or none yet.
     pub fn load_outbox(&self) -> worker::Result<Outbox> {
-        if let Some(row) = self.first::<Record>(&sql::LOAD_OUTBOX, vec![])? {
-            return parse(&row.record, sql::LOAD_OUTBOX.what);
+        match self.first::<Record>(&sql::LOAD_OUTBOX, vec![])? {
+            Some(row) => parse(&row.record, sql::LOAD_OUTBOX.what),
+            None => Ok(Outbox::default()),
         }
-        let legacy = self.queue_row()?;
-        Ok(legacy.map_or_else(Outbox::default, |row| Outbox::legacy(row.sends, row.last_sent_ms)))
     }
 
     fn queue_row(&self) -> worker::Result<Option<QueueRow>> {
@@ -366,7 +355,6 @@ impl Store {
         }
         // Most jobs are replayed, if at all, soon after: from memory.
         self.remember_response(attempt, Some(response));
-        self.written();
         Ok(())
     }
 
@@ -563,8 +551,7 @@ impl Store {
     }
 
     /// Which tables this object has: looked up once per lifetime (then
-    /// kept as this object creates or deletes them), an older build's
-    /// layout migrated as it is found.
+    /// kept as this object creates or deletes them).
     fn tables(&self) -> worker::Result<Tables> {
         let mut tables = self.known.tables.get();
         if tables.present().is_some() {
@@ -572,9 +559,7 @@ impl Store {
         }
         let names: Vec<Name> =
             self.sql.exec("SELECT name FROM sqlite_master WHERE type = 'table'", None)?.to_array()?;
-        if tables.looked_up(TableSet::of_tables(names.iter().map(|row| row.name.as_str()))) == Lookup::Migrate {
-            drain(&self.sql.exec(MIGRATE_LEGACY, None)?)?;
-        }
+        tables.looked_up(TableSet::of_tables(names.iter().map(|row| row.name.as_str())));
         self.known.tables.set(tables);
         Ok(tables)
     }
@@ -640,14 +625,6 @@ impl Store {
         let cursor = self.sql.exec(query, args)?;
         drain(&cursor)?;
         Ok(cursor.rows_written())
-    }
-
-    /// After a job write: the test build may keep it as an older build
-    /// would have (a job whose key asks for it), to show that a deploy
-    /// reads it back.
-    fn written(&self) {
-        #[cfg(feature = "faults")]
-        legacy::rewrite_if_asked(self);
     }
 }
 

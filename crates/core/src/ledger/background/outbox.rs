@@ -148,14 +148,6 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    /// The record of a Ledger that counted its sends but never confirmed
-    /// them (written before confirmations were kept): its last send is
-    /// unconfirmed.
-    pub fn legacy(sends: u32, last_sent_ms: u64) -> Self {
-        let message = if sends == 0 { Message::None } else { Message::Unconfirmed };
-        Self { sends, last_sent_ms, message, untaken: sends.min(1), seed: last_sent_ms, gave_up: false }
-    }
-
     /// Messages sent (tried) for the job: the job view's `enqueued`.
     pub fn sends(&self) -> u32 {
         self.sends
@@ -845,13 +837,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_from_before_confirmations_is_treated_as_unconfirmed() {
-        let j = job(UnknownPolicy::RetryAfterLease);
-        let legacy = Outbox::legacy(2, T0 + 10);
-        assert_eq!((legacy.sends(), legacy.message(), legacy.untaken()), (2, Message::Unconfirmed, 1));
-        assert!(resend_at(&j, &legacy, DELAY).unwrap() <= T0 + 10 + DELAY);
-        assert_eq!(Outbox::legacy(0, 0), Outbox::default());
-        // The stored record, and one written before `gave_up` existed.
+    fn the_stored_record_reads_back_and_gave_up_defaults_to_false() {
         let outbox = sent(T0, true, 11);
         let json = serde_json::to_string(&outbox).unwrap();
         assert_eq!(serde_json::from_str::<Outbox>(&json).unwrap(), outbox);

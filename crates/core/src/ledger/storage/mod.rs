@@ -1,8 +1,8 @@
 //! The Ledger's storage layout, sans-IO: its SQLite tables in groups, which
 //! group a table belongs to, which groups one object has (looked up once
-//! per lifetime, kept as it creates and deletes them), whether it holds a
-//! layout written by an older build that must be migrated first, and where
-//! an attempt's response is kept. The Durable Object's store runs the SQL.
+//! per lifetime, kept as it creates and deletes them), and where an
+//! attempt's response is kept. Nothing was released before this layout, so
+//! no older one is migrated (the README says to delete `.wrangler/state`). The Durable Object's store runs the SQL.
 //!
 //! The first call of a job is the hot path: its job, its owner and its
 //! response (a small one) live in one row of one table (`job`), so a new
@@ -16,8 +16,7 @@ pub mod statements;
 /// larger one in chunks of this size.
 pub const CHUNK_BYTES: usize = 256 * 1024;
 
-/// The job's one row (its group's schema, and the first step of
-/// [`MIGRATE_LEGACY`]): the job, its owner (`meta`, JSON) and one response
+/// The job's one row (its group's schema): the job, its owner (`meta`, JSON) and one response
 /// whose body fits in a value (`attempt` is NULL until one is kept here).
 macro_rules! job_table {
     () => {
@@ -39,9 +38,6 @@ macro_rules! job_table {
 pub enum TableGroup {
     /// The job: its record, version, owner and one small response, one row.
     Job,
-    /// The layout before [`TableGroup::Job`]: the job and its owner in two
-    /// tables (`jobs`, `meta`). Migrated into `job` when first found.
-    Legacy,
     /// Responses not kept in the job's row (a stream's, a large one, a
     /// second attempt's), their bodies in chunks.
     Responses,
@@ -57,9 +53,8 @@ pub enum TableGroup {
 
 impl TableGroup {
     /// Every group, in the order their tables are listed.
-    pub const ALL: [TableGroup; 7] = [
+    pub const ALL: [TableGroup; 6] = [
         TableGroup::Job,
-        TableGroup::Legacy,
         TableGroup::Responses,
         TableGroup::Queue,
         TableGroup::Request,
@@ -71,7 +66,6 @@ impl TableGroup {
     pub fn tables(self) -> &'static [&'static str] {
         match self {
             TableGroup::Job => &["job"],
-            TableGroup::Legacy => &["jobs", "meta"],
             TableGroup::Responses => &["responses", "response_chunks"],
             TableGroup::Queue => &["queue", "outbox"],
             TableGroup::Request => &["request", "request_chunks"],
@@ -80,14 +74,10 @@ impl TableGroup {
         }
     }
 
-    /// The group's tables as SQL, run when the group is first written
-    /// (`IF NOT EXISTS`: an older object's tables are kept, and the ones
-    /// added since created).
+    /// The group's tables as SQL, run when the group is first written.
     pub fn schema(self) -> &'static str {
         match self {
             TableGroup::Job => job_table!(),
-            // Never created: found, then migrated ([`MIGRATE_LEGACY`]).
-            TableGroup::Legacy => "",
             TableGroup::Responses => {
                 "CREATE TABLE IF NOT EXISTS responses (
                     attempt INTEGER PRIMARY KEY,
@@ -103,8 +93,7 @@ impl TableGroup {
                     PRIMARY KEY (attempt, seq)
                 )"
             }
-            // Whether the job was dead-lettered; its counts are only read
-            // from a Ledger written before the outbox table (`load_outbox`).
+            // Whether the job was dead-lettered (`dead_lettered_ms`).
             TableGroup::Queue => {
                 "CREATE TABLE IF NOT EXISTS queue (
                     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -157,23 +146,6 @@ impl TableGroup {
     }
 }
 
-/// An older build's job (`jobs`) and owner (`meta`) moved into the job's
-/// row. Idempotent (a step cut short is done again whole next time): the
-/// row is only inserted if missing, the old tables dropped last. The older
-/// build's responses were already in `responses` and `response_chunks`,
-/// which this layout keeps for the responses not in the row.
-pub const MIGRATE_LEGACY: &str = concat!(
-    job_table!(),
-    ";
-    CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL, record TEXT NOT NULL);
-    CREATE TABLE IF NOT EXISTS meta (id INTEGER PRIMARY KEY CHECK (id = 1), record TEXT NOT NULL);
-    INSERT INTO job (id, version, record, meta)
-        SELECT 1, version, record, (SELECT record FROM meta WHERE id = 1) FROM jobs WHERE id = 1
-        ON CONFLICT (id) DO NOTHING;
-    DROP TABLE meta;
-    DROP TABLE jobs"
-);
-
 /// A set of table groups.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TableGroups(u8);
@@ -217,19 +189,8 @@ impl TableGroups {
 
 /// Every table of every group, in [`TableGroup::ALL`]'s order: a table's
 /// place here is its bit in a [`TableSet`].
-const TABLES: [&str; 11] = [
-    "job",
-    "jobs",
-    "meta",
-    "responses",
-    "response_chunks",
-    "queue",
-    "outbox",
-    "request",
-    "request_chunks",
-    "effects",
-    "stream_events",
-];
+const TABLES: [&str; 9] =
+    ["job", "responses", "response_chunks", "queue", "outbox", "request", "request_chunks", "effects", "stream_events"];
 
 /// A set of the Ledger's tables, each on its own: a group found may lack
 /// a table added to it since an older build created it.
@@ -282,16 +243,6 @@ pub struct Tables {
     created: TableGroups,
 }
 
-/// What the store does after looking up which tables exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    /// The layout is current.
-    Current,
-    /// An older build's layout: migrate it (in one step) before anything
-    /// reads or writes the job; it then has [`TableGroup::Job`].
-    Migrate,
-}
-
 impl Tables {
     /// The tables present, if looked up already in this lifetime.
     pub fn present(self) -> Option<TableSet> {
@@ -308,19 +259,9 @@ impl Tables {
         self.created
     }
 
-    /// Records what a lookup found and says whether it must be migrated
-    /// first. A migrated layout holds the job group, and the legacy group
-    /// is gone (migrating drops its tables).
-    pub fn looked_up(&mut self, found: TableSet) -> Lookup {
-        if found.groups().contains(TableGroup::Legacy) {
-            let migrated = found.without_group(TableGroup::Legacy).with_group(TableGroup::Job);
-            self.present = Some(migrated);
-            self.created = self.created.with(TableGroup::Job);
-            Lookup::Migrate
-        } else {
-            self.present = Some(found);
-            Lookup::Current
-        }
+    /// Records what a lookup found.
+    pub fn looked_up(&mut self, found: TableSet) {
+        self.present = Some(found);
     }
 
     /// Records that this lifetime created `group` (after a lookup).
@@ -390,28 +331,9 @@ mod tests {
                 .map(|rest| rest.split_whitespace().next().unwrap_or_default().to_owned())
                 .collect()
         };
-        for group in TableGroup::ALL.into_iter().filter(|group| *group != TableGroup::Legacy) {
+        for group in TableGroup::ALL {
             assert_eq!(created(group.schema()), group.tables(), "{group:?}");
         }
-        assert_eq!(TableGroup::Legacy.schema(), "", "the older layout is never created, only migrated");
-    }
-
-    #[test]
-    fn the_migration_creates_the_job_table_as_its_schema_does_and_drops_the_older_tables() {
-        let words = |sql: &str| sql.split_whitespace().collect::<Vec<_>>().join(" ");
-        let statements: Vec<String> = MIGRATE_LEGACY.split(';').map(words).collect();
-        assert_eq!(statements[0], words(TableGroup::Job.schema()), "the same job table");
-        // Idempotent: the row is inserted only if missing, and the older tables
-        // exist (created if a cut-short step dropped one) until they are dropped, last.
-        let insert = statements.iter().position(|s| s.starts_with("INSERT INTO job")).unwrap();
-        assert!(statements[insert].ends_with("ON CONFLICT (id) DO NOTHING"));
-        for table in TableGroup::Legacy.tables() {
-            let create =
-                statements.iter().position(|s| s.starts_with(&format!("CREATE TABLE IF NOT EXISTS {table} "))).unwrap();
-            let drop = statements.iter().position(|s| *s == format!("DROP TABLE {table}")).unwrap();
-            assert!(create < insert && insert < drop, "{table}");
-        }
-        assert!(statements.last().is_some_and(|s| s.starts_with("DROP TABLE")));
     }
 
     #[test]
@@ -433,7 +355,6 @@ mod tests {
         assert!(groups.contains(TableGroup::Responses));
         assert!(groups.contains(TableGroup::Stream));
         assert!(!groups.contains(TableGroup::Queue));
-        assert!(!groups.contains(TableGroup::Legacy));
         let tables: Vec<&str> = groups.tables().collect();
         assert_eq!(tables, ["job", "responses", "response_chunks", "stream_events"]);
         assert_eq!(TableGroups::default().tables().count(), 0);
@@ -478,7 +399,7 @@ mod tests {
     #[test]
     fn a_fresh_object_is_current_and_has_no_group() {
         let mut tables = Tables::default();
-        assert_eq!(tables.looked_up(TableSet::default()), Lookup::Current);
+        tables.looked_up(TableSet::default());
         assert_eq!(tables.present(), Some(TableSet::default()));
         assert!(!tables.may_exist(TableGroup::Job));
         assert!(!tables.created(TableGroup::Job));
@@ -488,27 +409,12 @@ mod tests {
     fn a_current_layout_is_kept_as_found() {
         let mut tables = Tables::default();
         let found = TableSet::of_tables(["job", "queue", "outbox"]);
-        assert_eq!(tables.looked_up(found), Lookup::Current);
+        tables.looked_up(found);
         assert!(tables.may_exist(TableGroup::Job));
         assert!(tables.may_exist(TableGroup::Queue));
         assert!(!tables.may_exist(TableGroup::Effects));
         // Found is not created: a group added to since gets its CREATE once.
         assert!(!tables.created(TableGroup::Job));
-    }
-
-    #[test]
-    fn a_legacy_layout_is_migrated_into_the_job_group() {
-        let mut tables = Tables::default();
-        let found = TableSet::of_tables(["jobs", "meta", "responses", "response_chunks", "request"]);
-        assert_eq!(tables.looked_up(found), Lookup::Migrate);
-        assert!(tables.may_exist(TableGroup::Job));
-        assert!(tables.created(TableGroup::Job), "the migration creates the job table");
-        assert!(!tables.may_exist(TableGroup::Legacy));
-        assert!(tables.may_exist(TableGroup::Responses), "the responses' tables are the same in both layouts");
-        assert!(tables.may_exist(TableGroup::Request));
-        assert_eq!(tables.present().map(|p| p.tables().any(|t| t == "jobs" || t == "meta")), Some(false));
-        assert!(tables.has("job") && tables.has("responses") && tables.has("request"));
-        assert!(!tables.has("request_chunks"), "not found, not made up");
     }
 
     #[test]

@@ -64,12 +64,6 @@ fn every_statement_touches_only_the_table_it_names_one_of_a_group() {
 }
 
 #[test]
-fn no_statement_touches_the_older_layout() {
-    assert!(WRITES.iter().all(|w| !w.group().contains(TableGroup::Legacy)));
-    assert!(READS.iter().all(|r| TableGroup::of_table(r.table) != Some(TableGroup::Legacy)));
-}
-
-#[test]
 fn the_writes_that_insert_into_a_group_create_it_first() {
     // An INSERT may be the group's first write; an UPDATE or a DELETE only
     // changes what one before it wrote, or skips when there is none.
