@@ -29,7 +29,8 @@ use onejob_core::ledger::request::admission::{self, Admission, Arrival};
 use onejob_core::ledger::request::attempts::{self, Attempted, StoredResponse};
 use onejob_core::ledger::request::drive::{Answer, Command, Drive, DriveSetup, Ending, Event, Inputs, Placed, Routing};
 use onejob_core::ledger::request::run_machine::{self, RunMachine};
-use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption, Check, Plan, Read, Request, Run};
+use onejob_core::ledger::request::submit::{self, AdoptStep, Adoption, Check, Read, Request, Run};
+use onejob_core::ledger::request::submit_machine::{self, SubmitMachine};
 use onejob_core::retry::backoff::budget::RetryBudget;
 use onejob_core::retry::classify::{ErrorClass, TransportFailure};
 use onejob_core::upstream::providers::Api;
@@ -583,13 +584,7 @@ impl World {
         let (step, at) = (self.steps, self.now - T0);
         self.trace.line(|| format!("{step:>5} +{at:>8}ms {event:?}"));
         match event {
-            Ev::Send { caller } => {
-                if self.callers[caller].background {
-                    self.submit_background(caller)
-                } else {
-                    self.submit(caller)
-                }
-            }
+            Ev::Send { caller } => self.submit(caller),
             Ev::WaitOver { caller, seq } => self.wait_over(caller, seq),
             Ev::Placed { job, drive, choices } => {
                 let placed = self.breakers(choices);
@@ -670,73 +665,109 @@ impl World {
         Read { stored, creating, driving: driving.is_some(), streaming }
     }
 
-    /// The core's decision about a request of `caller` (keyed: never renewed).
-    fn decide(&mut self, caller: usize, background: bool) -> (Plan, bool) {
-        let j = self.callers[caller].job;
-        let fingerprint = self.caller_fingerprint(caller);
-        let read = self.read_for_decision(j);
-        let (stored, seen) = (read.stored.is_some(), read.stored.clone().or_else(|| read.creating.clone()));
-        let arrival = Arrival { key: KEY, fingerprint, wait_ms: self.callers[caller].spec.wait_ms };
-        let request = Request { arrival, keyless: None, background };
-        // Every simulated route serves every model.
-        let decision = submit::decide(read, request, self.now, self.sc.policy, || None);
-        self.trace.line(|| format!("        decide caller {caller}: {}", short_plan(&decision.plan)));
-        if decision.renewed.is_some() {
-            // Only a keyless request renews a job; these callers are keyed.
-            self.violate("renew-of-keyed", format!("job {j}: a keyed request renewed it"));
-        }
-        self.check_key_reuse(seen.as_ref(), fingerprint, &decision.plan);
-        (decision.plan, stored)
-    }
-
-    fn check_key_reuse(&mut self, job: Option<&Job>, fingerprint: &Fingerprint, plan: &Plan) {
+    fn check_key_reuse(&mut self, job: Option<&Job>, fingerprint: &Fingerprint, op: &submit_machine::Op) {
         let Some(job) = job else { return };
         let reused = job.fingerprint() != fingerprint;
-        let refused = matches!(plan, Plan::Refuse { problem, .. } if problem.kind == ProblemType::KeyReused);
+        let refused =
+            matches!(op, submit_machine::Op::Refuse { problem, .. } if problem.kind == ProblemType::KeyReused);
         if reused != refused {
-            self.violate("key-reuse", format!("another payload under the key: {reused}, decided {plan:?}"));
+            self.violate("key-reuse", format!("another payload under the key: {reused}, decided {op:?}"));
         }
     }
 
-    /// A foreground request.
+    /// A request of `caller` (a background one: `Prefer: respond-async`),
+    /// performed as the core's [`SubmitMachine`] gives it (the Ledger's
+    /// `submit` performs the same machine); a run it admits goes on as a
+    /// [`RunMachine`].
     fn submit(&mut self, caller: usize) {
+        use submit_machine::{Context, Input, Op};
         if !self.begin_request(caller) {
             return;
         }
-        let j = self.callers[caller].job;
-        let (plan, stored) = self.decide(caller, false);
-        match plan {
-            Plan::Replay { job, .. } => {
-                if !stored || !job.state().is_terminal() {
-                    self.violate("replay-of-finished", format!("job {j} replayed unfinished: {:?}", job.state()));
-                    return;
+        let (j, background) = (self.callers[caller].job, self.callers[caller].background);
+        let (fingerprint, wait_ms) = (self.caller_fingerprint(caller), self.callers[caller].spec.wait_ms);
+        let (mut machine, mut input) = (SubmitMachine::new(), Input::Start);
+        let (mut seen, mut stored) = (None, false);
+        loop {
+            let request = Request { arrival: Arrival { key: KEY, fingerprint, wait_ms }, keyless: None, background };
+            let op = machine.on(input, Context { request, now_ms: self.now, policy: self.sc.policy });
+            self.trace.line(|| format!("        submit caller {caller}: {}", short_submit_op(&op)));
+            if op.answers() {
+                self.check_key_reuse(seen.as_ref(), fingerprint, &op);
+            }
+            // A background request is accepted or answered at once; a foreground one never accepted.
+            let wrong_mode = match op {
+                Op::FollowStream | Op::Wait | Op::Run(_) => background,
+                Op::Accepted(_) => !background,
+                _ => false,
+            };
+            if wrong_mode {
+                return self
+                    .violate("plan-of-mode", format!("job {j}: a request (background {background}) was {op:?}"));
+            }
+            input = match op {
+                Op::Read => {
+                    let read = self.read_for_decision(j);
+                    (seen, stored) = (read.stored.clone().or_else(|| read.creating.clone()), read.stored.is_some());
+                    Input::Read(read)
                 }
-                self.count("replays");
-                let response = self.finished_result(j);
-                self.answer(caller, Res::of(response, true, None));
-            }
-            Plan::FollowStream => {
-                if let Some(pump) = self.objects[j].memory.pump.as_mut() {
-                    pump.subscribers.push(caller);
+                // Every simulated route serves every model.
+                Op::AskRoute => Input::Route(None),
+                // Only a keyless request renews a job; these callers are keyed.
+                Op::ReplaceEnded(_) => {
+                    return self.violate("renew-of-keyed", format!("job {j}: a keyed request renewed it"));
                 }
-                self.count("waiters");
-            }
-            Plan::Wait => {
-                let seq = self.callers[caller].seq;
-                self.objects[j].memory.waiters.push(caller);
-                let wait_ms = self.callers[caller].spec.wait_ms;
-                self.schedule(self.now + wait_ms, Ev::WaitOver { caller, seq });
-                self.count("waiters");
-            }
-            Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
-            Plan::Run(Run { job, stored, created }) => {
-                let machine = RunMachine::for_caller(stored, created, false);
-                let running = Running::new(job, stored, false);
-                self.perform_run(j, Owner::Caller(caller), machine, run_machine::Input::Start, running);
-            }
-            Plan::Accept { .. } | Plan::Adopt { .. } => {
-                self.violate("background-of-foreground", format!("job {j}: a foreground request was {plan:?}"))
-            }
+                // Kept (the first one, under a drive, not a stream's pump) to
+                // adopt if the drive does not finish the job.
+                Op::KeepForAdoption => {
+                    let memory = &mut self.objects[j].memory;
+                    if memory.driving.is_some_and(|id| id != PUMP) && memory.adopt_later.is_none() {
+                        memory.adopt_later = Some(fingerprint);
+                        self.count("adopt later");
+                    }
+                    Input::Done
+                }
+                Op::ClaimSubject => Input::Checked(None),
+                Op::Adopt { .. } => {
+                    self.adopt(j, fingerprint);
+                    let Some(job) = self.objects[j].storage.job.clone() else { return };
+                    Input::Adopted(job)
+                }
+                Op::Refuse { problem, .. } => return self.answer(caller, Res::problem(&problem)),
+                Op::Replay { job, .. } => {
+                    if !stored || !job.state().is_terminal() {
+                        let state = job.state();
+                        return self.violate("replay-of-finished", format!("job {j} replayed unfinished: {state:?}"));
+                    }
+                    self.count("replays");
+                    let response = self.finished_result(j);
+                    return self.answer(caller, Res::of(response, true, None));
+                }
+                Op::FollowStream => {
+                    if let Some(pump) = self.objects[j].memory.pump.as_mut() {
+                        pump.subscribers.push(caller);
+                    }
+                    return self.count("waiters");
+                }
+                Op::Wait => {
+                    let seq = self.callers[caller].seq;
+                    self.objects[j].memory.waiters.push(caller);
+                    self.schedule(self.now + wait_ms, Ev::WaitOver { caller, seq });
+                    return self.count("waiters");
+                }
+                Op::Accepted(_) => {
+                    let poll = self.rng.range(1_000, 15_000);
+                    let body = b"{\"accepted\":true}".to_vec();
+                    let response = StoredResponse { status: 202, content_type: "application/json".into(), body };
+                    self.accepted[j] = true;
+                    return self.answer(caller, Res::of(response, false, Some(poll)));
+                }
+                Op::Run(Run { job, stored, created }) => {
+                    let machine = RunMachine::for_caller(stored, created, false);
+                    let running = Running::new(job, stored, false);
+                    return self.perform_run(j, Owner::Caller(caller), machine, run_machine::Input::Start, running);
+                }
+            };
         }
     }
 
@@ -749,48 +780,6 @@ impl World {
         let Some(at) = memory.waiters.iter().position(|w| *w == caller) else { return };
         memory.waiters.remove(at);
         self.answer(caller, Res::problem(&submit::wait_over(KEY).0));
-    }
-
-    /// A background submission (`Prefer: respond-async`).
-    fn submit_background(&mut self, caller: usize) {
-        if !self.begin_request(caller) {
-            return;
-        }
-        let j = self.callers[caller].job;
-        let (plan, stored) = self.decide(caller, true);
-        let accepted = |world: &mut Self| {
-            let poll = world.rng.range(1_000, 15_000);
-            let body = b"{\"accepted\":true}".to_vec();
-            Res::of(StoredResponse { status: 202, content_type: "application/json".into(), body }, false, Some(poll))
-        };
-        match plan {
-            Plan::Replay { .. } if stored => {
-                self.count("replays");
-                let response = self.finished_result(j);
-                self.answer(caller, Res::of(response, true, None));
-            }
-            Plan::Refuse { problem, .. } => self.answer(caller, Res::problem(&problem)),
-            // Driven here: the drive runs it; kept (the first one, under a
-            // drive, not a stream's pump) to adopt if it does not finish it.
-            Plan::Accept { adopt_later, .. } => {
-                let fingerprint = self.caller_fingerprint(caller);
-                let memory = &mut self.objects[j].memory;
-                if adopt_later && memory.driving.is_some_and(|id| id != PUMP) && memory.adopt_later.is_none() {
-                    memory.adopt_later = Some(fingerprint);
-                    self.count("adopt later");
-                }
-                let res = accepted(self);
-                self.accepted[j] = true;
-                self.answer(caller, res);
-            }
-            Plan::Adopt { .. } => {
-                let fingerprint = self.caller_fingerprint(caller);
-                self.adopt(j, fingerprint);
-                let res = accepted(self);
-                self.answer(caller, res);
-            }
-            other => self.violate("background-plan", format!("job {j}: a background submission was {other:?}")),
-        }
     }
 
     /// Makes the job a background job (created if there is none) and sends
@@ -2063,6 +2052,18 @@ fn object_fingerprint(object: &Object) -> Option<&Fingerprint> {
     object.storage.job.as_ref().map(Job::fingerprint)
 }
 
+fn short_submit_op(op: &submit_machine::Op) -> String {
+    use submit_machine::Op;
+    match op {
+        Op::Refuse { problem, .. } => format!("refuse {} {}", problem.status(), problem.kind.slug()),
+        Op::Replay { .. } => "replay".into(),
+        Op::Accepted(_) => "accepted".into(),
+        Op::Run(run) => format!("run v{} (stored {})", run.job.version(), run.stored),
+        Op::Adopt { .. } => "adopt".into(),
+        other => format!("{other:?}"),
+    }
+}
+
 fn short_run_op(op: &run_machine::Op) -> String {
     use run_machine::Op;
     match op {
@@ -2081,16 +2082,6 @@ fn short_delivery_op(op: &delivery_machine::Op) -> String {
         Op::Tend(steps) => format!("tend {steps:?}"),
         Op::Record(verdict) => format!("record {verdict:?}"),
         Op::Answer(verdict) => format!("answer {verdict:?}"),
-        other => format!("{other:?}"),
-    }
-}
-
-fn short_plan(plan: &Plan) -> String {
-    match plan {
-        Plan::Refuse { problem, .. } => format!("Refuse({} {})", problem.status(), problem.kind.slug()),
-        Plan::Replay { .. } => "Replay".into(),
-        Plan::Run(run) => format!("Run(v{}, stored {})", run.job.version(), run.stored),
-        Plan::Accept { adopt_later, .. } => format!("Accept(adopt later {adopt_later})"),
         other => format!("{other:?}"),
     }
 }

@@ -2,8 +2,8 @@
 //! (judged by the core), the outbox that sends each job's message until a
 //! delivery takes it, and dead letters.
 
+use onejob_core::job::Job;
 use onejob_core::job::view::JobView;
-use onejob_core::job::{Job, JobState};
 use onejob_core::ledger::background::delivery;
 use onejob_core::ledger::background::delivery_machine::{DeliveryMachine, Input, Op};
 use onejob_core::ledger::background::outbox::{self, Outbox};
@@ -26,27 +26,6 @@ use super::submit::Locked;
 use super::{Ledger, alarms, stored};
 
 impl Ledger {
-    /// A background submission nobody drives ([`Plan::Adopt`]): a new job
-    /// of a type run once per subject claims its subject first; then the job
-    /// is adopted and answered `202`.
-    ///
-    /// [`Plan::Adopt`]: onejob_core::ledger::request::submit::Plan::Adopt
-    pub(super) async fn submit_background(
-        &self,
-        config: &Config,
-        submission: &Submission,
-        body: &[u8],
-        subject_first: bool,
-        renewed: Option<Job>,
-    ) -> Result<Response> {
-        let key = submission.key.as_str();
-        if subject_first && let Some(problem) = self.subject_taken(config, submission).await {
-            return http::problem_about(&problem, key, JobState::Pending);
-        }
-        let job = self.adopt(config, submission, body, renewed).await?;
-        self.accepted(&self.store(), key, &job)
-    }
-
     /// Makes the job a background job as the core's [`submit::adopt`] says
     /// (created if there is none, one message) and arms the alarm for it.
     /// Returns the job as it stands.

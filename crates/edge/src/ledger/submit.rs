@@ -15,7 +15,8 @@ use onejob_core::job::view::JobView;
 use onejob_core::ledger::operator::settle;
 use onejob_core::ledger::request::admission::Arrival;
 use onejob_core::ledger::request::run_machine::{self, Input, Op, RunMachine};
-use onejob_core::ledger::request::submit::{self, Check, Plan, Read, Request, Run};
+use onejob_core::ledger::request::submit::{self, Check, Read, Request, Run};
+use onejob_core::ledger::request::submit_machine::{self, Context, Op as SubmitOp, SubmitMachine};
 use onejob_core::upstream::providers::{Api, NoRoute};
 use onejob_core::upstream::sse::Dialect;
 use onejob_core::wire::{Problem, ProblemType};
@@ -60,61 +61,85 @@ impl Ledger {
         http::with_cors(response)
     }
 
-    /// A keyed request: the core decides what it does ([`submit::decide`]),
-    /// the Ledger performs it. From reading the job to the claim nothing awaits.
-    pub(super) async fn submit(&self, config: &Config, mut submission: Submission, body: Vec<u8>) -> Result<Response> {
+    /// A keyed request, performed in the order the core's [`SubmitMachine`]
+    /// gives (the simulation performs the same machine): read, decide, then
+    /// what the decision says. From reading the job to the claim nothing
+    /// awaits but a background job's subject.
+    pub(super) async fn submit(
+        &self,
+        config: &Config,
+        mut submission: Submission,
+        mut body: Vec<u8>,
+    ) -> Result<Response> {
         let store = self.store();
         let now = now_ms();
-        let driving = self.memory.borrow().is_driving();
-        let stored = self.read_settled(&store, now, driving)?;
-        let creating = self.memory.borrow().creating().cloned();
-        let read = Read { stored, creating, driving, streaming: self.live.borrow().is_some() };
-        let key = submission.key.as_str();
-        let arrival = Arrival { key, fingerprint: &submission.fingerprint, wait_ms: submission.wait_ms };
-        let request = Request { arrival, keyless: submission.keyless, background: submission.background };
-        // Asked only for a new job: its request's model, and a route serving it.
-        let no_route = || {
-            let model = handoff::model_of(&body);
-            drive::route_of(config, &submission.target, model.as_deref()).err().map(NoRoute::problem)
-        };
-        let decision = submit::decide(read, request, now, config.settings.policy, no_route);
-        if let Some(renewed) = &decision.renewed {
-            self.replace_ended(&store, renewed)?;
-        }
-        match decision.plan {
-            Plan::Refuse { problem, state } => http::problem_about(&problem, key, state),
-            Plan::Replay { job, cache } => {
-                let result = stored::finished_result(&store, &job)?;
-                self.after_replay(config, &submission, &job, &result, cache);
-                self.run_answer(config, &submission, result, true)
-            }
-            // A duplicate of a streaming job follows the stream from its first event.
-            Plan::FollowStream => {
-                let subscription = stream::subscribe(&self.live, &store, 0)?
-                    .ok_or_else(|| EdgeError::broken("a stream to follow that is not open"))?;
-                self.count_saved(&submission, true);
-                subscription.into_response(key, true, false)
-            }
-            Plan::Wait => self.wait_for_driver(config, &submission).await,
-            Plan::Accept { job, adopt_later } => {
-                if adopt_later {
-                    self.memory.borrow_mut().adopt_later((submission.clone(), body));
+        let mut machine = SubmitMachine::new();
+        let mut input = submit_machine::Input::Start;
+        loop {
+            let arrival = Arrival {
+                key: submission.key.as_str(),
+                fingerprint: &submission.fingerprint,
+                wait_ms: submission.wait_ms,
+            };
+            let request = Request { arrival, keyless: submission.keyless, background: submission.background };
+            let op = machine.on(input, Context { request, now_ms: now, policy: config.settings.policy });
+            input = match op {
+                SubmitOp::Read => {
+                    let driving = self.memory.borrow().is_driving();
+                    let stored = self.read_settled(&store, now, driving)?;
+                    let creating = self.memory.borrow().creating().cloned();
+                    submit_machine::Input::Read(Read {
+                        stored,
+                        creating,
+                        driving,
+                        streaming: self.live.borrow().is_some(),
+                    })
                 }
-                self.accepted(&store, key, &job)
-            }
-            Plan::Adopt { subject_first } => {
-                self.submit_background(config, &submission, &body, subject_first, decision.renewed).await
-            }
-            Plan::Run(run) => {
-                let creating = run.creating();
-                let Run { job, stored, created } = run;
-                let machine = RunMachine::for_caller(stored, created, submission.run.is_some());
-                // A renewed keyless job calls its provider under its own key.
-                submission.generation = job.generation();
-                let answer =
-                    self.run(config, machine, Locked::Later(creating), &store, job, stored, &submission, &body);
-                Ok(answer.await?.response)
-            }
+                SubmitOp::AskRoute => {
+                    let model = handoff::model_of(&body);
+                    let no_route = drive::route_of(config, &submission.target, model.as_deref()).err();
+                    submit_machine::Input::Route(no_route.map(NoRoute::problem))
+                }
+                SubmitOp::ReplaceEnded(renewed) => {
+                    self.replace_ended(&store, &renewed)?;
+                    submit_machine::Input::Done
+                }
+                SubmitOp::KeepForAdoption => {
+                    self.memory.borrow_mut().adopt_later((submission.clone(), std::mem::take(&mut body)));
+                    submit_machine::Input::Done
+                }
+                SubmitOp::ClaimSubject => submit_machine::Input::Checked(self.subject_taken(config, &submission).await),
+                SubmitOp::Adopt { renewed } => {
+                    submit_machine::Input::Adopted(self.adopt(config, &submission, &body, renewed).await?)
+                }
+                SubmitOp::Refuse { problem, state } => {
+                    return http::problem_about(&problem, submission.key.as_str(), state);
+                }
+                SubmitOp::Replay { job, cache } => {
+                    let result = stored::finished_result(&store, &job)?;
+                    self.after_replay(config, &submission, &job, &result, cache);
+                    return self.run_answer(config, &submission, result, true);
+                }
+                // A duplicate of a streaming job follows the stream from its first event.
+                SubmitOp::FollowStream => {
+                    let subscription = stream::subscribe(&self.live, &store, 0)?
+                        .ok_or_else(|| EdgeError::broken("a stream to follow that is not open"))?;
+                    self.count_saved(&submission, true);
+                    return subscription.into_response(submission.key.as_str(), true, false);
+                }
+                SubmitOp::Wait => return self.wait_for_driver(config, &submission).await,
+                SubmitOp::Accepted(job) => return self.accepted(&store, submission.key.as_str(), &job),
+                SubmitOp::Run(run) => {
+                    let creating = run.creating();
+                    let Run { job, stored, created } = run;
+                    let machine = RunMachine::for_caller(stored, created, submission.run.is_some());
+                    // A renewed keyless job calls its provider under its own key.
+                    submission.generation = job.generation();
+                    let answer =
+                        self.run(config, machine, Locked::Later(creating), &store, job, stored, &submission, &body);
+                    return Ok(answer.await?.response);
+                }
+            };
         }
     }
 

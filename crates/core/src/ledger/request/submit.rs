@@ -33,7 +33,7 @@ use crate::ledger::request::admission::{self, Admission, Arrival};
 use crate::wire::{Problem, ProblemType};
 
 /// What the shell read before deciding (nothing has awaited since).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Read {
     /// The job as stored, settled by time (see [`Job::expire`]).
     pub stored: Option<Job>,
