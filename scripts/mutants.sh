@@ -24,7 +24,9 @@
 #                              ($DEFAULT_FILES below); MUTANTS_FILES=all: every
 #                              file of crates/core/src/ledger and crates/core/src/job
 #   MUTANTS_RE=regex           only the mutants whose name matches (cargo-mutants --re)
-#   MUTANTS_SHARD=k/n          one shard of them (cargo-mutants --shard)
+#   MUTANTS_SHARD=k/n          one shard of them, every n-th mutant from the k-th
+#   MUTANTS_JOBS=2             mutants built and tested at once (1: in place in
+#                              the scratch copy, whose build is kept)
 #   MUTANTS_TIMEOUT=s          a test run's timeout (default: 5 × the baseline's, at least 60 s)
 #   BUGS=a,c                   only these deliberate bugs; SEEDS=N the simulation's seeds
 #   CARGO_BUILD_JOBS=1         leave a core free
@@ -101,10 +103,10 @@ bugs() {
 mutant_args() {
   local files=${MUTANTS_FILES:-$DEFAULT_FILES}
   [ "$files" = all ] && files="crates/core/src/ledger/** crates/core/src/job/**"
-  args=(--dir "$scratch" --in-place --no-config -p onejob-core --colors never)
+  args=(--dir "$scratch" --no-config -p onejob-core --colors never)
   for f in $files; do args+=(--file "$f"); done
   [ -n "${MUTANTS_RE:-}" ] && args+=(--re "$MUTANTS_RE")
-  [ -n "${MUTANTS_SHARD:-}" ] && args+=(--shard "$MUTANTS_SHARD")
+  [ -n "${MUTANTS_SHARD:-}" ] && args+=(--shard "$MUTANTS_SHARD" --sharding round-robin)
   return 0
 }
 
@@ -120,13 +122,26 @@ mutants() {
   # The core's unit tests and its integration tests (the simulation among
   # them): no doctests, no examples.
   args+=(--cargo-arg=--lib --cargo-arg=--tests --output "$work")
+  # One job: in place in the scratch copy, whose build (target/mutants/target)
+  # the next run reuses. More: cargo-mutants copies the scratch once per job,
+  # each built in its own copy (each builds the dependencies first).
+  local jobs=${MUTANTS_JOBS:-2}
+  if [ "$jobs" -le 1 ]; then
+    args+=(--in-place)
+  else
+    args+=(--jobs "$jobs")
+  fi
   if [ -n "${MUTANTS_TIMEOUT:-}" ]; then
     args+=(--timeout "$MUTANTS_TIMEOUT")
   else
     args+=(--minimum-test-timeout 60)
   fi
   local started=$SECONDS status=0
-  cargo mutants "${args[@]}" || status=$?
+  if [ "$jobs" -le 1 ]; then
+    cargo mutants "${args[@]}" || status=$?
+  else
+    env -u CARGO_TARGET_DIR cargo mutants "${args[@]}" || status=$?
+  fi
   # 0: all caught; 2: some missed; 3: some timed out; anything else failed.
   case $status in 0|2|3) ;; *) say "cargo-mutants failed (exit $status)"; return "$status" ;; esac
   local out=$work/mutants.out
