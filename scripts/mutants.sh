@@ -27,6 +27,7 @@
 #   MUTANTS_SHARD=k/n          one shard of them, every n-th mutant from the k-th
 #   MUTANTS_JOBS=2             mutants built and tested at once (1: in place in
 #                              the scratch copy, whose build is kept)
+#   MUTANTS_ARGS="--shuffle"   more options for cargo-mutants
 #   MUTANTS_TIMEOUT=s          a test run's timeout (default: 5 × the baseline's, at least 60 s)
 #   BUGS=a,c                   only these deliberate bugs; SEEDS=N the simulation's seeds
 #   CARGO_BUILD_JOBS=1         leave a core free
@@ -107,6 +108,8 @@ mutant_args() {
   for f in $files; do args+=(--file "$f"); done
   [ -n "${MUTANTS_RE:-}" ] && args+=(--re "$MUTANTS_RE")
   [ -n "${MUTANTS_SHARD:-}" ] && args+=(--shard "$MUTANTS_SHARD" --sharding round-robin)
+  # Any other option of cargo-mutants (e.g. --shuffle).
+  [ -n "${MUTANTS_ARGS:-}" ] && read -ra extra <<< "$MUTANTS_ARGS" && args+=("${extra[@]}")
   return 0
 }
 
