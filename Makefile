@@ -6,7 +6,7 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 ENV := source scripts/.env &&
 
-.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-edge-deploy build-client test-core test-core-wasm test-edge test-crash simulate modgraph experiment bench bench-sdk bench-providers provider-check clean
+.PHONY: dev dev-vars package deploy-check test bootstrap build build-edge build-edge-test build-edge-deploy build-client test-core test-core-wasm test-edge test-crash simulate mutants modgraph experiment bench bench-sdk bench-providers provider-check clean
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -222,6 +222,19 @@ SEEDS ?= 10000
 simulate:
 	@$(ENV) SEEDS=$(SEEDS) $(if $(SIM_FIRST),SIM_FIRST=$(SIM_FIRST)) $(if $(SIM_SEED),SIM_SEED=$(SIM_SEED)) \
 	  cargo test -p onejob-core --release --test simulation -- --nocapture
+
+## The simulation's teeth (not in `make test`): deliberate bugs in the
+## Ledger, each of which the simulation (or the core's unit tests) must
+## catch with its seed (scripts/deliberate-bugs.mjs), then cargo-mutants
+## (installed at its pinned version when missing) over the Ledger's sequence
+## and machines, tested by the core's unit tests and the simulation;
+## MUTANTS_FILES=… changes the set, MUTANTS_SHARD=k/n runs a part of it
+## (scripts/mutants.sh). Prints each bug with its seed and
+## `mutants: N tested, caught C, missed M, timeout T, unviable U`, then the
+## missed mutants. Works in target/mutants, never in the working tree. About
+## an hour on 2 cores (360 mutants, two at a time).
+mutants:
+	@bash scripts/mutants.sh
 
 ## Accepted background jobs after kill -9 of the runtime, at the issue's
 ## larger size (make test runs 150 jobs and 3 kills): 1,000 jobs, 6 kills.
