@@ -213,11 +213,6 @@ impl TableSet {
         TableSet(self.0 | TableSet::of_tables(group.tables().iter().copied()).0)
     }
 
-    /// The set without `group`'s tables.
-    pub fn without_group(self, group: TableGroup) -> TableSet {
-        TableSet(self.0 & !TableSet::of_tables(group.tables().iter().copied()).0)
-    }
-
     /// The groups with a table in the set.
     pub fn groups(self) -> TableGroups {
         TableGroups::of_tables(self.tables())
@@ -375,7 +370,6 @@ mod tests {
         assert_eq!(set.tables().collect::<Vec<_>>(), ["job", "queue"]);
         assert!(set.groups().contains(TableGroup::Queue) && set.groups().contains(TableGroup::Job));
         assert_eq!(set.with_group(TableGroup::Queue).tables().collect::<Vec<_>>(), ["job", "queue", "outbox"]);
-        assert_eq!(set.without_group(TableGroup::Queue).tables().collect::<Vec<_>>(), ["job"]);
     }
 
     #[test]
